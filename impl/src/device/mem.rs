@@ -1,0 +1,126 @@
+//! A sparse in-memory block device: chunks that were never written read as
+//! zeros and take no memory.
+
+use std::collections::BTreeMap;
+
+use super::{check_range, BlockDevice};
+use crate::sync::{lock, Mutex};
+use crate::Result;
+
+const CHUNK: u64 = 4096;
+
+/// Sparse in-memory device of a fixed size.
+pub struct MemDevice {
+    size: u64,
+    chunks: Mutex<BTreeMap<u64, Box<[u8]>>>,
+}
+
+impl MemDevice {
+    /// A zero-filled device of `size` bytes, rounded down to whole sectors.
+    pub fn new(size: u64) -> Self {
+        MemDevice {
+            size: size - size % super::SECTOR_SIZE,
+            chunks: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Bytes of memory holding data (for memory-bound tests and reports).
+    pub fn resident_bytes(&self) -> u64 {
+        lock(&self.chunks).len() as u64 * CHUNK
+    }
+
+    /// Call `f(offset, chunk)` for every chunk that holds a non-zero byte, in
+    /// ascending order. Chunks are [`Self::chunk_size`] bytes.
+    pub fn for_each_nonzero_chunk(&self, mut f: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
+        let chunks = lock(&self.chunks);
+        for (idx, data) in chunks.iter() {
+            if data.iter().any(|&b| b != 0) {
+                f(idx * CHUNK, data)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Granularity of [`Self::for_each_nonzero_chunk`].
+    pub const fn chunk_size() -> u64 {
+        CHUNK
+    }
+}
+
+impl BlockDevice for MemDevice {
+    fn size_bytes(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        check_range(self.size, off, buf.len())?;
+        let chunks = lock(&self.chunks);
+        let mut done = 0usize;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let (idx, within) = (pos / CHUNK, (pos % CHUNK) as usize);
+            let n = (CHUNK as usize - within).min(buf.len() - done);
+            match chunks.get(&idx) {
+                Some(c) => buf[done..done + n].copy_from_slice(&c[within..within + n]),
+                None => buf[done..done + n].fill(0),
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        check_range(self.size, off, buf.len())?;
+        let mut chunks = lock(&self.chunks);
+        let mut done = 0usize;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let (idx, within) = (pos / CHUNK, (pos % CHUNK) as usize);
+            let n = (CHUNK as usize - within).min(buf.len() - done);
+            let src = &buf[done..done + n];
+            match chunks.get_mut(&idx) {
+                Some(c) => c[within..within + n].copy_from_slice(src),
+                None if src.iter().all(|&b| b == 0) => {}
+                None => {
+                    let mut c = vec![0u8; CHUNK as usize].into_boxed_slice();
+                    c[within..within + n].copy_from_slice(src);
+                    chunks.insert(idx, c);
+                }
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unwritten_reads_zero_and_writes_read_back() {
+        let d = MemDevice::new(1 << 20);
+        let mut b = vec![0xAAu8; 1024];
+        d.read_at(4096, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == 0));
+        let w: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
+        d.write_at(3584, &w).unwrap();
+        let mut r = vec![0u8; 8192];
+        d.read_at(3584, &mut r).unwrap();
+        assert_eq!(r, w);
+        assert_eq!(d.resident_bytes(), 3 * 4096);
+    }
+
+    #[test]
+    fn out_of_range_and_unaligned_are_errors() {
+        let d = MemDevice::new(4096);
+        let mut b = vec![0u8; 1024];
+        assert!(d.read_at(4096, &mut b).is_err());
+        assert!(d.read_at(100, &mut b).is_err());
+        assert!(d.write_at(u64::MAX - 511, &b[..512]).is_err());
+    }
+}

@@ -1,0 +1,62 @@
+//! Block devices: the only seam between the filesystem and storage.
+//!
+//! [`BlockDevice`] is deliberately narrow (size, read, write, flush) and
+//! sector-addressed like the Linux block layer: offsets and lengths are
+//! multiples of [`SECTOR_SIZE`]. The filesystem block size is not the
+//! device's business: the super block lives at byte 1024 whatever it is.
+
+mod image;
+mod mem;
+
+pub use image::{export_image, import_image, import_image_bytes};
+pub use mem::MemDevice;
+
+use crate::{Error, Result};
+
+/// The device addressing unit, in bytes.
+pub const SECTOR_SIZE: u64 = 512;
+
+/// A block device. Implementations must be usable from several threads: all
+/// methods take `&self`.
+pub trait BlockDevice: Send + Sync {
+    /// Device size in bytes (a multiple of [`SECTOR_SIZE`]).
+    fn size_bytes(&self) -> u64;
+    /// Fill `buf` from byte offset `off`.
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
+    /// Write `buf` at byte offset `off`.
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()>;
+    /// Make every completed write durable.
+    fn flush(&self) -> Result<()>;
+}
+
+/// Check that `[off, off+len)` is sector-aligned and inside a device of `size` bytes.
+pub fn check_range(size: u64, off: u64, len: usize) -> Result<()> {
+    let len = len as u64;
+    if off % SECTOR_SIZE != 0 || len % SECTOR_SIZE != 0 {
+        return Err(Error::Io {
+            blocknr: off / SECTOR_SIZE,
+            detail: format!("unaligned request: offset {off}, length {len}"),
+        });
+    }
+    match off.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::Io {
+            blocknr: off / SECTOR_SIZE,
+            detail: format!("request [{off}, +{len}) beyond device end {size}"),
+        }),
+    }
+}
+
+/// Read filesystem block `blocknr` of `block_size` bytes.
+pub fn read_block(dev: &dyn BlockDevice, block_size: u32, blocknr: u64) -> Result<Vec<u8>> {
+    let off = blocknr.checked_mul(u64::from(block_size)).ok_or_else(|| Error::Io {
+        blocknr,
+        detail: "block number overflows the byte offset".into(),
+    })?;
+    let mut buf = vec![0u8; block_size as usize];
+    dev.read_at(off, &mut buf).map_err(|e| match e {
+        Error::Io { detail, .. } => Error::Io { blocknr, detail },
+        other => other,
+    })?;
+    Ok(buf)
+}

@@ -1,0 +1,74 @@
+//! The crate's one error type. Every decoder reports corruption as
+//! [`Error::Corrupt`], naming the on-disk structure and, when the caller knows
+//! it, the block it came from; nothing in this crate panics on bad input.
+
+use std::fmt;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong, as a typed value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// An on-disk structure failed a validity check.
+    #[error("corrupt {what}{}: {detail}", BlockSuffix(*.blocknr))]
+    Corrupt {
+        /// The structure, in the kernel's words (`"super block"`, `"btree node"`, ...).
+        what: &'static str,
+        /// The physical block it was read from, when known.
+        blocknr: Option<u64>,
+        /// What was wrong with it.
+        detail: String,
+    },
+    /// A block device operation failed.
+    #[error("I/O error at block {blocknr}: {detail}")]
+    Io {
+        /// The block the operation addressed.
+        blocknr: u64,
+        /// What failed.
+        detail: String,
+    },
+    /// A request was out of the range the geometry allows.
+    #[error("out of range: {0}")]
+    OutOfRange(String),
+    /// Invalid arguments (for example an impossible mkfs geometry).
+    #[error("{0}")]
+    Invalid(String),
+    /// A host file operation failed (image import/export).
+    #[error("{path}: {detail}")]
+    Host {
+        /// The host path involved.
+        path: String,
+        /// The operating system's message.
+        detail: String,
+    },
+}
+
+impl Error {
+    /// A corruption report without a block number.
+    pub fn corrupt(what: &'static str, detail: impl Into<String>) -> Self {
+        Error::Corrupt { what, blocknr: None, detail: detail.into() }
+    }
+
+    /// Attach the physical block number to a corruption report that lacks one.
+    #[must_use]
+    pub fn at_block(self, block: u64) -> Self {
+        match self {
+            Error::Corrupt { what, blocknr: None, detail } => {
+                Error::Corrupt { what, blocknr: Some(block), detail }
+            }
+            other => other,
+        }
+    }
+}
+
+struct BlockSuffix(Option<u64>);
+
+impl fmt::Display for BlockSuffix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(b) => write!(f, " at block {b}"),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! nilfs-impl: a reference implementation of the NILFS2 log-structured
+//! filesystem on its real on-disk format.
+//!
+//! The module layout follows the kernel's nouns (fs/nilfs2) so that a NILFS2
+//! developer finds their way; docs/ARCHITECTURE.md states what each module owns
+//! and what it must not know.
+
+pub mod device;
+pub mod error;
+pub mod format;
+pub mod sync;
+
+pub use error::{Error, Result};

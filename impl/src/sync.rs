@@ -1,0 +1,40 @@
+//! The single facade over synchronisation primitives.
+//!
+//! Nothing else in the crate names `std::sync`, `loom` or `shuttle` directly:
+//! `--cfg loom` selects loom's model-checked primitives, `--cfg shuttle`
+//! selects shuttle's, and an ordinary build gets std's. Where the APIs differ,
+//! the std side is given loom's shape so code above this module stays free of
+//! `cfg`.
+
+#[cfg(loom)]
+pub use loom::sync::{
+    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+#[cfg(loom)]
+pub use loom::thread;
+
+#[cfg(all(shuttle, not(loom)))]
+pub use shuttle::sync::{
+    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+#[cfg(all(shuttle, not(loom)))]
+pub use shuttle::thread;
+
+#[cfg(not(any(loom, shuttle)))]
+pub use std::sync::{
+    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+#[cfg(not(any(loom, shuttle)))]
+pub use std::thread;
+
+/// Lock a mutex, treating poisoning as the broken internal invariant it is
+/// (a panic while holding a filesystem lock already lost the state).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
