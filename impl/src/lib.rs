@@ -5,9 +5,15 @@
 //! developer finds their way; docs/ARCHITECTURE.md states what each module owns
 //! and what it must not know.
 
+pub mod bmap;
+pub mod check;
 pub mod device;
 pub mod error;
 pub mod format;
+pub mod inspect;
+pub mod mkfs;
+pub mod recovery;
 pub mod sync;
+pub mod the_nilfs;
 
 pub use error::{Error, Result};

@@ -5,10 +5,12 @@
 //! multiples of [`SECTOR_SIZE`]. The filesystem block size is not the
 //! device's business: the super block lives at byte 1024 whatever it is.
 
+mod file;
 mod image;
 mod mem;
 
 pub use image::{export_image, import_image, import_image_bytes};
+pub use file::FileDevice;
 pub use mem::MemDevice;
 
 use crate::{Error, Result};

@@ -1,0 +1,288 @@
+//! The mounted filesystem's shared state, read side: the super block in use,
+//! the log cursor found by the scan, the super root and the three metadata
+//! files it roots (DAT, cpfile, sufile), and block reads through them.
+//!
+//! This is the read-only core that the inspector and the nilfs-tools-style
+//! listings need; it answers the questions the kernel's ioctls answer
+//! (`GET_CPINFO`, `GET_SUINFO`, `GET_SUSTAT`) from an image. It does no
+//! caching and no read-ahead (the read path adds those); it never writes.
+
+use crate::bmap::{self, NodeSource};
+use crate::device::{read_block, BlockDevice};
+use crate::format::btree::BtreeNode;
+use crate::format::cpfile::{Checkpoint, CpfileGeometry, CpfileHeader};
+use crate::format::dat::DatEntry;
+use crate::format::inode::Inode;
+use crate::format::palloc::PallocGeometry;
+use crate::format::sufile::{SegmentUsage, SufileGeometry, SufileHeader, SU_ACTIVE};
+use crate::format::super_root::{self, SuperRoot};
+use crate::format::superblock::{SuperBlock, STATE_VALID_FS};
+use crate::format::{BlockNr, Cno, FileBlk, Ino, SegNum, VBlockNr};
+use crate::recovery::{load_super_block, search_super_root, ScanResult, SbChoice, SegGeometry};
+use crate::{Error, Result};
+
+/// A metadata file, as the reader addresses it.
+#[derive(Clone, Copy, Debug)]
+pub enum MetaFile<'a> {
+    /// The DAT: physical pointers.
+    Dat,
+    /// The checkpoint file.
+    Cpfile,
+    /// The segment usage file.
+    Sufile,
+    /// The ifile of some checkpoint (its inode is in the checkpoint entry).
+    Ifile(&'a Inode),
+}
+
+/// A read-only view of a NILFS2 filesystem at its latest super root.
+pub struct Nilfs<'d> {
+    dev: &'d dyn BlockDevice,
+    /// The two super block copies and the kernel's choice.
+    pub sb_choice: SbChoice,
+    /// The super block in effect (the spare, if the scan had to roll back).
+    pub sb: SuperBlock,
+    /// Whether the scan failed from the chosen copy and used the spare
+    /// ("trying rollback from an earlier position").
+    pub rolled_back: bool,
+    /// Segment geometry.
+    pub geo: SegGeometry,
+    /// What the super root search found.
+    pub scan: ScanResult,
+    /// The latest super root.
+    pub super_root: SuperRoot,
+}
+
+impl<'d> Nilfs<'d> {
+    /// Open `dev` as the kernel's `load_nilfs` would, without recovery writes:
+    /// choose the super block, check its geometry, search for the latest
+    /// super root (falling back to the spare super block when the scan from
+    /// the chosen one fails), and load the super root.
+    pub fn open(dev: &'d dyn BlockDevice) -> Result<Self> {
+        let sb_choice = load_super_block(dev)?;
+        let mut sb = sb_choice.sb().clone();
+        sb.check_geometry(dev.size_bytes())?;
+        let valid_fs = sb.state & STATE_VALID_FS != 0;
+        let (scan, rolled_back) = match search_super_root(dev, &sb, valid_fs) {
+            Ok(s) => (s, false),
+            Err(e @ Error::Io { .. }) => return Err(e),
+            Err(first) => {
+                let spare = sb_choice.spare().cloned().ok_or(first)?;
+                if spare.block_size()? != sb.block_size()? {
+                    return Err(Error::corrupt("super block", "block size differs between the two super blocks"));
+                }
+                sb = spare;
+                // The kernel drops VALID_FS to allow roll-forward after a rollback.
+                (search_super_root(dev, &sb, false)?, true)
+            }
+        };
+        let geo = SegGeometry::new(&sb)?;
+        let sr_data = read_block(dev, geo.block_size, scan.super_root.0)?;
+        super_root::check_valid(&sr_data, geo.block_size, sb.crc_seed).map_err(|e| e.at_block(scan.super_root.0))?;
+        let super_root = SuperRoot::decode(&sr_data, sb.inode_size).map_err(|e| e.at_block(scan.super_root.0))?;
+        Ok(Nilfs { dev, sb_choice, sb, rolled_back, geo, scan, super_root })
+    }
+
+    /// The device.
+    pub fn device(&self) -> &'d dyn BlockDevice {
+        self.dev
+    }
+
+    /// Block size in bytes.
+    pub fn block_size(&self) -> u32 {
+        self.geo.block_size
+    }
+
+    /// `ns_cno`: the checkpoint number the next construction would create.
+    pub fn next_cno(&self) -> Cno {
+        Cno(self.scan.cno.0 + 1)
+    }
+
+    /// Read physical block `b`.
+    pub fn read_block(&self, b: BlockNr) -> Result<Vec<u8>> {
+        read_block(self.dev, self.geo.block_size, b.0)
+    }
+
+    fn inode_of(&self, f: MetaFile<'_>) -> Inode {
+        match f {
+            MetaFile::Dat => self.super_root.dat.clone(),
+            MetaFile::Cpfile => self.super_root.cpfile.clone(),
+            MetaFile::Sufile => self.super_root.sufile.clone(),
+            MetaFile::Ifile(i) => i.clone(),
+        }
+    }
+
+    /// Block `blkoff` of a metadata file; `Ok(None)` for a hole.
+    pub fn mdt_block(&self, f: MetaFile<'_>, blkoff: FileBlk) -> Result<Option<Vec<u8>>> {
+        let inode = self.inode_of(f);
+        let physical = matches!(f, MetaFile::Dat);
+        let ptr = bmap::lookup(&inode.bmap, blkoff.0, &mut Nodes { fs: self, physical })?;
+        let Some(ptr) = ptr else { return Ok(None) };
+        let pbn = if physical { BlockNr(ptr) } else { self.dat_translate(VBlockNr(ptr))? };
+        self.read_block(pbn).map(Some)
+    }
+
+    /// The DAT entry of `v`, or `None` if its block is a hole.
+    pub fn dat_entry(&self, v: VBlockNr) -> Result<Option<DatEntry>> {
+        let esz = u32::from(self.sb.dat_entry_size);
+        let geo = PallocGeometry { block_size: self.geo.block_size, entry_size: esz };
+        let blk = geo
+            .entry_blkoff(v.0)
+            .ok_or_else(|| Error::OutOfRange(format!("virtual block number {v}")))?;
+        let Some(data) = self.mdt_block(MetaFile::Dat, FileBlk(blk))? else { return Ok(None) };
+        let off = geo.entry_offset_in_block(v.0) as usize;
+        DatEntry::decode(data.get(off..).unwrap_or(&[])).map(Some)
+    }
+
+    /// Translate a virtual block number (`nilfs_dat_translate`): an entry
+    /// that is a hole or has no block is corruption, as in the kernel.
+    pub fn dat_translate(&self, v: VBlockNr) -> Result<BlockNr> {
+        match self.dat_entry(v)? {
+            Some(e) if e.blocknr.0 != 0 => Ok(e.blocknr),
+            _ => Err(Error::corrupt("DAT entry", format!("virtual block {v} has no disk block"))),
+        }
+    }
+
+    fn cp_geometry(&self) -> CpfileGeometry {
+        CpfileGeometry { block_size: self.geo.block_size, entry_size: self.sb.checkpoint_size }
+    }
+
+    /// The cpfile header.
+    pub fn cpfile_header(&self) -> Result<CpfileHeader> {
+        let data = self
+            .mdt_block(MetaFile::Cpfile, FileBlk(0))?
+            .ok_or_else(|| Error::corrupt("cpfile", "header block is a hole"))?;
+        CpfileHeader::decode(&data)
+    }
+
+    /// The checkpoint entry of `cno` as stored, or `None` if its block is a
+    /// hole. Invalid entries are returned too; callers check the flags.
+    pub fn checkpoint_entry(&self, cno: Cno) -> Result<Option<Checkpoint>> {
+        let (blk, off) = self
+            .cp_geometry()
+            .locate(cno.0)
+            .ok_or_else(|| Error::OutOfRange(format!("checkpoint number {cno}")))?;
+        let Some(data) = self.mdt_block(MetaFile::Cpfile, blk)? else { return Ok(None) };
+        Checkpoint::decode(data.get(off..).unwrap_or(&[])).map(Some)
+    }
+
+    /// A valid checkpoint `cno` (1 ≤ cno < `next_cno`, not INVALID), as
+    /// `nilfs_cpfile_get_checkpoint` requires for mounting it.
+    pub fn checkpoint(&self, cno: Cno) -> Result<Option<Checkpoint>> {
+        if cno.0 == 0 || cno >= self.next_cno() {
+            return Ok(None);
+        }
+        Ok(self.checkpoint_entry(cno)?.filter(|cp| !cp.is_invalid()))
+    }
+
+    /// Every valid checkpoint in `[from, next_cno)`, in order, as
+    /// `nilfs_cpfile_do_get_cpinfo` lists them (hole blocks skipped).
+    pub fn checkpoints(&self, from: Cno) -> Result<Vec<Checkpoint>> {
+        let geo = self.cp_geometry();
+        let end = self.next_cno().0;
+        let mut out = Vec::new();
+        let mut cno = from.0.max(1);
+        while cno < end {
+            let (blk, _) = geo.locate(cno).ok_or_else(|| Error::OutOfRange(format!("checkpoint {cno}")))?;
+            let block = self.mdt_block(MetaFile::Cpfile, blk)?;
+            // Checkpoints sharing this block: up to the block's last slot.
+            let mut next = cno;
+            while next < end && geo.locate(next).map(|l| l.0) == Some(blk) {
+                if let Some(data) = &block {
+                    let (_, off) = geo.locate(next).expect("located above");
+                    let cp = Checkpoint::decode(data.get(off..).unwrap_or(&[]))?;
+                    if !cp.is_invalid() {
+                        out.push(cp);
+                    }
+                }
+                next += 1;
+            }
+            cno = next;
+        }
+        Ok(out)
+    }
+
+    /// The snapshot list, walked from the header as
+    /// `nilfs_cpfile_do_get_ssinfo` does; stops at the first entry that is
+    /// not a valid snapshot. Bounded by the number of checkpoints.
+    pub fn snapshots(&self) -> Result<Vec<Checkpoint>> {
+        let mut out = Vec::new();
+        let mut curr = self.cpfile_header()?.snapshot_next.0;
+        while curr != 0 && (out.len() as u64) < self.next_cno().0 {
+            let Some(cp) = self.checkpoint_entry(Cno(curr))? else { break };
+            if cp.is_invalid() || !cp.is_snapshot() {
+                break;
+            }
+            curr = cp.snapshot_next.0;
+            out.push(cp);
+        }
+        Ok(out)
+    }
+
+    fn su_geometry(&self) -> SufileGeometry {
+        SufileGeometry { block_size: self.geo.block_size, entry_size: self.sb.segment_usage_size }
+    }
+
+    /// The sufile header.
+    pub fn sufile_header(&self) -> Result<SufileHeader> {
+        let data = self
+            .mdt_block(MetaFile::Sufile, FileBlk(0))?
+            .ok_or_else(|| Error::corrupt("sufile", "header block is a hole"))?;
+        SufileHeader::decode(&data)
+    }
+
+    /// Segment usage of every segment, as `nilfs_sufile_get_suinfo` reports
+    /// it: holes read as zero, and the ACTIVE bit is the kernel's notion (the
+    /// current and next segment of the writer), not the on-disk bit.
+    pub fn segment_usages(&self) -> Result<Vec<SegmentUsage>> {
+        let geo = self.su_geometry();
+        let mut out = Vec::with_capacity(self.geo.nsegments.min(1 << 20) as usize);
+        let mut cached: Option<(FileBlk, Option<Vec<u8>>)> = None;
+        for s in 0..self.geo.nsegments {
+            let (blk, off) = geo.locate(s);
+            if cached.as_ref().map(|c| c.0) != Some(blk) {
+                cached = Some((blk, self.mdt_block(MetaFile::Sufile, blk)?));
+            }
+            let mut su = match &cached {
+                Some((_, Some(data))) => SegmentUsage::decode(data.get(off..).unwrap_or(&[]))?,
+                _ => SegmentUsage::default(),
+            };
+            su.flags &= !SU_ACTIVE;
+            if self.segment_is_active(SegNum(s)) {
+                su.flags |= SU_ACTIVE;
+            }
+            out.push(su);
+        }
+        Ok(out)
+    }
+
+    /// `nilfs_segment_is_active`: the writer's current or next segment.
+    pub fn segment_is_active(&self, s: SegNum) -> bool {
+        s == self.scan.segnum || s == self.scan.nextnum
+    }
+
+    /// Inode `ino` in the ifile whose inode is `ifile`; `None` if its block
+    /// is a hole.
+    pub fn ifile_inode(&self, ifile: &Inode, ino: Ino) -> Result<Option<Inode>> {
+        let isz = u32::from(self.sb.inode_size);
+        let geo = PallocGeometry { block_size: self.geo.block_size, entry_size: isz };
+        let blk = geo.entry_blkoff(ino.0).ok_or_else(|| Error::OutOfRange(format!("inode number {ino}")))?;
+        let Some(data) = self.mdt_block(MetaFile::Ifile(ifile), FileBlk(blk))? else { return Ok(None) };
+        let off = geo.entry_offset_in_block(ino.0) as usize;
+        Inode::decode(data.get(off..).unwrap_or(&[])).map(Some)
+    }
+}
+
+/// Node reads for bmap lookups: translate virtual pointers through the DAT
+/// (every file but the DAT), then decode with the broken-node checks.
+struct Nodes<'a, 'd> {
+    fs: &'a Nilfs<'d>,
+    physical: bool,
+}
+
+impl NodeSource for Nodes<'_, '_> {
+    fn node(&mut self, ptr: u64, _level: u8) -> Result<BtreeNode> {
+        let pbn = if self.physical { BlockNr(ptr) } else { self.fs.dat_translate(VBlockNr(ptr))? };
+        let data = self.fs.read_block(pbn)?;
+        BtreeNode::decode_block(&data, self.fs.geo.block_size).map_err(|e| e.at_block(pbn.0))
+    }
+}
