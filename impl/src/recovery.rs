@@ -106,8 +106,8 @@ pub fn load_super_block(dev: &dyn BlockDevice) -> Result<SbChoice> {
     // area is stale data, not a super block (nilfs_sb2_bad_offset).
     if valid[usize::from(swp)] {
         let chosen = copies[usize::from(swp)].as_ref().and_then(|c| c.sb.as_ref());
-        if let (Some(sb), Some(sb2)) = (chosen, copies[1].as_ref()) {
-            if superblock::secondary_is_inside_segments(sb, sb2.offset) {
+        if let (Some(sb), Some(_)) = (chosen, copies[1].as_ref()) {
+            if superblock::secondary_is_inside_segments(sb, size) {
                 if let Some(c) = copies[1].as_mut() {
                     c.valid = Err("lies inside the segment area of the chosen super block".into());
                 }

@@ -591,7 +591,8 @@ pub fn seal_log(log: &mut [u8], seed: u32) {
 pub fn verify_log(log: &[u8], seed: u32) -> Result<()> {
     let h = SegmentSummary::decode(log)?;
     let n = h.nblocks as usize;
-    if n == 0 || log.len() % n != 0 || !valid_bs((log.len() / n) as u64) {
+    let bs = log.len().checked_div(n).unwrap_or(0);
+    if bs * n != log.len() || !valid_bs(bs as u64) {
         return Err(Error::corrupt(
             WHAT,
             format!(
