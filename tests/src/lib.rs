@@ -1,2 +1,37 @@
 //! nilfs-conformance: the harness that checks nilfs-ref against real NILFS2
-//! peers (nilfs-tools, GRUB, the Linux kernel) and, later, against the model.
+//! peers — Debian's nilfs-tools, GRUB's reader, the Linux kernel in a qemu
+//! guest — and against the kernel-written fixtures in ../shared/fixtures.
+//!
+//! Peer tests are a tier of their own: plain `cargo test` stays hermetic and
+//! fast, and runs them only when `NILFS_PEERS=1` is set (the README's test
+//! command sets it and installs the peers). With the variable set, a missing
+//! peer is a failure, never a silent skip.
+
+pub mod peers;
+
+use std::path::PathBuf;
+
+/// The shared/ folder beside the project (read-only in CI).
+pub fn shared_dir() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.join("..").join("..").join("shared")
+}
+
+/// The kernel-written fixture image (xz-compressed) and its manifest.
+pub fn kernel_fixture() -> (PathBuf, PathBuf) {
+    let d = shared_dir().join("fixtures").join("kernel-6.1");
+    (d.join("scenario-gc-128M.img.xz"), d.join("scenario-gc-128M.manifest"))
+}
+
+/// The section of a fixture manifest that follows the line `== NAME`, up to
+/// the next `== ` line, with a trailing newline on each line.
+pub fn manifest_section(manifest: &str, name: &str) -> Option<String> {
+    let mut lines = manifest.lines().skip_while(|l| *l != format!("== {name}"));
+    lines.next()?;
+    let mut out = String::new();
+    for l in lines.take_while(|l| !l.starts_with("== ")) {
+        out.push_str(l);
+        out.push('\n');
+    }
+    Some(out)
+}

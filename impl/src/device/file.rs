@@ -38,7 +38,9 @@ impl FileDevice {
             use std::io::{Seek, SeekFrom};
             (&file).seek(SeekFrom::End(0)).map_err(host)?
         };
-        Ok(FileDevice { file, size: size - size % super::SECTOR_SIZE, path: path.display().to_string() })
+        // The exact size: mkfs.nilfs2 records st_size in s_dev_size even when
+        // it is not a whole number of sectors.
+        Ok(FileDevice { file, size, path: path.display().to_string() })
     }
 
     fn io(&self, off: u64, e: std::io::Error) -> Error {

@@ -39,10 +39,12 @@ pub fn import_image_bytes(data: &[u8]) -> Result<MemDevice> {
     } else {
         data
     };
-    let size = data.len() as u64 - data.len() as u64 % SECTOR_SIZE;
+    let size = data.len() as u64;
     let dev = MemDevice::new(size);
     let chunk = MemDevice::chunk_size() as usize;
-    for (i, c) in data[..size as usize].chunks(chunk).enumerate() {
+    // Whole sectors only: a trailing partial sector is unreachable anyway.
+    let whole = (size - size % SECTOR_SIZE) as usize;
+    for (i, c) in data[..whole].chunks(chunk).enumerate() {
         if c.iter().any(|&b| b != 0) {
             dev.write_at((i * chunk) as u64, c)?;
         }

@@ -16,10 +16,10 @@ pub struct MemDevice {
 }
 
 impl MemDevice {
-    /// A zero-filled device of `size` bytes, rounded down to whole sectors.
+    /// A zero-filled device of `size` bytes.
     pub fn new(size: u64) -> Self {
         MemDevice {
-            size: size - size % super::SECTOR_SIZE,
+            size,
             chunks: Mutex::new(BTreeMap::new()),
         }
     }

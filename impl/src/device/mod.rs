@@ -21,7 +21,8 @@ pub const SECTOR_SIZE: u64 = 512;
 /// A block device. Implementations must be usable from several threads: all
 /// methods take `&self`.
 pub trait BlockDevice: Send + Sync {
-    /// Device size in bytes (a multiple of [`SECTOR_SIZE`]).
+    /// Device size in bytes. Usually a multiple of [`SECTOR_SIZE`]; an image
+    /// file may end in a partial sector, which no request can reach.
     fn size_bytes(&self) -> u64;
     /// Fill `buf` from byte offset `off`.
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
