@@ -31,6 +31,12 @@ pub struct ChecksumReport {
 /// an [`Error::Corrupt`] naming the structure and the block.
 pub fn verify_checksums(dev: &dyn BlockDevice) -> Result<ChecksumReport> {
     let fs = Nilfs::open(dev)?;
+    // A mount that had to fall back to the spare super block means the log
+    // the newer one points at failed validation: that is a checksum (or
+    // consistency) failure of the latest log, even though the kernel mounts.
+    if let Some(e) = &fs.rollback_reason {
+        return Err(e.clone());
+    }
     let mut r = ChecksumReport::default();
     for copy in fs.sb_choice.copies.iter().flatten() {
         copy.valid

@@ -361,11 +361,12 @@ pub fn search_super_root(dev: &dyn BlockDevice, sb: &SuperBlock, valid_fs: bool)
             }
         };
         if strayed {
+            let why = visit.verdict.clone().err().unwrap_or_default();
             visits.push(visit);
             if !scan_newer {
                 return Err(Error::corrupt(
                     "segment summary",
-                    "the log the super block points at is invalid",
+                    format!("the log the super block points at is invalid: {why}"),
                 )
                 .at_block(pseg.0));
             }

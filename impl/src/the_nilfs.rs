@@ -44,6 +44,8 @@ pub struct Nilfs<'d> {
     /// Whether the scan failed from the chosen copy and used the spare
     /// ("trying rollback from an earlier position").
     pub rolled_back: bool,
+    /// Why the scan from the chosen copy failed, when it did.
+    pub rollback_reason: Option<Error>,
     /// Segment geometry.
     pub geo: SegGeometry,
     /// What the super root search found.
@@ -62,24 +64,25 @@ impl<'d> Nilfs<'d> {
         let mut sb = sb_choice.sb().clone();
         sb.check_geometry(dev.size_bytes())?;
         let valid_fs = sb.state & STATE_VALID_FS != 0;
-        let (scan, rolled_back) = match search_super_root(dev, &sb, valid_fs) {
-            Ok(s) => (s, false),
+        let (scan, rollback_reason) = match search_super_root(dev, &sb, valid_fs) {
+            Ok(s) => (s, None),
             Err(e @ Error::Io { .. }) => return Err(e),
             Err(first) => {
-                let spare = sb_choice.spare().cloned().ok_or(first)?;
+                let Some(spare) = sb_choice.spare().cloned() else { return Err(first) };
                 if spare.block_size()? != sb.block_size()? {
                     return Err(Error::corrupt("super block", "block size differs between the two super blocks"));
                 }
                 sb = spare;
                 // The kernel drops VALID_FS to allow roll-forward after a rollback.
-                (search_super_root(dev, &sb, false)?, true)
+                (search_super_root(dev, &sb, false)?, Some(first))
             }
         };
+        let rolled_back = rollback_reason.is_some();
         let geo = SegGeometry::new(&sb)?;
         let sr_data = read_block(dev, geo.block_size, scan.super_root.0)?;
         super_root::check_valid(&sr_data, geo.block_size, sb.crc_seed).map_err(|e| e.at_block(scan.super_root.0))?;
         let super_root = SuperRoot::decode(&sr_data, sb.inode_size).map_err(|e| e.at_block(scan.super_root.0))?;
-        Ok(Nilfs { dev, sb_choice, sb, rolled_back, geo, scan, super_root })
+        Ok(Nilfs { dev, sb_choice, sb, rolled_back, rollback_reason, geo, scan, super_root })
     }
 
     /// The device.

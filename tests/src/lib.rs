@@ -35,3 +35,9 @@ pub fn manifest_section(manifest: &str, name: &str) -> Option<String> {
     }
     Some(out)
 }
+
+/// Lowercase hex sha256, as sha256sum prints it.
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+}

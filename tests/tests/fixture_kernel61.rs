@@ -1,0 +1,149 @@
+//! The image Linux 6.1 wrote (shared/fixtures/kernel-6.1: scenario-gc.sh,
+//! GC with protection period 0, one snapshot), read by us.
+//!
+//! Hermetic: our lscp and lssu equal the listings the kernel guest printed
+//! (the fixture manifest), and every checksum verifies. Peer tier: our
+//! dumpseg equals the real dumpseg for every segment, and our `tune -l`
+//! equals the real `nilfs-tune -l`, both run on a read-only loop device.
+
+use std::process::Command;
+
+use nilfs::check::verify_checksums;
+use nilfs::device::{export_image, import_image, MemDevice};
+use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
+use nilfs::inspect::{report, tools};
+use nilfs::the_nilfs::Nilfs;
+use nilfs_conformance::peers::{self, Loop, Scratch};
+use nilfs_conformance::{kernel_fixture, manifest_section};
+
+fn fixture() -> (MemDevice, String) {
+    let (img, manifest) = kernel_fixture();
+    (import_image(&img).expect("fixture image"), std::fs::read_to_string(manifest).expect("fixture manifest"))
+}
+
+#[test]
+fn lscp_equals_the_kernels() {
+    let (dev, manifest) = fixture();
+    let ours = tools::lscp(&dev, &LscpOptions::default()).unwrap();
+    assert_eq!(ours, manifest_section(&manifest, "lscp").unwrap());
+}
+
+#[test]
+fn lssu_equals_the_kernels() {
+    let (dev, manifest) = fixture();
+    let ours = tools::lssu(&dev, &LssuOptions::default()).unwrap();
+    assert_eq!(ours, manifest_section(&manifest, "lssu").unwrap());
+}
+
+#[test]
+fn lscp_snapshots_lists_the_one_snapshot() {
+    let (dev, _) = fixture();
+    let ours = tools::lscp(&dev, &LscpOptions { snapshots: true, ..LscpOptions::default() }).unwrap();
+    let rows: Vec<&str> = ours.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{ours}");
+    assert!(rows[0].trim_start().starts_with("4 ") && rows[0].contains(" ss "), "{ours}");
+}
+
+#[test]
+fn every_checksum_verifies() {
+    let (dev, _) = fixture();
+    let r = verify_checksums(&dev).unwrap();
+    // 30 dirty segments in the lssu listing; all but the fresh next
+    // segment 35 hold logs.
+    assert_eq!(r.super_blocks, 2);
+    assert_eq!(r.segments, 29, "{r:?}");
+    assert!(r.logs >= 30 && r.super_roots >= 8, "{r:?}");
+}
+
+/// The mount decision the kernel made for this image: the secondary super
+/// block is newer (cno 29 against the primary's 20, which was written
+/// before the GC pass and never refreshed), the image was cleanly
+/// unmounted, so the scan stops at the first super root.
+#[test]
+fn mount_decision_matches_the_kernel() {
+    let (dev, _) = fixture();
+    let fs = Nilfs::open(&dev).unwrap();
+    assert_eq!(fs.sb_choice.chosen, 1);
+    assert!(!fs.rolled_back);
+    assert_eq!(fs.scan.cno.0, 29);
+    assert_eq!(fs.scan.visits.len(), 1);
+    // lssu's "a" flags: the writer resumes in segment 34 with 35 as next.
+    assert_eq!((fs.scan.segnum.0, fs.scan.nextnum.0), (34, 35));
+    let text = report::inspect(&dev).unwrap();
+    assert!(text.contains("chosen: secondary"), "{text}");
+}
+
+/// A corrupted checksum anywhere in a used segment is reported with its
+/// block: the checker can fail.
+#[test]
+fn checksum_checker_catches_a_flipped_byte() {
+    let (dev, _) = fixture();
+    // A data block in the middle of segment 34's log (blocks 17408..17578).
+    let at = 17_500 * 4096 + 100;
+    let mut b = vec![0u8; 512];
+    nilfs::device::BlockDevice::read_at(&dev, at - 100, &mut b).unwrap();
+    b[100] ^= 0x40;
+    nilfs::device::BlockDevice::write_at(&dev, at - 100, &b).unwrap();
+    let err = verify_checksums(&dev).unwrap_err().to_string();
+    assert!(err.contains("data checksum") && err.contains("block 17408"), "{err}");
+    // The kernel would mount it all the same, from the spare super block.
+    let fs = Nilfs::open(&dev).unwrap();
+    assert!(fs.rolled_back);
+    assert_eq!(fs.sb_choice.chosen, 1);
+    assert!(fs.scan.cno.0 < 29);
+}
+
+#[test]
+fn dumpseg_equals_the_real_dumpseg() {
+    let Some(()) = peers::require("dumpseg_equals_the_real_dumpseg", &["dumpseg", "losetup"]) else { return };
+    let (dev, _) = fixture();
+    let dir = Scratch::new("fixture-dumpseg");
+    let img = dir.file("fixture.img");
+    export_image(&dev, &img).unwrap();
+    let lo = Loop::attach(&img);
+    let fs = Nilfs::open(&dev).unwrap();
+    for s in 0..fs.geo.nsegments {
+        let theirs = peers::run_ok(Command::new(peers::which("dumpseg").unwrap()).arg(&lo.dev).arg(s.to_string()));
+        let ours = tools::dumpseg(&dev, &[s]).unwrap();
+        assert_eq!(ours.error, None);
+        assert_eq!(ours.stdout, theirs, "segment {s}");
+    }
+    // Out of range: the same refusal.
+    let out = peers::run(Command::new(peers::which("dumpseg").unwrap()).arg(&lo.dev).arg("63"));
+    assert!(!out.status.success());
+    let ours = tools::dumpseg(&dev, &[63]).unwrap();
+    assert_eq!(ours.error.as_deref(), Some(String::from_utf8_lossy(&out.stderr).trim()));
+}
+
+#[test]
+fn tune_list_equals_nilfs_tune() {
+    let Some(()) = peers::require("tune_list_equals_nilfs_tune", &["nilfs-tune", "mkfs.nilfs2", "losetup"]) else {
+        return;
+    };
+    let dir = Scratch::new("tune");
+    let mut images = Vec::new();
+    // The kernel fixture (a stale primary, as the kernel left it) and Debian
+    // mkfs.nilfs2 images at every block size.
+    let (dev, _) = fixture();
+    let fx = dir.file("fixture.img");
+    export_image(&dev, &fx).unwrap();
+    images.push(fx);
+    for (i, args) in [
+        &["-b", "1024", "-B", "256"][..],
+        &["-b", "2048", "-B", "1024", "-L", "label-2k", "-m", "10"][..],
+        &["-b", "4096", "-B", "512", "-O", "block_count"][..],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let img = dir.file(&format!("mkfs{i}.img"));
+        peers::host_mkfs(&img, 96 << 20, args);
+        images.push(img);
+    }
+    for img in &images {
+        let lo = Loop::attach(img);
+        let theirs = peers::run_ok(Command::new(peers::which("nilfs-tune").unwrap()).arg("-l").arg(&lo.dev));
+        let dev = nilfs::device::FileDevice::open_read_only(img).unwrap();
+        assert_eq!(tools::tune_list(&dev).unwrap(), theirs, "{}", img.display());
+    }
+}
