@@ -6,6 +6,7 @@
 //! print; `demo` runs all of it on an in-memory device.
 
 mod listings;
+mod tree;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -103,6 +104,45 @@ enum Cmd {
         /// List the super block contents.
         #[arg(short = 'l', required = true)]
         list: bool,
+    },
+    /// List a directory of a checkpoint (the latest by default).
+    Ls {
+        /// Image file.
+        image: PathBuf,
+        /// Path inside the filesystem.
+        #[arg(default_value = "/")]
+        path: String,
+        /// Checkpoint number.
+        #[arg(long)]
+        cp: Option<u64>,
+    },
+    /// Print a file of a checkpoint (the latest by default).
+    Cat {
+        /// Image file.
+        image: PathBuf,
+        /// Path inside the filesystem.
+        path: String,
+        /// Checkpoint number.
+        #[arg(long)]
+        cp: Option<u64>,
+    },
+    /// Print the manifest of a checkpoint in the format of nilfs-oracle's manifest.sh.
+    Manifest {
+        /// Image file.
+        image: PathBuf,
+        /// Checkpoint number.
+        #[arg(long)]
+        cp: Option<u64>,
+    },
+    /// Copy a checkpoint out as a directory tree.
+    Export {
+        /// Image file.
+        image: PathBuf,
+        /// Destination directory (created).
+        dir: PathBuf,
+        /// Checkpoint number.
+        #[arg(long)]
+        cp: Option<u64>,
     },
     /// The main job on an embedded default: make a 128 MiB filesystem in
     /// memory, inspect it, and print a short summary.
@@ -239,6 +279,14 @@ fn run(cli: Cli) -> Result<String, String> {
             listings::dumpseg(open_image(&image).map_err(e)?.as_ref(), &segnums)
         }
         Cmd::Tune { image, list: _ } => listings::tune_list(open_image(&image).map_err(e)?.as_ref()).map_err(e),
+        Cmd::Ls { image, path, cp } => tree::ls(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e),
+        Cmd::Cat { image, path, cp } => {
+            let data = tree::cat(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e)?;
+            std::io::Write::write_all(&mut std::io::stdout(), &data).map_err(|err| err.to_string())?;
+            Ok(String::new())
+        }
+        Cmd::Manifest { image, cp } => tree::manifest(open_image(&image).map_err(e)?.as_ref(), cp).map_err(e),
+        Cmd::Export { image, dir, cp } => tree::export(open_image(&image).map_err(e)?.as_ref(), &dir, cp).map_err(e),
         Cmd::Demo { block_size, blocks_per_segment } => demo(block_size, blocks_per_segment),
     }
 }

@@ -34,6 +34,14 @@ pub enum Error {
     /// Invalid arguments (for example an impossible mkfs geometry).
     #[error("{0}")]
     Invalid(String),
+    /// A file operation failed the way the kernel fails it, with its errno.
+    #[error("{detail}: {errno}")]
+    Errno {
+        /// The errno the kernel returns for this case.
+        errno: Errno,
+        /// The path or object concerned.
+        detail: String,
+    },
     /// A host file operation failed (image import/export).
     #[error("{path}: {detail}")]
     Host {
@@ -70,5 +78,41 @@ impl fmt::Display for BlockSuffix {
             Some(b) => write!(f, " at block {b}"),
             None => Ok(()),
         }
+    }
+}
+
+/// The errno values NILFS2 file operations return, by their Linux names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(clippy::upper_case_acronyms, missing_docs)]
+pub enum Errno {
+    EPERM = 1,
+    ENOENT = 2,
+    EIO = 5,
+    EBUSY = 16,
+    EEXIST = 17,
+    EXDEV = 18,
+    ENOTDIR = 20,
+    EISDIR = 21,
+    EINVAL = 22,
+    EFBIG = 27,
+    ENOSPC = 28,
+    EROFS = 30,
+    EMLINK = 31,
+    ENAMETOOLONG = 36,
+    ENOTEMPTY = 39,
+    ELOOP = 40,
+    ESTALE = 116,
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl Error {
+    /// An errno failure about `detail`.
+    pub fn errno(errno: Errno, detail: impl Into<String>) -> Self {
+        Error::Errno { errno, detail: detail.into() }
     }
 }

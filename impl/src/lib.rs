@@ -12,8 +12,9 @@ pub mod error;
 pub mod format;
 pub mod inspect;
 pub mod mkfs;
+pub mod posix;
 pub mod recovery;
 pub mod sync;
 pub mod the_nilfs;
 
-pub use error::{Error, Result};
+pub use error::{Errno, Error, Result};

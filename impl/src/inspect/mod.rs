@@ -3,6 +3,7 @@
 //! a NILFS2 user knows ([`nilfs_utils`]), fed from the image the way the
 //! kernel's ioctls would feed those programs.
 
+pub mod manifest;
 pub mod nilfs_utils;
 pub mod report;
 pub mod tools;

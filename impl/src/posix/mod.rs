@@ -1,0 +1,258 @@
+//! The file API. Today its read side: a checkpoint of a mounted filesystem
+//! seen as a tree of inodes — path lookup, stat, readdir, read, readlink —
+//! with the errors the kernel gives (`ENOENT`, `ENOTDIR`, `ELOOP`, `ESTALE`,
+//! ...).
+//!
+//! It reads through [`Nilfs`]: the checkpoint's ifile for inodes, each
+//! file's bmap for its blocks, the DAT to turn virtual block numbers into
+//! disk blocks. It knows nothing of output formats.
+
+use std::collections::BTreeMap;
+
+use crate::bmap::{self, NodeSource};
+use crate::format::btree::BtreeNode;
+use crate::format::cpfile::Checkpoint;
+use crate::format::dir;
+use crate::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFREG};
+use crate::format::{ino, BlockNr, Cno, Ino, VBlockNr};
+use crate::the_nilfs::Nilfs;
+use crate::{Errno, Error, Result};
+
+/// `MAXSYMLINKS` in Linux: nested symlinks followed during one lookup.
+const MAX_SYMLINKS: usize = 40;
+
+/// One directory entry as readdir returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The name (bytes; NILFS2 names are not necessarily UTF-8).
+    pub name: Vec<u8>,
+    /// The inode number.
+    pub ino: Ino,
+    /// The type recorded in the entry (`dir::FT_*`).
+    pub file_type: u8,
+}
+
+/// A checkpoint, read-only: the kernel's view after `mount -o ro,cp=N` (or
+/// the latest checkpoint of a read-write mount, read here without writing).
+pub struct CheckpointView<'a, 'd> {
+    fs: &'a Nilfs<'d>,
+    cp: Checkpoint,
+}
+
+impl<'a, 'd> CheckpointView<'a, 'd> {
+    /// The checkpoint `cno`, or the latest one. Any valid checkpoint can be
+    /// read; note the kernel itself mounts only snapshots with `cp=`
+    /// ("The specified checkpoint is not a snapshot") and the latest
+    /// checkpoint without it.
+    pub fn open(fs: &'a Nilfs<'d>, cno: Option<Cno>) -> Result<Self> {
+        let cno = cno.unwrap_or(fs.scan.cno);
+        let cp = fs
+            .checkpoint(cno)?
+            .ok_or_else(|| Error::errno(Errno::ENOENT, format!("checkpoint {cno}")))?;
+        Ok(CheckpointView { fs, cp })
+    }
+
+    /// The checkpoint entry.
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.cp
+    }
+
+    /// The inode `ino`, checked as `nilfs_iget` does: a valid inode number
+    /// (`s_first_ino` or above, or a reserved one the kernel loads), present
+    /// in the ifile, with links (0 links means deleted: `ESTALE`).
+    pub fn inode(&self, i: Ino) -> Result<Inode> {
+        let first = u64::from(self.fs.sb.first_ino);
+        let valid = i.0 >= first || [2, 3, 4, 5, 6, 7, 10].contains(&i.0);
+        if !valid {
+            return Err(Error::errno(Errno::EINVAL, format!("inode {i} is not a valid inode number")));
+        }
+        let inode = self
+            .fs
+            .ifile_inode(&self.cp.ifile_inode, i)?
+            .ok_or_else(|| Error::errno(Errno::ESTALE, format!("inode {i} lies in an ifile hole")))?;
+        if inode.links_count == 0 {
+            return Err(Error::errno(Errno::ESTALE, format!("inode {i} is deleted")));
+        }
+        Ok(inode)
+    }
+
+    /// Every mapped block of `inode` as (file block, disk block), in order,
+    /// with virtual numbers translated through the DAT. One walk of the tree.
+    pub fn block_map(&self, inode: &Inode) -> Result<BTreeMap<u64, BlockNr>> {
+        let mut keys = Vec::new();
+        bmap::for_each(&inode.bmap, &mut Nodes { fs: self.fs }, &mut |k, p| {
+            keys.push((k, p));
+            Ok(())
+        })?;
+        let mut out = BTreeMap::new();
+        for (k, v) in keys {
+            if v != 0 {
+                out.insert(k, self.fs.dat_translate(VBlockNr(v))?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The first `len` bytes of the file's data from `off` (short at EOF;
+    /// holes read as zeros).
+    pub fn read(&self, inode: &Inode, off: u64, len: u64) -> Result<Vec<u8>> {
+        let end = inode.size.min(off.saturating_add(len));
+        if off >= end {
+            return Ok(Vec::new());
+        }
+        let bs = u64::from(self.fs.block_size());
+        let map = self.block_map(inode)?;
+        let mut out = Vec::with_capacity((end - off).min(1 << 30) as usize);
+        let mut pos = off;
+        while pos < end {
+            let blk = pos / bs;
+            let within = (pos % bs) as usize;
+            let n = ((bs - within as u64).min(end - pos)) as usize;
+            match map.get(&blk) {
+                Some(&pbn) => out.extend_from_slice(&self.fs.read_block(pbn)?[within..within + n]),
+                None => out.resize(out.len() + n, 0),
+            }
+            pos += n as u64;
+        }
+        Ok(out)
+    }
+
+    /// The whole content of a regular file or symlink.
+    pub fn read_all(&self, inode: &Inode) -> Result<Vec<u8>> {
+        self.read(inode, 0, inode.size)
+    }
+
+    /// The entries of directory `inode`, in on-disk order, "." and ".."
+    /// included.
+    pub fn readdir(&self, inode: &Inode) -> Result<Vec<DirEntry>> {
+        if inode.file_type() != S_IFDIR {
+            return Err(Error::errno(Errno::ENOTDIR, "readdir"));
+        }
+        let bs = self.fs.block_size();
+        let map = self.block_map(inode)?;
+        let nblocks = inode.size.div_ceil(u64::from(bs));
+        let mut out = Vec::new();
+        for b in 0..nblocks {
+            // A hole in a directory reads as an empty block to the kernel's
+            // page cache, which then fails nilfs_check_folio; we skip it.
+            let Some(&pbn) = map.get(&b) else { continue };
+            let data = self.fs.read_block(pbn)?;
+            for e in dir::parse_block(&data, bs).map_err(|e| e.at_block(pbn.0))? {
+                if e.ino.0 != 0 {
+                    out.push(DirEntry { name: e.name, ino: e.ino, file_type: e.file_type });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Look `name` up in directory `dir_inode` (`nilfs_inode_by_name`).
+    pub fn lookup_in(&self, dir_inode: &Inode, name: &[u8]) -> Result<Ino> {
+        if name.len() > crate::format::NAME_LEN {
+            return Err(Error::errno(Errno::ENAMETOOLONG, String::from_utf8_lossy(name)));
+        }
+        self.readdir(dir_inode)?
+            .into_iter()
+            .find(|e| e.name == name)
+            .map(|e| e.ino)
+            .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(name)))
+    }
+
+    /// Resolve an absolute or root-relative path. Symlinks in the middle are
+    /// followed; the last component's only if `follow_last`.
+    pub fn resolve(&self, path: &[u8], follow_last: bool) -> Result<(Ino, Inode)> {
+        let mut budget = MAX_SYMLINKS;
+        self.walk(ino::ROOT, path, follow_last, &mut budget)
+    }
+
+    fn walk(&self, start: Ino, path: &[u8], follow_last: bool, budget: &mut usize) -> Result<(Ino, Inode)> {
+        let shown = || String::from_utf8_lossy(path).into_owned();
+        let (mut cur, mut cur_inode) = if path.first() == Some(&b'/') {
+            (ino::ROOT, self.inode(ino::ROOT)?)
+        } else {
+            (start, self.inode(start)?)
+        };
+        let parts: Vec<&[u8]> = path.split(|&c| c == b'/').filter(|p| !p.is_empty() && *p != b".").collect();
+        for (i, part) in parts.iter().enumerate() {
+            if cur_inode.file_type() != S_IFDIR {
+                return Err(Error::errno(Errno::ENOTDIR, shown()));
+            }
+            let parent = cur;
+            let next = self.lookup_in(&cur_inode, part)?;
+            let next_inode = self.inode(next)?;
+            let last = i + 1 == parts.len();
+            if next_inode.file_type() == S_IFLNK && (!last || follow_last) {
+                if *budget == 0 {
+                    return Err(Error::errno(Errno::ELOOP, shown()));
+                }
+                *budget -= 1;
+                let target = self.read_all(&next_inode)?;
+                (cur, cur_inode) = self.walk(parent, &target, true, budget)?;
+            } else {
+                (cur, cur_inode) = (next, next_inode);
+            }
+        }
+        Ok((cur, cur_inode))
+    }
+
+    /// A symlink's target.
+    pub fn readlink(&self, inode: &Inode) -> Result<Vec<u8>> {
+        if inode.file_type() != S_IFLNK {
+            return Err(Error::errno(Errno::EINVAL, "readlink of a non-symlink"));
+        }
+        self.read_all(inode)
+    }
+
+    /// Visit every entry below `dir` (depth first, on-disk order), with its
+    /// path relative to the root ("/a/b"). Bounded: a directory reached
+    /// twice (a corrupt, cyclic tree) is an error, not a loop.
+    pub fn walk_tree(&self, f: &mut dyn FnMut(&[u8], Ino, &Inode) -> Result<()>) -> Result<()> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.walk_dir(b"", ino::ROOT, &mut seen, f)
+    }
+
+    fn walk_dir(
+        &self,
+        prefix: &[u8],
+        dir_ino: Ino,
+        seen: &mut std::collections::BTreeSet<u64>,
+        f: &mut dyn FnMut(&[u8], Ino, &Inode) -> Result<()>,
+    ) -> Result<()> {
+        if !seen.insert(dir_ino.0) {
+            return Err(Error::corrupt("directory", format!("directory {dir_ino} is reachable twice")));
+        }
+        let inode = self.inode(dir_ino)?;
+        for e in self.readdir(&inode)? {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let mut path = prefix.to_vec();
+            path.push(b'/');
+            path.extend_from_slice(&e.name);
+            let child = self.inode(e.ino)?;
+            f(&path, e.ino, &child)?;
+            if child.file_type() == S_IFDIR {
+                self.walk_dir(&path, e.ino, seen, f)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether an inode is a regular file.
+pub fn is_reg(i: &Inode) -> bool {
+    i.file_type() == S_IFREG
+}
+
+/// Node reads for user files: every pointer is a virtual block number.
+struct Nodes<'a, 'd> {
+    fs: &'a Nilfs<'d>,
+}
+
+impl NodeSource for Nodes<'_, '_> {
+    fn node(&mut self, ptr: u64, _level: u8) -> Result<BtreeNode> {
+        let pbn = self.fs.dat_translate(VBlockNr(ptr))?;
+        let data = self.fs.read_block(pbn)?;
+        BtreeNode::decode_block(&data, self.fs.block_size()).map_err(|e| e.at_block(pbn.0))
+    }
+}
