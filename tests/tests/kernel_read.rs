@@ -1,0 +1,164 @@
+//! Images the Linux kernel writes, read by us. Peer tier (`NILFS_PEERS=1`).
+//!
+//! The kernel (6.1, qemu guest) populates three filesystems — 1, 2 and
+//! 4 KiB blocks — with files under B-trees of height 3 and more, sparse
+//! files, a directory of 1500 entries, hard links and symlinks, takes
+//! several snapshots between rounds of deletions, truncations and
+//! overwrites, and unmounts. A second, read-only boot prints lscp, lssu and
+//! the manifest of the latest checkpoint and of every snapshot. Ours must
+//! equal the kernel's, line for line.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use nilfs::device::FileDevice;
+use nilfs::format::Cno;
+use nilfs::inspect::manifest::manifest;
+use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
+use nilfs::inspect::tools;
+use nilfs::mkfs::{self, MkfsOptions};
+use nilfs::posix::CheckpointView;
+use nilfs::the_nilfs::Nilfs;
+use nilfs_conformance::peers::{self, Scratch};
+
+/// (block size, blocks per segment, image size)
+const GEOMETRIES: &[(u64, u64, u64)] = &[(1024, 1024, 96 << 20), (2048, 512, 96 << 20), (4096, 256, 128 << 20)];
+const DEVS: &[&str] = &["vda", "vdb", "vdc"];
+
+/// The workload, in busybox sh. Content is deterministic: every byte comes
+/// from seq/awk, never from /dev/urandom.
+const POPULATE: &str = r#"
+pat() { awk -v t="$1" -v n="$2" 'BEGIN{for(i=0;i<n;i++) printf "%s:%08d:%s\n", t, i, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"}'; }
+mount -t nilfs2 /dev/$D /mnt
+cd /mnt
+mkdir -p deep/a/b/c many empty
+pat big 110000 > big            # ~8.5 MiB: B-tree of height 3 at 4 KiB, 4 at 1 KiB
+pat mid 9000 > mid
+printf tail | dd of=sparse bs=1 seek=5000000 conv=notrunc 2>/dev/null
+printf head | dd of=sparse bs=1 seek=0 conv=notrunc 2>/dev/null
+pat s 40 | dd of=sparse bs=4096 seek=300 conv=notrunc 2>/dev/null
+i=0; while [ $i -lt 1500 ]; do echo "entry $i" > many/f$i; i=$((i+1)); done
+echo leaf > deep/a/b/c/leaf
+ln -s deep/a/b/c/leaf link-to-leaf
+ln -s nowhere dangling
+ln mid mid-hardlink
+touch "$(printf 'N%.0s' $(seq 1 255))"
+sync
+mkcp -s
+# Round 2: delete, truncate across the direct/B-tree boundary, overwrite.
+rm -f many/f1* big
+truncate -s 20000 mid
+truncate -s 3 sparse
+pat new 3000 > newfile
+printf XYZ | dd of=newfile bs=1 seek=70000 conv=notrunc 2>/dev/null
+mv deep/a/b/c/leaf deep/moved
+sync
+mkcp -s
+# Round 3: more churn, a plain checkpoint, then a last snapshot.
+pat big 30000 > big
+rm -rf deep/a/b
+i=0; while [ $i -lt 200 ]; do echo "again $i" >> many/f$i 2>/dev/null || true; i=$((i+3)); done
+sync
+mkcp
+pat z 2000 >> mid
+sync
+mkcp -s
+cd /
+umount /mnt
+"#;
+
+const READ_BACK: &str = r#"
+mount -t nilfs2 -o ro /dev/$D /mnt
+echo "@@LSCP $D"; lscp
+echo "@@LSSU $D"; lssu
+echo "@@MANIFEST $D latest"; manifest /mnt
+mkdir -p /snap
+for cno in $(lscp -s | awk 'NR>1 {print $1}'); do
+  mount -t nilfs2 -o ro,cp="$cno" /dev/$D /snap
+  echo "@@MANIFEST $D $cno"; manifest /snap
+  umount /snap
+done
+umount /mnt
+"#;
+
+fn kernel_run(images: &[std::path::PathBuf], script: &str, dir: &Scratch, name: &str, ro: bool) -> String {
+    let path = dir.file(name);
+    std::fs::write(&path, script).unwrap();
+    let disks: Vec<String> = images[1..].iter().map(|p| p.display().to_string()).collect();
+    let mut cmd = Command::new(peers::oracle_dir().join("kernel-run.sh"));
+    cmd.arg(&images[0]).arg(&path).env("DISKS", disks.join(" ")).env("TIMEOUT", "900");
+    if ro {
+        cmd.env("RO", "1");
+    }
+    let out = peers::run(&mut cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "kernel-run.sh {name} exited {}:\n{stdout}", out.status);
+    stdout
+}
+
+/// Split guest output into sections keyed by their `@@` header line.
+fn sections(out: &str) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    let mut cur: Option<String> = None;
+    for l in out.lines() {
+        if let Some(h) = l.strip_prefix("@@") {
+            cur = Some(h.to_string());
+            map.insert(h.to_string(), String::new());
+        } else if let Some(c) = &cur {
+            let s = map.get_mut(c).expect("section exists");
+            s.push_str(l);
+            s.push('\n');
+        }
+    }
+    map
+}
+
+#[test]
+fn we_read_what_the_kernel_writes() {
+    let Some(()) = peers::require("we_read_what_the_kernel_writes", &["qemu-system-x86_64", "busybox", "cpio"]) else {
+        return;
+    };
+    let dir = Scratch::new("kernel-read");
+    let images: Vec<_> = GEOMETRIES
+        .iter()
+        .enumerate()
+        .map(|(i, &(bs, bps, size))| {
+            let img = dir.file(&format!("k{i}.img"));
+            let f = std::fs::File::create(&img).unwrap();
+            f.set_len(size).unwrap();
+            drop(f);
+            let o = MkfsOptions { block_size: bs, blocks_per_segment: bps, ..MkfsOptions::from_seed(100 + i as u64) };
+            mkfs::mkfs(&FileDevice::open_read_write(&img).unwrap(), &o).unwrap();
+            img
+        })
+        .collect();
+    let per_disk = |body: &str| -> String {
+        DEVS[..images.len()].iter().map(|d| format!("D={d}\n{body}\n")).collect()
+    };
+    kernel_run(&images, &format!("set -e\n{}", per_disk(POPULATE)), &dir, "populate.sh", false);
+    let out = kernel_run(&images, &format!("set -e\n{}", per_disk(READ_BACK)), &dir, "read.sh", true);
+    let secs = sections(&out);
+
+    for (i, d) in DEVS[..images.len()].iter().enumerate() {
+        let ctx = format!("{d} (-b {} -B {})", GEOMETRIES[i].0, GEOMETRIES[i].1);
+        let dev = FileDevice::open_read_only(&images[i]).unwrap();
+        assert_eq!(tools::lscp(&dev, &LscpOptions::default()).unwrap(), secs[&format!("LSCP {d}")], "{ctx}: lscp");
+        assert_eq!(tools::lssu(&dev, &LssuOptions::default()).unwrap(), secs[&format!("LSSU {d}")], "{ctx}: lssu");
+        let fs = Nilfs::open(&dev).unwrap();
+        let latest = CheckpointView::open(&fs, None).unwrap();
+        assert_eq!(manifest(&latest).unwrap(), secs[&format!("MANIFEST {d} latest")], "{ctx}: latest");
+        let snaps = fs.snapshots().unwrap();
+        assert_eq!(snaps.len(), 3, "{ctx}: snapshots");
+        for cp in snaps {
+            let view = CheckpointView::open(&fs, Some(Cno(cp.cno.0))).unwrap();
+            let key = format!("MANIFEST {d} {}", cp.cno);
+            let theirs = secs.get(&key).unwrap_or_else(|| panic!("{ctx}: the kernel has no {key}"));
+            assert_eq!(&manifest(&view).unwrap(), theirs, "{ctx}: snapshot {}", cp.cno);
+        }
+        // The big file's B-tree is at least 3 levels high (root level >= 2).
+        let (_, big) = latest.resolve(b"/big", false).unwrap();
+        let root = nilfs::format::bmap::BmapRoot::decode(&big.bmap).unwrap();
+        let nilfs::format::bmap::BmapRoot::Btree(n) = root else { panic!("{ctx}: big is not a B-tree") };
+        assert!(n.level >= 2, "{ctx}: big's B-tree has height {}", n.level + 1);
+    }
+}
