@@ -292,7 +292,7 @@ pub fn search_super_root(dev: &dyn BlockDevice, sb: &SuperBlock, valid_fs: bool)
             return Err(Error::corrupt("segment summary", "log chain does not terminate"));
         }
         let (header, verdict) = validate_log(dev, &g, seed, pseg, seq)?;
-        let mut visit = LogVisit { pseg, seq, header: Some(header.clone()), verdict: verdict.clone(), super_root_cno: None };
+        let mut visit = LogVisit { pseg, seq, header: Some(header), verdict: verdict.clone(), super_root_cno: None };
         let strayed = match verdict {
             Err(_) => true,
             Ok(()) => {

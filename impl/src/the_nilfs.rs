@@ -132,7 +132,7 @@ impl<'d> Nilfs<'d> {
             .entry_blkoff(v.0)
             .ok_or_else(|| Error::OutOfRange(format!("virtual block number {v}")))?;
         let Some(data) = self.mdt_block(MetaFile::Dat, FileBlk(blk))? else { return Ok(None) };
-        let off = geo.entry_offset_in_block(v.0) as usize;
+        let off = geo.entry_offset_in_block(v.0);
         DatEntry::decode(data.get(off..).unwrap_or(&[])).map(Some)
     }
 
@@ -270,7 +270,7 @@ impl<'d> Nilfs<'d> {
         let geo = PallocGeometry { block_size: self.geo.block_size, entry_size: isz };
         let blk = geo.entry_blkoff(ino.0).ok_or_else(|| Error::OutOfRange(format!("inode number {ino}")))?;
         let Some(data) = self.mdt_block(MetaFile::Ifile(ifile), FileBlk(blk))? else { return Ok(None) };
-        let off = geo.entry_offset_in_block(ino.0) as usize;
+        let off = geo.entry_offset_in_block(ino.0);
         Inode::decode(data.get(off..).unwrap_or(&[])).map(Some)
     }
 }

@@ -20,9 +20,12 @@ use nilfs::format::super_root::SuperRoot;
 use nilfs::format::superblock::SuperBlock;
 use nilfs::format::{bmap::BmapRoot, le};
 
+/// A fuzz target: its name and entry point.
+pub type Target = (&'static str, fn(&[u8]));
+
 /// The fuzz targets, by name (the names of fuzz/fuzz_targets/*.rs and of
 /// the corpus folders).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[Target] = &[
     ("superblock", superblock),
     ("segsum", segsum),
     ("btree", btree),

@@ -8,10 +8,12 @@
 mod file;
 mod image;
 mod mem;
+pub mod sim;
 
 pub use image::{export_image, import_image, import_image_bytes};
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use sim::{Bio, BioHandle, CompletionOrder, DeviceModel, SimConfig, SimDevice};
 
 use crate::{Error, Result};
 
@@ -35,7 +37,7 @@ pub trait BlockDevice: Send + Sync {
 /// Check that `[off, off+len)` is sector-aligned and inside a device of `size` bytes.
 pub fn check_range(size: u64, off: u64, len: usize) -> Result<()> {
     let len = len as u64;
-    if off % SECTOR_SIZE != 0 || len % SECTOR_SIZE != 0 {
+    if !off.is_multiple_of(SECTOR_SIZE) || !len.is_multiple_of(SECTOR_SIZE) {
         return Err(Error::Io {
             blocknr: off / SECTOR_SIZE,
             detail: format!("unaligned request: offset {off}, length {len}"),

@@ -32,6 +32,9 @@ pub struct DirEntry {
     pub file_type: u8,
 }
 
+/// The callback of [`CheckpointView::walk_tree`]: path, inode number, inode.
+pub type TreeVisitor<'f> = dyn FnMut(&[u8], Ino, &Inode) -> Result<()> + 'f;
+
 /// A checkpoint, read-only: the kernel's view after `mount -o ro,cp=N` (or
 /// the latest checkpoint of a read-write mount, read here without writing).
 pub struct CheckpointView<'a, 'd> {
@@ -206,7 +209,7 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
     /// Visit every entry below `dir` (depth first, on-disk order), with its
     /// path relative to the root ("/a/b"). Bounded: a directory reached
     /// twice (a corrupt, cyclic tree) is an error, not a loop.
-    pub fn walk_tree(&self, f: &mut dyn FnMut(&[u8], Ino, &Inode) -> Result<()>) -> Result<()> {
+    pub fn walk_tree(&self, f: &mut TreeVisitor<'_>) -> Result<()> {
         let mut seen = std::collections::BTreeSet::new();
         self.walk_dir(b"", ino::ROOT, &mut seen, f)
     }
@@ -216,7 +219,7 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         prefix: &[u8],
         dir_ino: Ino,
         seen: &mut std::collections::BTreeSet<u64>,
-        f: &mut dyn FnMut(&[u8], Ino, &Inode) -> Result<()>,
+        f: &mut TreeVisitor<'_>,
     ) -> Result<()> {
         if !seen.insert(dir_ino.0) {
             return Err(Error::corrupt("directory", format!("directory {dir_ino} is reachable twice")));
