@@ -6,6 +6,7 @@
 //! and what it must not know.
 
 pub mod bmap;
+pub mod cache;
 pub mod check;
 pub mod device;
 pub mod error;

@@ -38,3 +38,12 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         Err(p) => p.into_inner(),
     }
 }
+
+/// Wait on a condition variable, treating poisoning as [`lock`] does. The
+/// caller re-checks its condition in a loop: spurious wake-ups are allowed.
+pub fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    match cv.wait(guard) {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
