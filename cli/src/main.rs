@@ -6,6 +6,7 @@
 //! print; `demo` runs all of it on an in-memory device.
 
 mod listings;
+mod oracle;
 mod tree;
 
 use std::path::{Path, PathBuf};
@@ -144,6 +145,11 @@ enum Cmd {
         #[arg(long)]
         cp: Option<u64>,
     },
+    /// The conformance oracle: check a trace against the model.
+    Oracle {
+        #[command(subcommand)]
+        cmd: OracleCmd,
+    },
     /// The main job on an embedded default: make a 128 MiB filesystem in
     /// memory, inspect it, and print a short summary.
     Demo {
@@ -153,6 +159,15 @@ enum Cmd {
         /// Blocks per segment.
         #[arg(short = 'B', default_value_t = 512)]
         blocks_per_segment: u64,
+    },
+}
+
+#[derive(Subcommand)]
+enum OracleCmd {
+    /// Check a JSON Lines trace from any NILFS2 implementation against the model.
+    Check {
+        /// The trace file.
+        trace: PathBuf,
     },
 }
 
@@ -287,6 +302,7 @@ fn run(cli: Cli) -> Result<String, String> {
         }
         Cmd::Manifest { image, cp } => tree::manifest(open_image(&image).map_err(e)?.as_ref(), cp).map_err(e),
         Cmd::Export { image, dir, cp } => tree::export(open_image(&image).map_err(e)?.as_ref(), &dir, cp).map_err(e),
+        Cmd::Oracle { cmd: OracleCmd::Check { trace } } => oracle::check(&trace),
         Cmd::Demo { block_size, blocks_per_segment } => demo(block_size, blocks_per_segment),
     }
 }

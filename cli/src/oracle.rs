@@ -10,7 +10,7 @@ use std::path::Path;
 pub fn check(path: &Path) -> Result<String, String> {
     match nilfs_model::check_trace(path) {
         Ok(v) => Ok(format!(
-            "{}: accepted: {} lines, {} model state(s) consistent with it at the end",
+            "{}: accepted: {} lines, {} model state(s) consistent with it at the end\n",
             path.display(),
             v.lines,
             v.states

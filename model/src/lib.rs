@@ -1,11 +1,27 @@
-//! nilfs-model: the executable specification of NILFS2 (what a user can
-//! observe: namespace, file bytes, checkpoints, snapshots, errors, what
-//! survives a crash). It depends on no other crate of this workspace.
+//! nilfs-model: the executable specification of NILFS2.
 //!
-//! The specification itself is issue 3; until it lands this crate holds only
-//! the vocabulary both sides agree on: the limits NILFS2 imposes on users.
+//! It states what a user can observe — the namespace, file bytes,
+//! checkpoints and snapshots, error numbers, what survives a crash, when the
+//! disk may be full — written from the semantics and the Linux kernel's
+//! documented behaviour, not from any implementation's data structures. It
+//! depends on no other crate of this workspace. docs/model.md is its prose
+//! form, rule by rule, with the kernel functions each rule follows.
+//!
+//! - [`fs::Namespace`]: one view's inodes and the POSIX operations on it.
+//! - [`state::State`] and [`state::step`]: the whole file system and its
+//!   transition function, which returns every allowed [`state::Branch`].
+//! - [`trace`]: the oracle interface: JSON Lines traces and their checker.
+//! - [`pattern::Pattern`]: compact descriptions of written data.
+//! - [`manifest::manifest`]: manifest.sh's listing of a namespace.
 
-/// `NILFS_NAME_LEN`: the longest file name, in bytes.
-pub const NAME_LEN_MAX: usize = 255;
-/// `NILFS_LINK_MAX`: the most hard links an inode may have.
-pub const LINK_MAX: u32 = 32000;
+pub mod fs;
+pub mod laws;
+pub mod manifest;
+pub mod pattern;
+pub mod state;
+pub mod trace;
+
+pub use fs::{Errno, FileType, Namespace, StatInfo, LINK_MAX, MAX_FILE_SIZE, NAME_LEN_MAX};
+pub use pattern::Pattern;
+pub use state::{crash, step, Branch, Cno, CpEntry, Expect, Geometry, Op, Outcome, State};
+pub use trace::{check_trace, check_trace_str, Line, Rejection, Verdict};

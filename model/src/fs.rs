@@ -1,0 +1,695 @@
+//! The namespace: what one mounted view of a NILFS2 file system shows.
+//!
+//! A [`Namespace`] is a value. Every operation returns a new one (or an
+//! errno) and leaves the old one untouched; all maps are `imbl` persistent
+//! maps, so keeping a namespace in a checkpoint is an O(1) clone that shares
+//! everything with the live one.
+//!
+//! Each rule names the kernel code it follows (fs/nilfs2 of Linux 6.x, plus
+//! the VFS checks every file system gets). docs/model.md has the table.
+
+use crate::pattern::Pattern;
+use imbl::OrdMap;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Granule of the model's file contents. It is a representation detail, not
+/// the file system's block size: reads and writes are byte-exact.
+pub const PAGE: u64 = 4096;
+/// `NILFS_NAME_LEN` (include/uapi/linux/nilfs2_ondisk.h).
+pub const NAME_LEN_MAX: usize = 255;
+/// `NILFS_LINK_MAX`, installed as `sb->s_max_links` in `nilfs_fill_super`.
+pub const LINK_MAX: u32 = 32000;
+/// `PATH_MAX`, enforced by the VFS when it copies a path from user space.
+pub const PATH_MAX: usize = 4096;
+/// Symlinks followed during one lookup before ELOOP (`MAXSYMLINKS`).
+pub const SYMLINK_FOLLOW_MAX: u32 = 40;
+/// The largest file size. `nilfs_max_size(blkbits)` (the_nilfs.c) is
+/// `min(MAX_LFS_FILESIZE, 2^(blkbits + BITS_PER_LONG) - 1)`; on a 64-bit
+/// kernel the second term overflows 64 bits and is skipped, so every block
+/// size gives `MAX_LFS_FILESIZE` = `LLONG_MAX`.
+pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+
+/// Error numbers as Linux returns them (only those the model can produce).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[allow(clippy::upper_case_acronyms)]
+pub enum Errno {
+    EPERM,
+    ENOENT,
+    EIO,
+    EBUSY,
+    EEXIST,
+    EXDEV,
+    ENOTDIR,
+    EISDIR,
+    EINVAL,
+    EFBIG,
+    ENOSPC,
+    EROFS,
+    EMLINK,
+    ENAMETOOLONG,
+    ENOTEMPTY,
+    ELOOP,
+}
+
+/// The model's identity of an inode. Not the on-disk inode number: the
+/// kernel chooses those (`nilfs_ifile_create_inode`), the model does not.
+pub type Id = u64;
+/// The root directory (NILFS_ROOT_INO).
+pub const ROOT: Id = 2;
+
+/// One file's bytes: a size and the non-hole pages. A page absent from the
+/// map reads as zeros (a hole). Invariant: bytes at or past `size` are zero
+/// in every stored page.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct FileData {
+    pub size: u64,
+    pub pages: OrdMap<u64, Arc<Vec<u8>>>,
+}
+
+/// What an inode is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    File(FileData),
+    /// Entries by name (never "." or ".."), and the parent directory.
+    Dir {
+        entries: OrdMap<String, Id>,
+        parent: Id,
+    },
+    Symlink(String),
+}
+
+/// An inode: kind, permission bits, link count and times (nanoseconds of the
+/// injected clock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inode {
+    pub kind: Kind,
+    pub perm: u32,
+    pub nlink: u32,
+    pub mtime: i64,
+    pub ctime: i64,
+}
+
+/// File type as `stat` and `readdir` report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileType {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// What `lstat` reports (the inode number is the kernel's choice and is not
+/// part of it; the times are compared within a bound, see `step`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatInfo {
+    #[serde(rename = "type")]
+    pub file_type: FileType,
+    pub size: u64,
+    pub nlink: u32,
+    pub perm: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime: Option<i64>,
+}
+
+/// A whole tree of inodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Namespace {
+    pub inodes: OrdMap<Id, Inode>,
+    pub next_id: Id,
+}
+
+type R<T> = Result<T, Errno>;
+
+impl Namespace {
+    /// A fresh file system as mkfs.nilfs2 leaves it: the root directory
+    /// (mode 040755, two links), and with nilfs-utils <= 2.2.x the empty
+    /// regular file `.nilfs` (ino 11, mode 0100644; format digest §12.2).
+    pub fn mkfs(dot_nilfs: bool, now: i64) -> Namespace {
+        let mut ns = Namespace {
+            inodes: OrdMap::new(),
+            next_id: ROOT + 1,
+        };
+        let root = Inode {
+            kind: Kind::Dir {
+                entries: OrdMap::new(),
+                parent: ROOT,
+            },
+            perm: 0o755,
+            nlink: 2,
+            mtime: now,
+            ctime: now,
+        };
+        ns.inodes.insert(ROOT, root);
+        if dot_nilfs {
+            let id = ns.alloc(Kind::File(FileData::default()), 0o644, now);
+            ns.add_entry(ROOT, ".nilfs", id, now);
+        }
+        ns
+    }
+
+    pub fn get(&self, id: Id) -> &Inode {
+        self.inodes
+            .get(&id)
+            .expect("model invariant: dangling inode id")
+    }
+
+    fn get_mut(&mut self, id: Id) -> &mut Inode {
+        self.inodes
+            .get_mut(&id)
+            .expect("model invariant: dangling inode id")
+    }
+
+    fn alloc(&mut self, kind: Kind, perm: u32, now: i64) -> Id {
+        let id = self.next_id;
+        self.next_id += 1;
+        let nlink = if matches!(kind, Kind::Dir { .. }) {
+            2
+        } else {
+            1
+        };
+        self.inodes.insert(
+            id,
+            Inode {
+                kind,
+                perm,
+                nlink,
+                mtime: now,
+                ctime: now,
+            },
+        );
+        id
+    }
+
+    fn entries(&self, dir: Id) -> &OrdMap<String, Id> {
+        match &self.get(dir).kind {
+            Kind::Dir { entries, .. } => entries,
+            _ => unreachable!("model invariant: not a directory"),
+        }
+    }
+
+    fn add_entry(&mut self, dir: Id, name: &str, id: Id, now: i64) {
+        let d = self.get_mut(dir);
+        if let Kind::Dir { entries, .. } = &mut d.kind {
+            entries.insert(name.to_string(), id);
+        }
+        d.mtime = now;
+        d.ctime = now;
+    }
+
+    fn remove_entry(&mut self, dir: Id, name: &str, now: i64) {
+        let d = self.get_mut(dir);
+        if let Kind::Dir { entries, .. } = &mut d.kind {
+            entries.remove(name);
+        }
+        d.mtime = now;
+        d.ctime = now;
+    }
+
+    /// Drops one link of `id`; frees the inode when none is left (the
+    /// model has no open files, so the last link is the last reference:
+    /// `nilfs_evict_inode` then deletes it).
+    fn drop_link(&mut self, id: Id, now: i64) {
+        let ino = self.get_mut(id);
+        ino.nlink -= 1;
+        ino.ctime = now;
+        let gone = match ino.kind {
+            Kind::Dir { .. } => ino.nlink <= 1,
+            _ => ino.nlink == 0,
+        };
+        if gone {
+            self.inodes.remove(&id);
+        }
+    }
+
+    fn is_dir(&self, id: Id) -> bool {
+        matches!(self.get(id).kind, Kind::Dir { .. })
+    }
+
+    // ----------------------------------------------------------------- lookup
+
+    /// Resolves `path` (absolute; "." and ".." allowed; intermediate
+    /// symlinks followed, the last one only if `follow`).
+    /// ENOENT for a missing component or an empty path, ENOTDIR when a
+    /// non-directory is used as one, ENAMETOOLONG for a component over 255
+    /// bytes (`nilfs_lookup`) or a path over PATH_MAX, ELOOP after 40 links.
+    pub fn lookup(&self, path: &str, follow: bool) -> R<Id> {
+        let mut budget = SYMLINK_FOLLOW_MAX;
+        self.walk(ROOT, path, follow, &mut budget)
+    }
+
+    fn walk(&self, start: Id, path: &str, follow: bool, budget: &mut u32) -> R<Id> {
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if path.len() >= PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        let mut cur = if path.starts_with('/') { ROOT } else { start };
+        let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+        for (i, comp) in comps.iter().enumerate() {
+            let last = i + 1 == comps.len();
+            let Kind::Dir { entries, parent } = &self.get(cur).kind else {
+                return Err(Errno::ENOTDIR);
+            };
+            cur = match *comp {
+                "." => cur,
+                ".." => *parent,
+                name => {
+                    if name.len() > NAME_LEN_MAX {
+                        return Err(Errno::ENAMETOOLONG);
+                    }
+                    let next = *entries.get(name).ok_or(Errno::ENOENT)?;
+                    if let Kind::Symlink(target) = &self.get(next).kind {
+                        if !last || follow {
+                            if *budget == 0 {
+                                return Err(Errno::ELOOP);
+                            }
+                            *budget -= 1;
+                            self.walk(cur, target, true, budget)?
+                        } else {
+                            next
+                        }
+                    } else {
+                        next
+                    }
+                }
+            };
+        }
+        Ok(cur)
+    }
+
+    /// Splits `path` into its parent directory (resolved) and last name.
+    /// A last component "." or ".." (or the root itself) cannot be created or
+    /// removed: the model answers EINVAL for those, EEXIST for creations.
+    fn parent(&self, path: &str) -> R<(Id, String)> {
+        let trimmed = path.trim_end_matches('/');
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if path.len() >= PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        let (dir_path, name) = match trimmed.rfind('/') {
+            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+            None => ("", trimmed),
+        };
+        let dir = if dir_path.is_empty() {
+            if path.starts_with('/') {
+                ROOT
+            } else {
+                return Err(Errno::ENOENT);
+            }
+        } else {
+            self.lookup(dir_path, true)?
+        };
+        if !self.is_dir(dir) {
+            return Err(Errno::ENOTDIR);
+        }
+        if name.len() > NAME_LEN_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        Ok((dir, name.to_string()))
+    }
+
+    fn special(name: &str) -> bool {
+        name.is_empty() || name == "." || name == ".."
+    }
+
+    // ------------------------------------------------------------- namespace
+
+    /// The checks every creation shares (VFS `may_create`, `vfs_mkdir`...):
+    /// the parent exists and is a directory, the name is new.
+    fn creatable(&self, path: &str) -> R<(Id, String)> {
+        let (dir, name) = self.parent(path)?;
+        if Self::special(&name) || self.entries(dir).contains_key(&name) {
+            return Err(Errno::EEXIST);
+        }
+        Ok((dir, name))
+    }
+
+    /// `open(path, O_CREAT | O_WRONLY [| O_EXCL])` (`nilfs_create`).
+    /// An existing regular file is fine without `excl`; an existing
+    /// directory gives EISDIR (`do_open`: write access to a directory).
+    pub fn create(&self, path: &str, perm: u32, excl: bool, now: i64) -> R<Namespace> {
+        let (dir, name) = self.parent(path)?;
+        if self.entries(dir).contains_key(&name) {
+            if excl {
+                return Err(Errno::EEXIST);
+            }
+            let id = self.lookup(path, true)?;
+            return match self.get(id).kind {
+                Kind::Dir { .. } => Err(Errno::EISDIR),
+                _ => Ok(self.clone()),
+            };
+        }
+        if Self::special(&name) {
+            return Err(Errno::EISDIR);
+        }
+        let mut ns = self.clone();
+        let id = ns.alloc(Kind::File(FileData::default()), perm & 0o7777, now);
+        ns.add_entry(dir, &name, id, now);
+        Ok(ns)
+    }
+
+    /// `mkdir` (`nilfs_mkdir`; EMLINK from `vfs_mkdir` when the parent
+    /// already has `s_max_links` links).
+    pub fn mkdir(&self, path: &str, perm: u32, now: i64) -> R<Namespace> {
+        let (dir, name) = self.creatable(path)?;
+        if self.get(dir).nlink >= LINK_MAX {
+            return Err(Errno::EMLINK);
+        }
+        let mut ns = self.clone();
+        let id = ns.alloc(
+            Kind::Dir {
+                entries: OrdMap::new(),
+                parent: dir,
+            },
+            perm & 0o7777,
+            now,
+        );
+        ns.add_entry(dir, &name, id, now);
+        ns.get_mut(dir).nlink += 1;
+        Ok(ns)
+    }
+
+    /// `symlink(target, path)` (`nilfs_symlink`: ENAMETOOLONG when
+    /// `strlen(target) + 1 > s_blocksize`; an empty target is ENOENT).
+    pub fn symlink(&self, target: &str, path: &str, block_size: u32, now: i64) -> R<Namespace> {
+        if target.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if target.len() + 1 > block_size as usize {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        let (dir, name) = self.creatable(path)?;
+        let mut ns = self.clone();
+        let id = ns.alloc(Kind::Symlink(target.to_string()), 0o777, now);
+        ns.add_entry(dir, &name, id, now);
+        Ok(ns)
+    }
+
+    /// `link(old, new)` (`nilfs_link`; EPERM for a directory and EMLINK at
+    /// `s_max_links` from `vfs_link`). The old path is not followed.
+    pub fn link(&self, old: &str, new: &str, now: i64) -> R<Namespace> {
+        let id = self.lookup(old, false)?;
+        let (dir, name) = self.creatable(new)?;
+        if self.is_dir(id) {
+            return Err(Errno::EPERM);
+        }
+        if self.get(id).nlink >= LINK_MAX {
+            return Err(Errno::EMLINK);
+        }
+        let mut ns = self.clone();
+        let ino = ns.get_mut(id);
+        ino.nlink += 1;
+        ino.ctime = now;
+        ns.add_entry(dir, &name, id, now);
+        Ok(ns)
+    }
+
+    /// `unlink` (`nilfs_unlink`; EISDIR for a directory, as Linux answers).
+    pub fn unlink(&self, path: &str, now: i64) -> R<Namespace> {
+        let (dir, name) = self.parent(path)?;
+        if Self::special(&name) {
+            return Err(Errno::EISDIR);
+        }
+        let id = *self.entries(dir).get(&name).ok_or(Errno::ENOENT)?;
+        if self.is_dir(id) {
+            return Err(Errno::EISDIR);
+        }
+        let mut ns = self.clone();
+        ns.remove_entry(dir, &name, now);
+        ns.drop_link(id, now);
+        Ok(ns)
+    }
+
+    /// `rmdir` (`nilfs_rmdir` with `nilfs_empty_dir`; the root is EBUSY,
+    /// "." is EINVAL, ".." is ENOTEMPTY as in `do_rmdir`).
+    pub fn rmdir(&self, path: &str, now: i64) -> R<Namespace> {
+        let (dir, name) = self.parent(path)?;
+        match name.as_str() {
+            "" => return Err(Errno::EBUSY),
+            "." => return Err(Errno::EINVAL),
+            ".." => return Err(Errno::ENOTEMPTY),
+            _ => {}
+        }
+        let id = *self.entries(dir).get(&name).ok_or(Errno::ENOENT)?;
+        if !self.is_dir(id) {
+            return Err(Errno::ENOTDIR);
+        }
+        if !self.entries(id).is_empty() {
+            return Err(Errno::ENOTEMPTY);
+        }
+        let mut ns = self.clone();
+        ns.remove_entry(dir, &name, now);
+        ns.get_mut(dir).nlink -= 1;
+        ns.inodes.remove(&id);
+        Ok(ns)
+    }
+
+    /// Is `a` equal to or an ancestor of `b`?
+    fn is_ancestor(&self, a: Id, mut b: Id) -> bool {
+        loop {
+            if a == b {
+                return true;
+            }
+            match &self.get(b).kind {
+                Kind::Dir { parent, .. } if *parent != b => b = *parent,
+                _ => return false,
+            }
+        }
+    }
+
+    /// `rename(old, new)`, atomic: afterwards `new` names what `old` named
+    /// and `old` is gone, or nothing changed. Check order follows
+    /// `do_renameat2`/`vfs_rename` then `nilfs_rename`: a directory moved
+    /// into its own subtree is EINVAL; onto one of its ancestors ENOTEMPTY;
+    /// the same inode under both names succeeds and does nothing; dir onto
+    /// non-dir ENOTDIR; non-dir onto dir EISDIR; onto a non-empty directory
+    /// ENOTEMPTY; a directory moved to a parent at `s_max_links` EMLINK.
+    pub fn rename(&self, old: &str, new: &str, now: i64) -> R<Namespace> {
+        let (odir, oname) = self.parent(old)?;
+        let (ndir, nname) = self.parent(new)?;
+        if Self::special(&oname) || Self::special(&nname) {
+            return Err(Errno::EBUSY);
+        }
+        let id = *self.entries(odir).get(&oname).ok_or(Errno::ENOENT)?;
+        let target = self.entries(ndir).get(&nname).copied();
+        let is_dir = self.is_dir(id);
+        if is_dir && self.is_ancestor(id, ndir) {
+            return Err(Errno::EINVAL);
+        }
+        if let Some(t) = target {
+            if self.is_dir(t) && self.is_ancestor(t, odir) {
+                return Err(Errno::ENOTEMPTY);
+            }
+            if t == id {
+                return Ok(self.clone());
+            }
+            match (is_dir, self.is_dir(t)) {
+                (true, false) => return Err(Errno::ENOTDIR),
+                (false, true) => return Err(Errno::EISDIR),
+                (true, true) if !self.entries(t).is_empty() => return Err(Errno::ENOTEMPTY),
+                _ => {}
+            }
+        } else if is_dir && odir != ndir && self.get(ndir).nlink >= LINK_MAX {
+            return Err(Errno::EMLINK);
+        }
+        let mut ns = self.clone();
+        if let Some(t) = target {
+            ns.remove_entry(ndir, &nname, now);
+            if ns.is_dir(t) {
+                ns.get_mut(ndir).nlink -= 1;
+                ns.inodes.remove(&t);
+            } else {
+                ns.drop_link(t, now);
+            }
+        }
+        ns.remove_entry(odir, &oname, now);
+        ns.add_entry(ndir, &nname, id, now);
+        let ino = ns.get_mut(id);
+        ino.ctime = now;
+        if let Kind::Dir { parent, .. } = &mut ino.kind {
+            *parent = ndir;
+        }
+        if is_dir && odir != ndir {
+            ns.get_mut(odir).nlink -= 1;
+            ns.get_mut(ndir).nlink += 1;
+        }
+        Ok(ns)
+    }
+
+    // ------------------------------------------------------------------ data
+
+    fn file(&self, path: &str) -> R<(Id, &FileData)> {
+        let id = self.lookup(path, true)?;
+        match &self.get(id).kind {
+            Kind::File(f) => Ok((id, f)),
+            Kind::Dir { .. } => Err(Errno::EISDIR),
+            Kind::Symlink(_) => unreachable!("lookup followed the link"),
+        }
+    }
+
+    /// `pwrite(path, data, offset)` on a file opened `O_WRONLY` (no
+    /// `O_TRUNC`; `dd conv=notrunc`). Returns the bytes written. The VFS's
+    /// `generic_write_check_limits` gives EFBIG at or past the maximum size
+    /// and shortens a write that would cross it. A write past EOF leaves a
+    /// hole that reads as zeros.
+    pub fn write(&self, path: &str, offset: u64, data: &Pattern, now: i64) -> R<(Namespace, u64)> {
+        let (id, f) = self.file(path)?;
+        let want = data.len();
+        if want == 0 {
+            return Ok((self.clone(), 0));
+        }
+        if offset >= MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let n = want.min(MAX_FILE_SIZE - offset);
+        let mut f = f.clone();
+        let mut pos = offset;
+        let end = offset + n;
+        while pos < end {
+            let idx = pos / PAGE;
+            let within = (pos % PAGE) as usize;
+            let take = ((PAGE as usize - within) as u64).min(end - pos) as usize;
+            let mut page = match f.pages.get(&idx) {
+                Some(p) => (**p).clone(),
+                None => vec![0; PAGE as usize],
+            };
+            data.fill(pos - offset, &mut page[within..within + take]);
+            f.pages.insert(idx, Arc::new(page));
+            pos += take as u64;
+        }
+        f.size = f.size.max(end);
+        let mut ns = self.clone();
+        let ino = ns.get_mut(id);
+        ino.kind = Kind::File(f);
+        ino.mtime = now;
+        ino.ctime = now;
+        Ok((ns, n))
+    }
+
+    /// `pread(path, len, offset)`: the bytes in `[offset, min(size,
+    /// offset+len))`; holes read as zeros; nothing at or past EOF.
+    pub fn read(&self, path: &str, offset: u64, len: u64) -> R<Vec<u8>> {
+        let (_, f) = self.file(path)?;
+        Ok(read_data(f, offset, len))
+    }
+
+    /// `truncate(path, size)`: shrinking discards the bytes past `size`
+    /// (so growing again reads zeros, `nilfs_truncate` +
+    /// `block_truncate_page`); growing adds a hole. EFBIG past the maximum
+    /// (`inode_newsize_ok`).
+    pub fn truncate(&self, path: &str, size: u64, now: i64) -> R<Namespace> {
+        let (id, f) = self.file(path)?;
+        if size > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let mut f = f.clone();
+        if size < f.size {
+            let keep = size.div_ceil(PAGE);
+            let drop: Vec<u64> = f.pages.range(keep..).map(|(k, _)| *k).collect();
+            for k in drop {
+                f.pages.remove(&k);
+            }
+            let tail = (size % PAGE) as usize;
+            if tail > 0 {
+                if let Some(p) = f.pages.get(&(size / PAGE)) {
+                    let mut p = (**p).clone();
+                    p[tail..].fill(0);
+                    f.pages.insert(size / PAGE, Arc::new(p));
+                }
+            }
+        }
+        f.size = size;
+        let mut ns = self.clone();
+        let ino = ns.get_mut(id);
+        ino.kind = Kind::File(f);
+        ino.mtime = now;
+        ino.ctime = now;
+        Ok(ns)
+    }
+
+    /// `lstat(path)`.
+    pub fn lstat(&self, path: &str) -> R<StatInfo> {
+        let id = self.lookup(path, false)?;
+        Ok(self.stat_of(id))
+    }
+
+    pub fn stat_of(&self, id: Id) -> StatInfo {
+        let ino = self.get(id);
+        let (file_type, size) = match &ino.kind {
+            Kind::File(f) => (FileType::File, f.size),
+            // nilfs directories are whole blocks; their size is not part of
+            // the model (it depends on the block size and on entry layout).
+            Kind::Dir { .. } => (FileType::Dir, 0),
+            Kind::Symlink(t) => (FileType::Symlink, t.len() as u64),
+        };
+        StatInfo {
+            file_type,
+            size,
+            nlink: ino.nlink,
+            perm: ino.perm,
+            mtime: Some(ino.mtime),
+        }
+    }
+
+    /// `readdir(path)`: the names, without "." and ".." (their order is the
+    /// file system's choice; the model returns them sorted).
+    pub fn readdir(&self, path: &str) -> R<Vec<String>> {
+        let id = self.lookup(path, true)?;
+        match &self.get(id).kind {
+            Kind::Dir { entries, .. } => Ok(entries.keys().cloned().collect()),
+            _ => Err(Errno::ENOTDIR),
+        }
+    }
+
+    /// `readlink(path)` (EINVAL for a non-symlink).
+    pub fn readlink(&self, path: &str) -> R<String> {
+        let id = self.lookup(path, false)?;
+        match &self.get(id).kind {
+            Kind::Symlink(t) => Ok(t.clone()),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// Every path under the root, depth first in name order, with its id.
+    pub fn walk_all(&self) -> Vec<(String, Id)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(String::new(), ROOT)];
+        while let Some((prefix, dir)) = stack.pop() {
+            let mut subdirs = Vec::new();
+            for (name, &id) in self.entries(dir) {
+                let p = format!("{prefix}/{name}");
+                out.push((p.clone(), id));
+                if self.is_dir(id) {
+                    subdirs.push((p, id));
+                }
+            }
+            stack.extend(subdirs.into_iter().rev());
+        }
+        out
+    }
+}
+
+/// The bytes of `f` in `[offset, offset + len)`, cut at EOF.
+pub fn read_data(f: &FileData, offset: u64, len: u64) -> Vec<u8> {
+    if offset >= f.size {
+        return Vec::new();
+    }
+    let end = f.size.min(offset.saturating_add(len));
+    let mut out = vec![0u8; (end - offset) as usize];
+    let mut pos = offset;
+    while pos < end {
+        let idx = pos / PAGE;
+        let within = (pos % PAGE) as usize;
+        let take = ((PAGE as usize - within) as u64).min(end - pos) as usize;
+        if let Some(p) = f.pages.get(&idx) {
+            let at = (pos - offset) as usize;
+            out[at..at + take].copy_from_slice(&p[within..within + take]);
+        }
+        pos += take as u64;
+    }
+    out
+}

@@ -1,0 +1,161 @@
+//! The model's stated laws, as checks of one transition. The property tests
+//! (model/tests/laws.rs) and the bounded-exhaustive proof
+//! (proofs/tests/model_exhaustive.rs) run them on every step they take.
+//!
+//! Each law is a property a user relies on; docs/model.md lists them.
+
+use crate::fs::{FileData, Id, Kind};
+use crate::state::{Op, Outcome, State};
+use imbl::OrdMap;
+
+/// Data promised durable by a successful fsync/fdatasync, per inode, until
+/// the file changes again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Promises {
+    pub files: OrdMap<Id, FileData>,
+}
+
+fn file_data(s: &State, id: Id) -> Option<&FileData> {
+    match s.live.inodes.get(&id).map(|i| &i.kind) {
+        Some(Kind::File(f)) => Some(f),
+        _ => None,
+    }
+}
+
+fn is_modifying(op: &Op) -> Option<Option<u64>> {
+    match op {
+        Op::Create { at, .. }
+        | Op::Mkdir { at, .. }
+        | Op::Symlink { at, .. }
+        | Op::Link { at, .. }
+        | Op::Unlink { at, .. }
+        | Op::Rmdir { at, .. }
+        | Op::Rename { at, .. }
+        | Op::Write { at, .. }
+        | Op::Truncate { at, .. } => Some(*at),
+        _ => None,
+    }
+}
+
+/// Checks every law on the transition `before --op/outcome--> after` and
+/// updates `promises`. Returns the first broken law.
+pub fn check_transition(
+    before: &State,
+    op: &Op,
+    outcome: &Outcome,
+    after: &State,
+    promises: &mut Promises,
+) -> Result<(), String> {
+    // Law 1: a checkpoint's view never changes while it exists.
+    for (c, cp) in before.checkpoints.iter() {
+        if let Some(now) = after.checkpoints.get(c) {
+            if now.ns != cp.ns {
+                return Err(format!("law 1: the view of checkpoint {c} changed"));
+            }
+        }
+    }
+    // Law 2: a snapshot is never removed (only `chcp cp` turns it back into
+    // a checkpoint; a crash may forget a snapshot flag set after the last
+    // construction).
+    for (c, _) in before.checkpoints.iter().filter(|(_, cp)| cp.snapshot) {
+        let durable_flag = match &before.pending.table_at_construction {
+            Some(t) => t.get(c).is_some_and(|x| x.snapshot),
+            None => true,
+        };
+        let unset = matches!(op, Op::Chcp { cno, snapshot: false } if cno == c);
+        let kept = after.checkpoints.get(c).is_some_and(|x| x.snapshot);
+        if !kept && !unset && (durable_flag || !matches!(op, Op::Crash)) {
+            return Err(format!(
+                "law 2: snapshot {c} disappeared ({op:?} -> {outcome:?})"
+            ));
+        }
+    }
+    // Law 3: rmcp of a snapshot is refused with EBUSY.
+    if let Op::Rmcp { cno } = op {
+        if before.checkpoints.get(cno).is_some_and(|c| c.snapshot)
+            && *outcome != Outcome::Err(crate::Errno::EBUSY)
+        {
+            return Err(format!("law 3: rmcp of snapshot {cno} gave {outcome:?}"));
+        }
+    }
+    // Law 4: a read-only checkpoint mount refuses every change.
+    if let Some(Some(c)) = is_modifying(op) {
+        if matches!(outcome, Outcome::Ok | Outcome::Written(_)) {
+            return Err(format!(
+                "law 4: {op:?} succeeded on read-only checkpoint mount {c}"
+            ));
+        }
+        if before.checkpoints.get(&c).map(|x| &x.ns) != after.checkpoints.get(&c).map(|x| &x.ns) {
+            return Err(format!("law 4: {op:?} changed read-only checkpoint {c}"));
+        }
+    }
+    // Law 5: the cleaner changes no view: not the live one, not any
+    // checkpoint's (law 1), and removes no snapshot (law 2).
+    if let Op::Clean { .. } = op {
+        if after.live != before.live {
+            return Err("law 5: clean changed the live namespace".into());
+        }
+    }
+    // Law 6: write then read returns the data.
+    if let (
+        Op::Write {
+            path,
+            offset,
+            data,
+            at: None,
+        },
+        Outcome::Written(n),
+    ) = (op, outcome)
+    {
+        let got = after
+            .live
+            .read(path, *offset, *n)
+            .map_err(|e| format!("law 6: read after write: {e:?}"))?;
+        let mut want = vec![0; *n as usize];
+        data.fill(0, &mut want);
+        if got != want {
+            return Err(format!("law 6: read after {op:?} returned other bytes"));
+        }
+    }
+    // Law 7: after a crash, nothing is mounted, the live namespace is the
+    // latest checkpoint's, and every fsync'd/fdatasync'd file has its data.
+    if let Op::Crash = op {
+        if after.mount.is_some() || !after.snapshot_mounts.is_empty() {
+            return Err("law 7: something is still mounted after a crash".into());
+        }
+        if after.live != after.latest().1.ns {
+            return Err("law 7: recovery did not end in a checkpoint".into());
+        }
+        for (id, f) in promises.files.iter() {
+            if file_data(after, *id) != Some(f) {
+                return Err(format!(
+                    "law 7: fsync'd file (model id {id}) lost its data in a crash"
+                ));
+            }
+        }
+    }
+    // Promises: fsync/fdatasync that succeeded on the rw latest.
+    match (op, outcome) {
+        (Op::Fsync { path, at: None } | Op::Fdatasync { path, at: None }, Outcome::Ok)
+            if before.mount == Some(crate::state::Mount::ReadWrite) =>
+        {
+            if let Ok(id) = after.live.lookup(path, true) {
+                if let Some(f) = file_data(after, id) {
+                    promises.files.insert(id, f.clone());
+                }
+            }
+        }
+        _ => {}
+    }
+    let stale: Vec<Id> = promises
+        .files
+        .iter()
+        .filter(|(id, f)| file_data(after, **id) != Some(*f))
+        .map(|(id, _)| *id)
+        .collect();
+    for id in stale {
+        // The user changed (or removed) the file since: the promise ends.
+        promises.files.remove(&id);
+    }
+    Ok(())
+}

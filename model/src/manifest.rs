@@ -1,0 +1,67 @@
+//! The manifest of a namespace, byte for byte as
+//! shared/tools/nilfs-oracle/manifest.sh prints it:
+//!
+//! ```text
+//! <sha256>  <size>  <path>      regular file
+//! DIR  -  <path>/               directory
+//! LNK  -  <path> -> <target>    symlink
+//! ```
+//!
+//! sorted as `LC_ALL=C sort -k3` sorts: by the bytes from the third
+//! blank-separated field to the end of the line, then by the whole line.
+
+use crate::fs::{Kind, Namespace, PAGE};
+use crate::pattern::hex;
+use sha2::{Digest, Sha256};
+
+/// sha256 of a file's whole contents, streamed page by page (holes hashed
+/// as zeros without being stored).
+pub fn file_sha256(f: &crate::fs::FileData) -> String {
+    let mut h = Sha256::new();
+    let zeros = vec![0u8; PAGE as usize];
+    let mut pos = 0;
+    while pos < f.size {
+        let idx = pos / PAGE;
+        let take = (f.size - pos).min(PAGE) as usize;
+        match f.pages.get(&idx) {
+            Some(p) => h.update(&p[..take]),
+            None => h.update(&zeros[..take]),
+        }
+        pos += take as u64;
+    }
+    hex(&h.finalize())
+}
+
+/// The manifest lines of `ns`.
+pub fn manifest(ns: &Namespace) -> Vec<String> {
+    let mut lines: Vec<(String, String)> = ns
+        .walk_all()
+        .into_iter()
+        .map(|(path, id)| {
+            let line = match &ns.get(id).kind {
+                Kind::File(f) => format!("{}  {}  {}", file_sha256(f), f.size, path),
+                Kind::Dir { .. } => format!("DIR  -  {path}/"),
+                Kind::Symlink(t) => format!("LNK  -  {path} -> {t}"),
+            };
+            (sort_key(&line), line)
+        })
+        .collect();
+    lines.sort();
+    lines.into_iter().map(|(_, l)| l).collect()
+}
+
+/// `sort -k3` key: the line from the start of the third field, the blanks
+/// before it included (no `-b`).
+fn sort_key(line: &str) -> String {
+    let b = line.as_bytes();
+    let mut i = 0;
+    for _ in 0..2 {
+        while i < b.len() && b[i] == b' ' {
+            i += 1;
+        }
+        while i < b.len() && b[i] != b' ' {
+            i += 1;
+        }
+    }
+    line[i..].to_string()
+}

@@ -1,0 +1,180 @@
+//! Compact, seedable descriptions of file data.
+//!
+//! A trace never carries megabytes of file contents: a write names a
+//! [`Pattern`], and both the model and the implementation under test expand it
+//! to the same bytes. The patterns can express exactly what
+//! `shared/tools/nilfs-oracle/scenario-gc.sh` writes: its awk `blk TAG FIRST
+//! COUNT` blocks (optionally cut by `head -c`), `echo`/`printf` text, and the
+//! LCG-placed random writes (each is one `blk` block at a computed offset).
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Size of one `blk` block: every block is 4 KiB whatever the file system's
+/// block size is (the script's awk prints 4096-byte records).
+pub const BLK_SIZE: u64 = 4096;
+
+/// A byte sequence named by a few parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pattern {
+    /// The UTF-8 bytes of a string (`echo`, `printf`).
+    Text(String),
+    /// `len` zero bytes.
+    Zeros(u64),
+    /// scenario-gc.sh's `blk TAG FIRST COUNT`: `count` blocks of 4096 bytes;
+    /// block `i` (from `first`) starts with `format!("{tag}:{i:08}\n")` and is
+    /// filled up with `~`. `len`, when present, keeps only the first `len`
+    /// bytes (`| head -c len`).
+    Blk {
+        tag: String,
+        first: u64,
+        count: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        len: Option<u64>,
+    },
+    /// `len` pseudo-random bytes from `seed` (splitmix64 in counter mode, so
+    /// any range can be produced without the bytes before it).
+    Seeded { seed: u64, len: u64 },
+}
+
+impl Pattern {
+    /// Number of bytes the pattern stands for.
+    pub fn len(&self) -> u64 {
+        match self {
+            Pattern::Text(s) => s.len() as u64,
+            Pattern::Zeros(n) => *n,
+            Pattern::Blk { count, len, .. } => {
+                let full = count.saturating_mul(BLK_SIZE);
+                len.map_or(full, |l| l.min(full))
+            }
+            Pattern::Seeded { len, .. } => *len,
+        }
+    }
+
+    /// True if the pattern stands for no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Fills `out` with the pattern's bytes starting at byte `start`.
+    /// Bytes past the end of the pattern are zero.
+    pub fn fill(&self, start: u64, out: &mut [u8]) {
+        out.fill(0);
+        let end = self.len();
+        if start >= end {
+            return;
+        }
+        let n = ((end - start) as usize).min(out.len());
+        let out = &mut out[..n];
+        match self {
+            Pattern::Text(s) => {
+                let s = s.as_bytes();
+                out.copy_from_slice(&s[start as usize..start as usize + n]);
+            }
+            Pattern::Zeros(_) => {}
+            Pattern::Blk { tag, first, .. } => {
+                let mut pos = start;
+                let mut done = 0;
+                while done < n {
+                    let block = first + pos / BLK_SIZE;
+                    let within = (pos % BLK_SIZE) as usize;
+                    let header = format!("{tag}:{block:08}\n");
+                    let take = (BLK_SIZE as usize - within).min(n - done);
+                    for (k, b) in out[done..done + take].iter_mut().enumerate() {
+                        let at = within + k;
+                        *b = if at < header.len() {
+                            header.as_bytes()[at]
+                        } else {
+                            b'~'
+                        };
+                    }
+                    done += take;
+                    pos += take as u64;
+                }
+            }
+            Pattern::Seeded { seed, .. } => {
+                for (k, b) in out.iter_mut().enumerate() {
+                    let p = start + k as u64;
+                    let word = splitmix64(seed ^ (p / 8).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                    *b = (word >> (8 * (p % 8))) as u8;
+                }
+            }
+        }
+    }
+
+    /// All the bytes (use only for small patterns).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = vec![0; self.len() as usize];
+        self.fill(0, &mut v);
+        v
+    }
+}
+
+/// splitmix64 finaliser: a bijective mixer, used as a counter-mode generator.
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Lower-case hex SHA-256 of `data`.
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex(&Sha256::digest(data))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blk_matches_the_awk_definition() {
+        let p = Pattern::Blk {
+            tag: "s4095".into(),
+            first: 0,
+            count: 1,
+            len: Some(4095),
+        };
+        let b = p.to_bytes();
+        assert_eq!(b.len(), 4095);
+        assert!(b.starts_with(b"s4095:00000000\n~~~"));
+        assert!(b[15..].iter().all(|&c| c == b'~'));
+        // The fixture's manifest records sha256 of `blk s4095 0 1 | head -c 4095`.
+        assert_eq!(
+            sha256_hex(&b),
+            "d3210435ab34f1ad7b752f5fc38d4cb6ca23ac84726287368a03d7f4210f0fb6"
+        );
+    }
+
+    #[test]
+    fn fill_at_any_offset_agrees_with_whole() {
+        for p in [
+            Pattern::Blk {
+                tag: "x".into(),
+                first: 7,
+                count: 3,
+                len: None,
+            },
+            Pattern::Seeded {
+                seed: 9,
+                len: 10_000,
+            },
+            Pattern::Text("hello world".into()),
+        ] {
+            let whole = p.to_bytes();
+            for start in [0u64, 1, 4095, 4096, 5000] {
+                let mut part = vec![0; 100];
+                p.fill(start, &mut part);
+                for (k, b) in part.iter().enumerate() {
+                    let i = start as usize + k;
+                    assert_eq!(*b, whole.get(i).copied().unwrap_or(0));
+                }
+            }
+        }
+    }
+}

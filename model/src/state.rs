@@ -1,0 +1,1201 @@
+//! The whole file system: the live namespace, every checkpoint with its
+//! frozen namespace, mounts, what is durable, and the space estimate.
+//! [`step`] is the transition function; it is pure.
+
+use crate::fs::{Errno, FileData, Id, Kind, Namespace, StatInfo, PAGE};
+use crate::manifest::manifest;
+use crate::pattern::{sha256_hex, Pattern};
+use imbl::{OrdMap, OrdSet, Vector};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A checkpoint number.
+pub type Cno = u64;
+
+/// Size and layout parameters that are visible to users (mkfs options).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Geometry {
+    pub block_size: u32,
+    pub blocks_per_segment: u32,
+    pub nsegments: u64,
+    /// `s_r_segments_percentage` (mkfs default 5).
+    pub r_segments_percentage: u32,
+}
+
+impl Geometry {
+    /// `nilfs_nrsvsegs`: max(NILFS_MIN_NRSVSEGS = 8, ceil(nsegs * pct / 100)).
+    pub fn reserved_segments(&self) -> u64 {
+        (self.nsegments * self.r_segments_percentage as u64)
+            .div_ceil(100)
+            .max(8)
+    }
+    /// Blocks that user data and metadata may use before
+    /// `nilfs_near_disk_full` can report the disk full: the non-reserved
+    /// segments less the two the log writer holds (current and next).
+    pub fn usable_blocks(&self) -> u64 {
+        self.nsegments.saturating_sub(self.reserved_segments() + 2) * self.blocks_per_segment as u64
+    }
+}
+
+/// One checkpoint as lscp would list it, with the namespace it shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub ns: Namespace,
+    pub snapshot: bool,
+    /// Model clock when it was made (the cleaner's protection period).
+    pub created: i64,
+    /// The number is known to be the file system's own (mkfs's cno 1, or
+    /// observed in a trace). Otherwise the real number may be larger: the
+    /// kernel's segment constructor also makes checkpoints on its timer.
+    pub bound: bool,
+    /// A cleaner run may have removed it (plain, not the latest, older
+    /// than the protection period); resolved by the next `lscp`.
+    pub may_be_gone: bool,
+}
+
+/// How the latest checkpoint is mounted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mount {
+    ReadWrite,
+    ReadOnly,
+}
+
+/// One fdatasync that wrote a data-only (SYNDT) logical segment instead of a
+/// checkpoint: the file's pages that differed from the latest checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DsyncLog {
+    /// Number of modifications (entries of `Pending::history`) before it.
+    pub after: usize,
+    pub id: Id,
+    pub pages: OrdMap<u64, Arc<Vec<u8>>>,
+}
+
+/// What happened since the latest checkpoint (the crash envelope's input).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Pending {
+    /// Some change is not in the latest checkpoint.
+    pub dirty: bool,
+    /// Inodes changed since the latest checkpoint (`nilfs_inode_dirty`).
+    pub dirty_inodes: OrdSet<Id>,
+    /// Files created, truncated or extended since the latest checkpoint:
+    /// `__nilfs_mark_inode_dirty` sets NILFS_I_INODE_SYNC for them, and
+    /// `nilfs_construct_dsync_segment` then makes a full checkpoint.
+    pub inode_sync: OrdSet<Id>,
+    /// The live namespace after each modification since the checkpoint.
+    pub history: Vector<Namespace>,
+    pub dsync: Vector<DsyncLog>,
+    /// The checkpoint table as of the latest construction (chcp/rmcp made
+    /// since then are lost by a crash unless a construction followed).
+    pub table_at_construction: Option<OrdMap<Cno, Checkpoint>>,
+}
+
+/// The abstract state of one NILFS2 file system.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct State {
+    pub geometry: Geometry,
+    /// The injected clock, in nanoseconds.
+    pub clock: i64,
+    pub live: Namespace,
+    pub checkpoints: OrdMap<Cno, Checkpoint>,
+    pub next_cno: Cno,
+    pub mount: Option<Mount>,
+    pub snapshot_mounts: OrdSet<Cno>,
+    pub pending: Pending,
+    /// Upper estimate of blocks written since mkfs (never lowered: the
+    /// model cannot know how much a cleaner pass reclaims).
+    pub consumed_blocks: u64,
+}
+
+/// Operations: the user-visible interface (system calls on paths, the
+/// nilfs-utils checkpoint tools, mounts, crash, the cleaner).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// mkfs.nilfs2; valid only as a trace's first line.
+    Mkfs {
+        block_size: u32,
+        blocks_per_segment: u32,
+        nsegments: u64,
+        #[serde(default = "default_rsv")]
+        r_segments_percentage: u32,
+        /// nilfs-utils <= 2.2.x also creates `/.nilfs`.
+        #[serde(default)]
+        dot_nilfs: bool,
+    },
+    /// Sets the injected clock (ns); it never goes back.
+    Clock {
+        now: i64,
+    },
+    Create {
+        path: String,
+        #[serde(default = "default_file_perm")]
+        perm: u32,
+        #[serde(default)]
+        excl: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Mkdir {
+        path: String,
+        #[serde(default = "default_dir_perm")]
+        perm: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Symlink {
+        target: String,
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Link {
+        old: String,
+        new: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Unlink {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Rmdir {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Rename {
+        old: String,
+        new: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Write {
+        path: String,
+        offset: u64,
+        data: Pattern,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Read {
+        path: String,
+        offset: u64,
+        len: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Truncate {
+        path: String,
+        size: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Lstat {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Readdir {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Readlink {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Fsync {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Fdatasync {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    Sync,
+    /// `mkcp [-s] -p`: prints the checkpoint number.
+    Mkcp {
+        #[serde(default)]
+        snapshot: bool,
+    },
+    /// `chcp ss|cp CNO`.
+    Chcp {
+        cno: Cno,
+        snapshot: bool,
+    },
+    /// `rmcp CNO`.
+    Rmcp {
+        cno: Cno,
+    },
+    Lscp,
+    /// `mount [-o ro] [-o cp=CNO]` (cp= requires ro and a snapshot).
+    Mount {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cp: Option<Cno>,
+        #[serde(default)]
+        ro: bool,
+    },
+    Umount {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cp: Option<Cno>,
+    },
+    /// `mount -o remount,ro|rw` of the latest.
+    Remount {
+        #[serde(default)]
+        ro: bool,
+    },
+    /// Power loss: every mount is gone; the recovered state is one of the
+    /// envelope's (mount again to look at it).
+    Crash,
+    /// `nilfs-clean -p PROTECTION_S` run to completion.
+    Clean {
+        #[serde(default)]
+        protection_s: u64,
+    },
+    /// shared/tools/nilfs-oracle/manifest.sh of a mounted view.
+    Manifest {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+}
+
+fn default_rsv() -> u32 {
+    5
+}
+fn default_file_perm() -> u32 {
+    0o644
+}
+fn default_dir_perm() -> u32 {
+    0o755
+}
+
+/// One lscp line: number and mode (minor checkpoints are hidden by lscp
+/// without -a, so they never appear).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpEntry {
+    pub cno: Cno,
+    #[serde(default)]
+    pub ss: bool,
+}
+
+/// What an operation returned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    Err(Errno),
+    Written(u64),
+    /// Read result: the number of bytes and their sha256.
+    Data {
+        len: u64,
+        sha256: String,
+    },
+    Stat(StatInfo),
+    /// readdir: names without "." and "..", in any order.
+    Names(Vec<String>),
+    Target(String),
+    Cno(Cno),
+    Checkpoints(Vec<CpEntry>),
+    Manifest(Vec<String>),
+}
+
+/// Observed times may trail the model's clock by the time an operation
+/// takes; they must not precede it. One second of slack.
+pub const TIME_SLACK_NS: i64 = 1_000_000_000;
+
+/// The set of outcomes one branch allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// This outcome (readdir names compared as sets, stat times within
+    /// TIME_SLACK_NS, an unobserved stat time accepted).
+    Exact(Outcome),
+    /// `mkcp -p`: the latest cno if nothing was dirty, else (or also) a new
+    /// number above it. The checkpoint gets the observed number.
+    NewCno {
+        latest: Cno,
+        must_be_new: bool,
+        snapshot: bool,
+    },
+    /// `lscp`: the listing shape rule of docs/model.md.
+    Lscp,
+    /// The operation is not meaningful here (the checker rejects the trace).
+    Invalid(String),
+}
+
+/// One allowed way an operation may go.
+#[derive(Clone, Debug)]
+pub struct Branch {
+    pub expect: Expect,
+    pub next: State,
+}
+
+type R<T> = Result<T, Errno>;
+
+fn ok(next: State) -> Vec<Branch> {
+    vec![Branch {
+        expect: Expect::Exact(Outcome::Ok),
+        next,
+    }]
+}
+
+fn fail(s: &State, e: Errno) -> Vec<Branch> {
+    vec![Branch {
+        expect: Expect::Exact(Outcome::Err(e)),
+        next: s.clone(),
+    }]
+}
+
+fn invalid(s: &State, why: &str) -> Vec<Branch> {
+    vec![Branch {
+        expect: Expect::Invalid(why.to_string()),
+        next: s.clone(),
+    }]
+}
+
+/// Metadata blocks charged to one namespace operation (a directory block,
+/// the inode's ifile block) and to one checkpoint (summary, super root,
+/// ifile/cpfile/sufile/DAT blocks and B-tree nodes).
+const META_OP_BLOCKS: u64 = 2;
+const CHECKPOINT_BLOCKS: u64 = 32;
+
+impl State {
+    /// A freshly made file system, not mounted.
+    pub fn mkfs(geometry: Geometry, dot_nilfs: bool, now: i64) -> State {
+        let live = Namespace::mkfs(dot_nilfs, now);
+        let mut checkpoints = OrdMap::new();
+        checkpoints.insert(
+            1,
+            Checkpoint {
+                ns: live.clone(),
+                snapshot: false,
+                created: now,
+                bound: true,
+                may_be_gone: false,
+            },
+        );
+        State {
+            geometry,
+            clock: now,
+            live,
+            checkpoints,
+            next_cno: 2,
+            mount: None,
+            snapshot_mounts: OrdSet::new(),
+            pending: Pending::default(),
+            consumed_blocks: 16,
+        }
+    }
+
+    /// The latest checkpoint (there is always one).
+    pub fn latest(&self) -> (Cno, &Checkpoint) {
+        let (c, cp) = self
+            .checkpoints
+            .get_max()
+            .expect("model invariant: no checkpoint");
+        (*c, cp)
+    }
+
+    /// The namespace a view shows: the live one, or a mounted snapshot's.
+    pub fn view(&self, at: Option<Cno>) -> Option<&Namespace> {
+        match at {
+            None => self.mount.map(|_| &self.live),
+            Some(c) if self.snapshot_mounts.contains(&c) => {
+                self.checkpoints.get(&c).map(|cp| &cp.ns)
+            }
+            Some(_) => None,
+        }
+    }
+
+    fn writable(&self, at: Option<Cno>) -> bool {
+        at.is_none() && self.mount == Some(Mount::ReadWrite)
+    }
+
+    /// Makes the live namespace a new checkpoint, if anything is dirty
+    /// (`nilfs_segctor_confirm` skips a clean construction).
+    fn construct(&mut self) {
+        self.pending.table_at_construction = None;
+        if !self.pending.dirty {
+            self.pending.history = Vector::new();
+            self.pending.dsync = Vector::new();
+            return;
+        }
+        let cno = self.next_cno;
+        self.next_cno += 1;
+        self.checkpoints.insert(
+            cno,
+            Checkpoint {
+                ns: self.live.clone(),
+                snapshot: false,
+                created: self.clock,
+                bound: false,
+                may_be_gone: false,
+            },
+        );
+        self.consumed_blocks += CHECKPOINT_BLOCKS;
+        self.pending = Pending::default();
+    }
+
+    fn blocks_for(&self, bytes: u64) -> u64 {
+        let data = bytes.div_ceil(self.geometry.block_size as u64);
+        data + data.div_ceil(32) + 1
+    }
+
+    /// The space rule: ENOSPC is allowed only when the upper estimate of
+    /// blocks written so far, plus this operation's, exceeds the usable
+    /// blocks.
+    pub fn may_enospc(&self, blocks: u64) -> bool {
+        self.consumed_blocks + blocks > self.geometry.usable_blocks()
+    }
+
+    /// Records a successful modification of the live namespace.
+    fn modified(mut self, ns: Namespace, blocks: u64) -> State {
+        for d in self.live.inodes.diff(&ns.inodes) {
+            let id = match d {
+                imbl::ordmap::DiffItem::Add(k, _) | imbl::ordmap::DiffItem::Remove(k, _) => *k,
+                imbl::ordmap::DiffItem::Update { new: (k, _), .. } => *k,
+            };
+            self.pending.dirty_inodes.insert(id);
+        }
+        self.live = ns;
+        self.pending.dirty = true;
+        self.pending.history.push_back(self.live.clone());
+        self.consumed_blocks += blocks;
+        self
+    }
+
+    fn remember_table(&mut self) {
+        if self.pending.table_at_construction.is_none() {
+            self.pending.table_at_construction = Some(self.checkpoints.clone());
+        }
+    }
+
+    /// Resolves a checkpoint number named by an operation.
+    fn find_cp(&self, cno: Cno) -> Option<&Checkpoint> {
+        self.checkpoints.get(&cno)
+    }
+}
+
+/// Path operations that change the namespace: view checks, EROFS, ENOSPC.
+fn namespace_op(
+    s: &State,
+    at: Option<Cno>,
+    blocks: u64,
+    vacancy_check: bool,
+    f: impl FnOnce(&Namespace) -> R<Namespace>,
+) -> Vec<Branch> {
+    let Some(ns) = s.view(at) else {
+        return invalid(s, "operation on a view that is not mounted");
+    };
+    match f(ns) {
+        Err(e) => fail(s, e),
+        Ok(_) if !s.writable(at) => fail(s, Errno::EROFS),
+        Ok(next_ns) => {
+            let mut out = ok(s.clone().modified(next_ns, blocks));
+            if vacancy_check && s.may_enospc(blocks) {
+                out.push(Branch {
+                    expect: Expect::Exact(Outcome::Err(Errno::ENOSPC)),
+                    next: s.clone(),
+                });
+            }
+            out
+        }
+    }
+}
+
+fn read_op(s: &State, at: Option<Cno>, f: impl FnOnce(&Namespace) -> R<Outcome>) -> Vec<Branch> {
+    let Some(ns) = s.view(at) else {
+        return invalid(s, "operation on a view that is not mounted");
+    };
+    let outcome = f(ns).unwrap_or_else(Outcome::Err);
+    vec![Branch {
+        expect: Expect::Exact(outcome),
+        next: s.clone(),
+    }]
+}
+
+/// The transition function: every way `op` may go from `s`.
+pub fn step(s: &State, op: &Op) -> Vec<Branch> {
+    let now = s.clock;
+    let bs = s.geometry.block_size;
+    match op {
+        Op::Mkfs { .. } => invalid(s, "mkfs is only valid as the first line"),
+        Op::Clock { now: t } => {
+            if *t < s.clock {
+                return invalid(s, "the clock went back");
+            }
+            let mut n = s.clone();
+            n.clock = *t;
+            ok(n)
+        }
+        // nilfs_transaction_begin(sb, &ti, 1) (vacancy check) in
+        // nilfs_create/mkdir/symlink/link/rename and nilfs_write_begin:
+        // these may fail with ENOSPC; unlink/rmdir/setattr pass 0.
+        Op::Create {
+            path,
+            perm,
+            excl,
+            at,
+        } => {
+            let existed = s.view(*at).is_some_and(|ns| ns.lookup(path, true).is_ok());
+            let mut out = namespace_op(s, *at, META_OP_BLOCKS, true, |ns| {
+                ns.create(path, *perm, *excl, now)
+            });
+            if !existed {
+                for b in out.iter_mut() {
+                    if b.expect == Expect::Exact(Outcome::Ok) {
+                        if let Ok(id) = b.next.live.lookup(path, true) {
+                            b.next.pending.inode_sync.insert(id);
+                        }
+                    }
+                }
+            } else if let Some(b) = out.first_mut() {
+                // Opening an existing file changes nothing.
+                if b.expect == Expect::Exact(Outcome::Ok) {
+                    b.next = s.clone();
+                }
+            }
+            out
+        }
+        Op::Mkdir { path, perm, at } => namespace_op(s, *at, META_OP_BLOCKS, true, |ns| {
+            ns.mkdir(path, *perm, now)
+        }),
+        Op::Symlink { target, path, at } => namespace_op(s, *at, META_OP_BLOCKS, true, |ns| {
+            ns.symlink(target, path, bs, now)
+        }),
+        Op::Link { old, new, at } => {
+            namespace_op(s, *at, META_OP_BLOCKS, true, |ns| ns.link(old, new, now))
+        }
+        Op::Unlink { path, at } => {
+            namespace_op(s, *at, META_OP_BLOCKS, false, |ns| ns.unlink(path, now))
+        }
+        Op::Rmdir { path, at } => {
+            namespace_op(s, *at, META_OP_BLOCKS, false, |ns| ns.rmdir(path, now))
+        }
+        Op::Rename { old, new, at } => {
+            namespace_op(s, *at, META_OP_BLOCKS, true, |ns| ns.rename(old, new, now))
+        }
+        Op::Write {
+            path,
+            offset,
+            data,
+            at,
+        } => {
+            let Some(ns) = s.view(*at) else {
+                return invalid(s, "operation on a view that is not mounted");
+            };
+            let blocks = s.blocks_for(data.len());
+            match ns.write(path, *offset, data, now) {
+                Err(e) => fail(s, e),
+                Ok(_) if !s.writable(*at) => fail(s, Errno::EROFS),
+                Ok((next_ns, n)) => {
+                    let id = ns.lookup(path, true).expect("write resolved it");
+                    let grew = size_of(&next_ns, id) != size_of(ns, id);
+                    let mut next = s.clone().modified(next_ns, blocks);
+                    if grew {
+                        next.pending.inode_sync.insert(id);
+                    }
+                    let mut out = vec![Branch {
+                        expect: Expect::Exact(Outcome::Written(n)),
+                        next,
+                    }];
+                    if s.may_enospc(blocks) {
+                        out.push(Branch {
+                            expect: Expect::Exact(Outcome::Err(Errno::ENOSPC)),
+                            next: s.clone(),
+                        });
+                    }
+                    out
+                }
+            }
+        }
+        Op::Truncate { path, size, at } => {
+            let mut out = namespace_op(s, *at, 1, false, |ns| ns.truncate(path, *size, now));
+            for b in out.iter_mut() {
+                if b.expect == Expect::Exact(Outcome::Ok) {
+                    let id = b
+                        .next
+                        .live
+                        .lookup(path, true)
+                        .expect("truncate resolved it");
+                    b.next.pending.inode_sync.insert(id);
+                }
+            }
+            out
+        }
+        Op::Read {
+            path,
+            offset,
+            len,
+            at,
+        } => read_op(s, *at, |ns| {
+            let d = ns.read(path, *offset, *len)?;
+            Ok(Outcome::Data {
+                len: d.len() as u64,
+                sha256: sha256_hex(&d),
+            })
+        }),
+        Op::Lstat { path, at } => read_op(s, *at, |ns| ns.lstat(path).map(Outcome::Stat)),
+        Op::Readdir { path, at } => read_op(s, *at, |ns| ns.readdir(path).map(Outcome::Names)),
+        Op::Readlink { path, at } => read_op(s, *at, |ns| ns.readlink(path).map(Outcome::Target)),
+        Op::Manifest { at } => read_op(s, *at, |ns| Ok(Outcome::Manifest(manifest(ns)))),
+        Op::Fsync { path, at } | Op::Fdatasync { path, at } => {
+            let data_only = matches!(op, Op::Fdatasync { .. });
+            let Some(ns) = s.view(*at) else {
+                return invalid(s, "operation on a view that is not mounted");
+            };
+            let id = match ns.lookup(path, true) {
+                Ok(id) => id,
+                Err(e) => return fail(s, e),
+            };
+            if !s.writable(*at) {
+                return ok(s.clone()); // nothing can be dirty on a read-only view
+            }
+            sync_file(s, id, data_only)
+        }
+        Op::Sync => {
+            if s.mount != Some(Mount::ReadWrite) {
+                return ok(s.clone());
+            }
+            construct_branches(s, Outcome::Ok)
+        }
+        Op::Mkcp { snapshot } => {
+            match s.mount {
+                None => return invalid(s, "mkcp needs a mounted file system"),
+                Some(Mount::ReadOnly) => return fail(s, Errno::EROFS),
+                Some(Mount::ReadWrite) => {}
+            }
+            let (latest, _) = s.latest();
+            let mut next = s.clone();
+            next.construct();
+            let mut out = vec![Branch {
+                expect: Expect::NewCno {
+                    latest,
+                    must_be_new: s.pending.dirty,
+                    snapshot: *snapshot,
+                },
+                next,
+            }];
+            if s.pending.dirty && s.may_enospc(CHECKPOINT_BLOCKS) {
+                out.push(Branch {
+                    expect: Expect::Exact(Outcome::Err(Errno::ENOSPC)),
+                    next: s.clone(),
+                });
+            }
+            out
+        }
+        Op::Chcp { cno, snapshot } => {
+            match s.mount {
+                None => return invalid(s, "chcp needs a mounted file system"),
+                Some(Mount::ReadOnly) => return fail(s, Errno::EROFS),
+                Some(Mount::ReadWrite) => {}
+            }
+            cp_op(s, *cno, |next, cno| {
+                // nilfs_cpfile_change_cpmode: clearing a mounted snapshot is
+                // EBUSY; setting or clearing twice is a no-op.
+                if !*snapshot && next.snapshot_mounts.contains(&cno) {
+                    return Err(Errno::EBUSY);
+                }
+                let cp = next.checkpoints.get_mut(&cno).expect("cp_op found it");
+                cp.snapshot = *snapshot;
+                Ok(())
+            })
+        }
+        Op::Rmcp { cno } => {
+            match s.mount {
+                None => return invalid(s, "rmcp needs a mounted file system"),
+                Some(Mount::ReadOnly) => return fail(s, Errno::EROFS),
+                Some(Mount::ReadWrite) => {}
+            }
+            let (latest, _) = s.latest();
+            cp_op(s, *cno, |next, cno| {
+                // nilfs_cpfile_delete_checkpoint: EBUSY for a snapshot. The
+                // latest is refused too (rmcp never passes it for a range,
+                // and s_last_cno must keep naming a valid checkpoint).
+                if next.checkpoints[&cno].snapshot || cno == latest {
+                    return Err(Errno::EBUSY);
+                }
+                next.checkpoints.remove(&cno);
+                Ok(())
+            })
+        }
+        Op::Lscp => match s.mount {
+            None => invalid(s, "lscp needs a mounted file system"),
+            Some(_) => vec![Branch {
+                expect: Expect::Lscp,
+                next: s.clone(),
+            }],
+        },
+        Op::Mount { cp, ro } => mount(s, *cp, *ro),
+        Op::Umount { cp } => match cp {
+            Some(c) => {
+                if !s.snapshot_mounts.contains(c) {
+                    return fail(s, Errno::EINVAL);
+                }
+                let mut n = s.clone();
+                n.snapshot_mounts.remove(c);
+                ok(n)
+            }
+            None => {
+                if s.mount.is_none() {
+                    return fail(s, Errno::EINVAL);
+                }
+                // nilfs_put_super -> nilfs_detach_log_writer: a final
+                // construction makes everything durable.
+                let mut n = s.clone();
+                n.construct();
+                n.mount = None;
+                ok(n)
+            }
+        },
+        Op::Remount { ro } => {
+            let Some(m) = s.mount else {
+                return fail(s, Errno::EINVAL);
+            };
+            let mut n = s.clone();
+            if m == Mount::ReadWrite && *ro {
+                n.construct(); // nilfs_remount -> nilfs_detach_log_writer
+            }
+            n.mount = Some(if *ro {
+                Mount::ReadOnly
+            } else {
+                Mount::ReadWrite
+            });
+            ok(n)
+        }
+        Op::Crash => crash(s)
+            .into_iter()
+            .map(|next| Branch {
+                expect: Expect::Exact(Outcome::Ok),
+                next,
+            })
+            .collect(),
+        Op::Clean { protection_s } => {
+            match s.mount {
+                None => return invalid(s, "the cleaner needs a mounted file system"),
+                Some(Mount::ReadOnly) => return fail(s, Errno::EROFS),
+                Some(Mount::ReadWrite) => {}
+            }
+            // nilfs_xreclaim_segment hands the cleaned segments' dead
+            // periods to nilfs_ioctl_delete_checkpoints: plain checkpoints
+            // older than the protection period, never snapshots (EBUSY) and
+            // never the latest (its blocks are live). Which ones go depends
+            // on the segments chosen, so each only "may be gone". No view
+            // of a surviving checkpoint changes (only blocks move).
+            let mut n = s.clone();
+            let (latest, _) = s.latest();
+            let horizon = s
+                .clock
+                .saturating_sub((*protection_s as i64).saturating_mul(1_000_000_000));
+            let cnos: Vec<Cno> = n.checkpoints.keys().copied().collect();
+            for c in cnos {
+                let cp = n.checkpoints.get_mut(&c).expect("listed");
+                if !cp.snapshot && c != latest && (cp.created < horizon || *protection_s == 0) {
+                    cp.may_be_gone = true;
+                }
+            }
+            ok(n)
+        }
+    }
+}
+
+fn size_of(ns: &Namespace, id: Id) -> Option<u64> {
+    match ns.inodes.get(&id).map(|i| &i.kind) {
+        Some(Kind::File(f)) => Some(f.size),
+        _ => None,
+    }
+}
+
+/// A full construction, or ENOSPC when the space rule allows it.
+fn construct_branches(s: &State, outcome: Outcome) -> Vec<Branch> {
+    let mut n = s.clone();
+    n.construct();
+    let mut out = vec![Branch {
+        expect: Expect::Exact(outcome),
+        next: n,
+    }];
+    if s.pending.dirty && s.may_enospc(CHECKPOINT_BLOCKS) {
+        out.push(Branch {
+            expect: Expect::Exact(Outcome::Err(Errno::ENOSPC)),
+            next: s.clone(),
+        });
+    }
+    out
+}
+
+/// `nilfs_sync_file`: nothing if the inode is clean; fsync makes a full
+/// checkpoint (`nilfs_construct_segment`); fdatasync writes a data-only
+/// SYNDT segment (`nilfs_construct_dsync_segment`) unless the inode needs
+/// its metadata synced (NILFS_I_INODE_SYNC: created, truncated or grown),
+/// which escalates to a full checkpoint.
+fn sync_file(s: &State, id: Id, data_only: bool) -> Vec<Branch> {
+    let (_, cp) = s.latest();
+    let live_ino = s.live.inodes.get(&id);
+    if !s.pending.dirty_inodes.contains(&id) {
+        return ok(s.clone());
+    }
+    if !data_only || s.pending.inode_sync.contains(&id) {
+        return construct_branches(s, Outcome::Ok);
+    }
+    let (Some(Kind::File(now_f)), Some(Kind::File(old_f))) = (
+        live_ino.map(|i| &i.kind),
+        cp.ns.inodes.get(&id).map(|i| &i.kind),
+    ) else {
+        return construct_branches(s, Outcome::Ok);
+    };
+    let mut pages = OrdMap::new();
+    let max_page = now_f.size.div_ceil(PAGE);
+    for (idx, p) in now_f.pages.iter() {
+        // Dirty pages: written since the checkpoint (a new page object),
+        // whatever their contents.
+        if !old_f.pages.get(idx).is_some_and(|o| Arc::ptr_eq(o, p)) {
+            pages.insert(*idx, p.clone());
+        }
+    }
+    for idx in old_f.pages.keys() {
+        if *idx < max_page && !now_f.pages.contains_key(idx) {
+            pages.insert(*idx, Arc::new(vec![0; PAGE as usize]));
+        }
+    }
+    let mut n = s.clone();
+    n.pending.dsync.push_back(DsyncLog {
+        after: s.pending.history.len(),
+        id,
+        pages,
+    });
+    ok(n)
+}
+
+fn cp_op(s: &State, cno: Cno, f: impl Fn(&mut State, Cno) -> R<()>) -> Vec<Branch> {
+    let Some(cp) = s.find_cp(cno) else {
+        return fail(s, Errno::ENOENT);
+    };
+    let mut branches = Vec::new();
+    if cp.may_be_gone {
+        // The cleaner may have deleted it.
+        let mut gone = s.clone();
+        gone.checkpoints.remove(&cno);
+        branches.push(Branch {
+            expect: Expect::Exact(Outcome::Err(Errno::ENOENT)),
+            next: gone,
+        });
+    }
+    let mut n = s.clone();
+    n.remember_table();
+    if let Some(c) = n.checkpoints.get_mut(&cno) {
+        c.may_be_gone = false;
+    }
+    match f(&mut n, cno) {
+        Ok(()) => branches.push(Branch {
+            expect: Expect::Exact(Outcome::Ok),
+            next: n,
+        }),
+        Err(e) => {
+            let mut kept = s.clone();
+            if let Some(c) = kept.checkpoints.get_mut(&cno) {
+                c.may_be_gone = false;
+            }
+            branches.push(Branch {
+                expect: Expect::Exact(Outcome::Err(e)),
+                next: kept,
+            })
+        }
+    }
+    branches
+}
+
+fn mount(s: &State, cp: Option<Cno>, ro: bool) -> Vec<Branch> {
+    match cp {
+        None => {
+            if s.mount.is_some() {
+                return fail(s, Errno::EBUSY);
+            }
+            let mut n = s.clone();
+            n.mount = Some(if ro {
+                Mount::ReadOnly
+            } else {
+                Mount::ReadWrite
+            });
+            ok(n)
+        }
+        Some(c) => {
+            // nilfs_attach_snapshot: "The specified checkpoint is not a
+            // snapshot" -> EINVAL; cp= needs a read-only mount.
+            if !ro {
+                return fail(s, Errno::EINVAL);
+            }
+            if s.snapshot_mounts.contains(&c) {
+                return fail(s, Errno::EBUSY);
+            }
+            match s.checkpoints.get(&c) {
+                Some(cp) if cp.snapshot => {
+                    let mut n = s.clone();
+                    n.snapshot_mounts.insert(c);
+                    ok(n)
+                }
+                _ => fail(s, Errno::EINVAL),
+            }
+        }
+    }
+}
+
+/// The crash envelope (docs/model.md, "Crash"): every state recovery may
+/// leave. For each point k since the latest checkpoint (k = 0: none; k > 0:
+/// the segment constructor's timer made a checkpoint of the namespace after
+/// the k-th modification), the SYNDT logs written after k are replayed
+/// (`nilfs_do_roll_forward` -> `nilfs_recover_dsync_blocks`: the blocks are
+/// copied into the file as of that checkpoint, its size is unchanged). A
+/// timer checkpoint or a salvage makes one more checkpoint. chcp/rmcp since
+/// the last construction may be lost. Nothing is mounted afterwards.
+pub fn crash(s: &State) -> Vec<State> {
+    let p = &s.pending;
+    let (_, latest) = s.latest();
+    let mut tables = vec![s.checkpoints.clone()];
+    if let Some(t) = &p.table_at_construction {
+        tables.push(t.clone());
+    }
+    let mut out: Vec<State> = Vec::new();
+    for k in 0..=p.history.len() {
+        let base = if k == 0 {
+            latest.ns.clone()
+        } else {
+            p.history[k - 1].clone()
+        };
+        let mut ns = base;
+        let mut salvaged = false;
+        for log in p.dsync.iter().filter(|l| l.after > k) {
+            if let Some(ino) = ns.inodes.get(&log.id) {
+                if let Kind::File(f) = &ino.kind {
+                    let mut f: FileData = f.clone();
+                    for (idx, page) in log.pages.iter() {
+                        if *idx * PAGE >= f.size {
+                            continue;
+                        }
+                        let mut page = (**page).clone();
+                        let keep = (f.size - *idx * PAGE).min(PAGE) as usize;
+                        page[keep..].fill(0);
+                        f.pages.insert(*idx, Arc::new(page));
+                        salvaged = true;
+                    }
+                    let mut ino = ino.clone();
+                    ino.kind = Kind::File(f);
+                    ns.inodes.insert(log.id, ino);
+                }
+            }
+        }
+        for table in &tables {
+            let mut n = s.clone();
+            n.checkpoints = table.clone();
+            n.mount = None;
+            n.snapshot_mounts = OrdSet::new();
+            n.pending = Pending::default();
+            n.live = ns.clone();
+            if k > 0 || salvaged {
+                let cno = n.next_cno;
+                n.next_cno += 1;
+                n.checkpoints.insert(
+                    cno,
+                    Checkpoint {
+                        ns: ns.clone(),
+                        snapshot: false,
+                        created: s.clock,
+                        bound: false,
+                        may_be_gone: false,
+                    },
+                );
+            }
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+impl Branch {
+    /// Does this branch allow `observed`? If so, the state after it.
+    pub fn accept(&self, observed: &Outcome) -> Option<State> {
+        match (&self.expect, observed) {
+            (Expect::Exact(want), got) => outcome_matches(want, got).then(|| self.next.clone()),
+            (Expect::NewCno { snapshot, .. }, Outcome::Ok) => {
+                // `mkcp` without -p: the number is not observed.
+                let mut n = self.next.clone();
+                let (c, _) = n.latest();
+                if *snapshot {
+                    n.checkpoints.get_mut(&c).expect("latest").snapshot = true;
+                }
+                Some(n)
+            }
+            (
+                Expect::NewCno {
+                    must_be_new,
+                    snapshot,
+                    ..
+                },
+                Outcome::Cno(c),
+            ) => {
+                let mut n = self.next.clone();
+                let (mcno, mcp) = n.latest();
+                let mcp = mcp.clone();
+                if *c == mcno {
+                    // The model's own number.
+                } else if *c > mcno && !mcp.bound {
+                    // The model's latest (new or not) has an unobserved
+                    // number; the kernel's timer made checkpoints the model
+                    // does not count, so its real number is `c`.
+                    n.checkpoints.remove(&mcno);
+                    n.checkpoints.insert(*c, mcp);
+                } else if *c > mcno && !*must_be_new {
+                    // Nothing was dirty for the model, yet a checkpoint was
+                    // made (e.g. for a dirty cpfile): it shows the latest.
+                    n.checkpoints.insert(*c, mcp);
+                } else {
+                    return None;
+                }
+                n.next_cno = n.next_cno.max(c + 1);
+                let cp = n.checkpoints.get_mut(c).expect("just placed");
+                cp.bound = true;
+                if *snapshot {
+                    cp.snapshot = true;
+                }
+                Some(n)
+            }
+            (Expect::Lscp, Outcome::Checkpoints(list)) => lscp_accept(&self.next, list),
+            _ => None,
+        }
+    }
+
+    /// The model's own prediction (for tests that run the model alone).
+    pub fn predicted(&self) -> Option<(Outcome, State)> {
+        match &self.expect {
+            Expect::Exact(o) => Some((o.clone(), self.next.clone())),
+            Expect::NewCno {
+                latest,
+                must_be_new,
+                ..
+            } => {
+                let c = if *must_be_new {
+                    self.next.latest().0
+                } else {
+                    *latest
+                };
+                let o = Outcome::Cno(c);
+                self.accept(&o).map(|n| (o, n))
+            }
+            Expect::Lscp => {
+                let list: Vec<CpEntry> = self
+                    .next
+                    .checkpoints
+                    .iter()
+                    .map(|(c, cp)| CpEntry {
+                        cno: *c,
+                        ss: cp.snapshot,
+                    })
+                    .collect();
+                let o = Outcome::Checkpoints(list);
+                self.accept(&o).map(|n| (o, n))
+            }
+            Expect::Invalid(_) => None,
+        }
+    }
+}
+
+/// Exact outcome comparison with the two allowed freedoms.
+pub fn outcome_matches(want: &Outcome, got: &Outcome) -> bool {
+    match (want, got) {
+        (Outcome::Names(a), Outcome::Names(b)) => {
+            let (mut a, mut b) = (a.clone(), b.clone());
+            a.sort();
+            b.sort();
+            a == b
+        }
+        (Outcome::Stat(a), Outcome::Stat(b)) => {
+            let times_ok = match (a.mtime, b.mtime) {
+                (Some(m), Some(o)) => o >= m && o - m <= TIME_SLACK_NS,
+                _ => true,
+            };
+            times_ok
+                && StatInfo {
+                    mtime: None,
+                    ..a.clone()
+                } == StatInfo {
+                    mtime: None,
+                    ..b.clone()
+                }
+        }
+        _ => want == got,
+    }
+}
+
+/// The lscp shape rule (docs/model.md): cnos strictly increase; every bound
+/// checkpoint is listed with its mode unless a cleaner may have removed it;
+/// no snapshot is listed that the model does not know; every unbound
+/// checkpoint is matched, in order, by a distinct plain entry with a cno at
+/// least its own; the last entry is the model's latest. Extra plain entries
+/// are the segment constructor's timer checkpoints. Returns the state with
+/// the cleaner's removals resolved and the latest bound to the listed cno.
+fn lscp_accept(s: &State, list: &[CpEntry]) -> Option<State> {
+    if list.windows(2).any(|w| w[0].cno >= w[1].cno) || list.is_empty() {
+        return None;
+    }
+    let mut n = s.clone();
+    let (latest_cno, latest_cp) = s.latest();
+    let last = list.last()?;
+    if last.ss != latest_cp.snapshot || last.cno < latest_cno {
+        return None;
+    }
+    if latest_cp.bound && last.cno != latest_cno {
+        return None;
+    }
+    let mut used = vec![false; list.len()];
+    for (c, cp) in s.checkpoints.iter() {
+        if !cp.bound || *c == latest_cno {
+            continue;
+        }
+        match list.iter().position(|e| e.cno == *c) {
+            Some(i) if list[i].ss == cp.snapshot => used[i] = true,
+            Some(_) => return None,
+            None if cp.may_be_gone => {
+                n.checkpoints.remove(c);
+            }
+            None => return None,
+        }
+    }
+    *used.last_mut()? = true;
+    if list.iter().zip(&used).any(|(e, u)| e.ss && !u) {
+        return None;
+    }
+    let mut from = 0;
+    for (c, cp) in s.checkpoints.iter() {
+        if cp.bound || *c == latest_cno {
+            continue;
+        }
+        let found = (from..list.len()).find(|&i| !used[i] && !list[i].ss && list[i].cno >= *c);
+        match found {
+            Some(i) => {
+                used[i] = true;
+                from = i + 1;
+                if let Some(x) = n.checkpoints.get_mut(c) {
+                    x.may_be_gone = false;
+                }
+            }
+            None if cp.may_be_gone => {
+                n.checkpoints.remove(c);
+            }
+            None => return None,
+        }
+    }
+    let cnos: Vec<Cno> = n.checkpoints.keys().copied().collect();
+    for c in cnos {
+        n.checkpoints.get_mut(&c).expect("listed").may_be_gone = false;
+    }
+    if last.cno != latest_cno {
+        let cp = n.checkpoints.remove(&latest_cno).expect("latest");
+        n.checkpoints.insert(last.cno, cp);
+        n.next_cno = n.next_cno.max(last.cno + 1);
+    }
+    n.checkpoints.get_mut(&last.cno).expect("latest").bound = true;
+    Some(n)
+}

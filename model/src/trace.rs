@@ -1,0 +1,206 @@
+//! The oracle interface: traces and their checker.
+//!
+//! A trace is JSON Lines: one operation and the outcome some implementation
+//! observed per line, for example
+//!
+//! ```text
+//! {"op":"mkfs","block_size":4096,"blocks_per_segment":512,"nsegments":64,"out":"ok"}
+//! {"op":"write","path":"/f","offset":0,"data":{"text":"x"},"out":{"written":1}}
+//! {"op":"read","path":"/f","offset":0,"len":9,"out":{"data":{"len":1,"sha256":"2d71..."}}}
+//! ```
+//!
+//! The first line is `mkfs`; blank lines are ignored. The checker keeps the
+//! set of model states consistent with the trace so far (a crash, a cleaner
+//! run, ENOSPC may leave several) and rejects the trace at the first line
+//! whose observed outcome no state allows.
+
+use crate::state::{step, Expect, Geometry, Op, Outcome, State};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One trace line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Line {
+    #[serde(flatten)]
+    pub op: Op,
+    pub out: Outcome,
+}
+
+impl Line {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a line always serialises")
+    }
+}
+
+/// An accepted trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Lines checked (blank lines excluded).
+    pub lines: usize,
+    /// Model states still consistent with the trace at its end.
+    pub states: usize,
+}
+
+/// The first divergence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// 1-based line number (0: the trace could not be read).
+    pub line: usize,
+    /// The operation, as JSON.
+    pub op: String,
+    /// The outcomes the model allows there.
+    pub allowed: Vec<String>,
+    /// The outcome the trace records.
+    pub observed: String,
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "trace rejected at line {}", self.line)?;
+        writeln!(f, "  operation: {}", self.op)?;
+        writeln!(f, "  allowed:")?;
+        for a in &self.allowed {
+            writeln!(f, "    {a}")?;
+        }
+        write!(f, "  observed: {}", self.observed)
+    }
+}
+
+/// The largest number of model states tracked at once; more means the
+/// trace is ambiguous beyond what the checker is built for.
+pub const MAX_STATES: usize = 256;
+
+/// Checks a trace file.
+pub fn check_trace(path: &std::path::Path) -> Result<Verdict, Rejection> {
+    let text = std::fs::read_to_string(path).map_err(|e| Rejection {
+        line: 0,
+        op: String::new(),
+        allowed: vec![],
+        observed: format!("cannot read {}: {e}", path.display()),
+    })?;
+    check_trace_str(&text)
+}
+
+/// Checks a trace given as text.
+pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
+    let mut states: Vec<State> = Vec::new();
+    let mut checked = 0;
+    for (i, raw) in text.lines().enumerate() {
+        let lineno = i + 1;
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let line: Line = serde_json::from_str(raw).map_err(|e| Rejection {
+            line: lineno,
+            op: raw.to_string(),
+            allowed: vec!["a well-formed trace line".into()],
+            observed: format!("unparsable: {e}"),
+        })?;
+        checked += 1;
+        let reject = |allowed: Vec<String>| Rejection {
+            line: lineno,
+            op: serde_json::to_string(&line.op).expect("serialises"),
+            allowed,
+            observed: describe(&line.out),
+        };
+        if states.is_empty() {
+            let Op::Mkfs {
+                block_size,
+                blocks_per_segment,
+                nsegments,
+                r_segments_percentage,
+                dot_nilfs,
+            } = &line.op
+            else {
+                return Err(reject(vec!["the first line must be mkfs".into()]));
+            };
+            if line.out != Outcome::Ok {
+                return Err(reject(vec![describe(&Outcome::Ok)]));
+            }
+            let g = Geometry {
+                block_size: *block_size,
+                blocks_per_segment: *blocks_per_segment,
+                nsegments: *nsegments,
+                r_segments_percentage: *r_segments_percentage,
+            };
+            states.push(State::mkfs(g, *dot_nilfs, 0));
+            continue;
+        }
+        let mut next: Vec<State> = Vec::new();
+        let mut allowed: Vec<String> = Vec::new();
+        for s in &states {
+            for b in step(s, &line.op) {
+                match b.accept(&line.out) {
+                    Some(n) => {
+                        if !next.contains(&n) {
+                            next.push(n);
+                        }
+                    }
+                    None => {
+                        let d = describe_expect(&b.expect, &line.out);
+                        if !allowed.contains(&d) {
+                            allowed.push(d);
+                        }
+                    }
+                }
+            }
+        }
+        if next.is_empty() {
+            return Err(reject(allowed));
+        }
+        if next.len() > MAX_STATES {
+            return Err(reject(vec![format!(
+                "at most {MAX_STATES} candidate states (got {})",
+                next.len()
+            )]));
+        }
+        states = next;
+    }
+    if states.is_empty() {
+        return Err(Rejection {
+            line: 0,
+            op: String::new(),
+            allowed: vec!["mkfs".into()],
+            observed: "empty trace".into(),
+        });
+    }
+    Ok(Verdict {
+        lines: checked,
+        states: states.len(),
+    })
+}
+
+fn describe(o: &Outcome) -> String {
+    match o {
+        Outcome::Manifest(lines) => format!("manifest of {} lines", lines.len()),
+        _ => serde_json::to_string(o).expect("serialises"),
+    }
+}
+
+/// What a branch allows, phrased against what was observed (for manifests,
+/// the first line that differs).
+fn describe_expect(e: &Expect, observed: &Outcome) -> String {
+    match e {
+        Expect::Exact(Outcome::Manifest(want)) => {
+            let got: &[String] = match observed {
+                Outcome::Manifest(g) => g,
+                _ => &[],
+            };
+            let k = want.iter().zip(got).take_while(|(a, b)| a == b).count();
+            let w = want
+                .get(k)
+                .map_or("<end>".to_string(), |l| format!("{l:?}"));
+            let g = got.get(k).map_or("<end>".to_string(), |l| format!("{l:?}"));
+            format!("manifest of {} lines; first difference at manifest line {}: model {w}, observed {g}", want.len(), k + 1)
+        }
+        Expect::Exact(o) => describe(o),
+        Expect::NewCno {
+            latest,
+            must_be_new: true,
+            ..
+        } => format!("{{\"cno\": n}} with n > {latest}"),
+        Expect::NewCno { latest, .. } => format!("{{\"cno\": n}} with n >= {latest}"),
+        Expect::Lscp => "a checkpoint list of the model's shape (see docs/model.md, lscp)".into(),
+        Expect::Invalid(why) => format!("nothing: {why}"),
+    }
+}

@@ -1,0 +1,239 @@
+//! Property tests of the model's own laws (proptest; a failure prints the
+//! seed and shrunk input, and is kept in laws.proptest-regressions).
+
+use nilfs_model::fs::Namespace;
+use nilfs_model::laws::{check_transition, Promises};
+use nilfs_model::state::{step, Op, State};
+use nilfs_model::{Errno, Geometry, Pattern};
+use proptest::prelude::*;
+
+fn fresh() -> State {
+    let g = Geometry {
+        block_size: 4096,
+        blocks_per_segment: 512,
+        nsegments: 64,
+        r_segments_percentage: 5,
+    };
+    step(
+        &State::mkfs(g, true, 0),
+        &Op::Mount {
+            cp: None,
+            ro: false,
+        },
+    )[0]
+    .predicted()
+    .unwrap()
+    .1
+}
+
+fn with_file(bytes: u64) -> Namespace {
+    let ns = Namespace::mkfs(false, 0)
+        .create("/f", 0o644, true, 0)
+        .unwrap();
+    ns.write(
+        "/f",
+        0,
+        &Pattern::Seeded {
+            seed: 7,
+            len: bytes,
+        },
+        0,
+    )
+    .unwrap()
+    .0
+}
+
+proptest! {
+    /// Write then read returns the data, at any offset (past EOF: a hole
+    /// before it reads as zeros).
+    #[test]
+    fn write_then_read(initial in 0u64..20_000, offset in 0u64..30_000, len in 0u64..9_000, seed: u64) {
+        let ns = with_file(initial);
+        let data = Pattern::Seeded { seed, len };
+        let (ns2, n) = ns.write("/f", offset, &data, 1).unwrap();
+        prop_assert_eq!(n, len);
+        prop_assert_eq!(ns2.read("/f", offset, len).unwrap(), data.to_bytes());
+        if offset > initial {
+            let gap = ns2.read("/f", initial, offset - initial).unwrap();
+            prop_assert!(gap.iter().all(|&b| b == 0));
+        }
+        let before = ns.read("/f", 0, offset.min(initial)).unwrap();
+        prop_assert_eq!(ns2.read("/f", 0, offset.min(initial)).unwrap(), before);
+    }
+
+    /// Truncate down then up reads zeros past the cut, the old bytes before.
+    #[test]
+    fn truncate_down_then_up_reads_zeros(len in 1u64..20_000, cut_frac in 0u64..100, up in 0u64..20_000) {
+        let ns = with_file(len);
+        let cut = len * cut_frac / 100;
+        let grown = cut + up;
+        let ns2 = ns.truncate("/f", cut, 1).unwrap().truncate("/f", grown, 2).unwrap();
+        prop_assert_eq!(ns2.lstat("/f").unwrap().size, grown);
+        prop_assert_eq!(ns2.read("/f", 0, cut).unwrap(), ns.read("/f", 0, cut).unwrap());
+        prop_assert!(ns2.read("/f", cut, up).unwrap().iter().all(|&b| b == 0));
+    }
+
+    /// Rename is atomic: it fails and changes nothing, or the new name shows
+    /// what the old one did, the old name is gone, and nothing else moved.
+    #[test]
+    fn rename_is_atomic(setup in proptest::collection::vec(0usize..6, 0..8), from in 0usize..5, to in 0usize..5) {
+        let names = ["/a", "/b", "/d", "/d/a", "/d/e"];
+        let mut ns = Namespace::mkfs(false, 0);
+        for s in setup {
+            ns = match s {
+                0 => ns.create("/a", 0o644, false, 0),
+                1 => ns.create("/d/a", 0o644, false, 0),
+                2 => ns.mkdir("/d", 0o755, 0),
+                3 => ns.mkdir("/d/e", 0o755, 0),
+                4 => ns.link("/a", "/b", 0),
+                _ => ns.write("/a", 0, &Pattern::Text("hello".into()), 0).map(|x| x.0),
+            }
+            .unwrap_or(ns);
+        }
+        let (old, new) = (names[from], names[to]);
+        match ns.rename(old, new, 1) {
+            Err(_) => {}
+            Ok(after) => {
+                let id = ns.lookup(old, false).unwrap();
+                prop_assert_eq!(after.lookup(new, false), Ok(id));
+                if ns.lookup(new, false) != Ok(id) {
+                    prop_assert_eq!(after.lookup(old, false), Err(Errno::ENOENT));
+                }
+                for other in names {
+                    if other != old && other != new && !other.starts_with(&format!("{old}/")) && !other.starts_with(&format!("{new}/")) {
+                        prop_assert_eq!(after.lookup(other, false).is_ok(), ns.lookup(other, false).is_ok(), "{} moved", other);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Random operation sequences, following random branches (crash
+    /// envelopes included): every law of nilfs_model::laws holds on every
+    /// transition — checkpoint views never change, snapshots cannot be
+    /// removed, read-only mounts refuse writes, clean changes no view,
+    /// write/read agree, and a crash keeps every fsync'd file's data.
+    #[test]
+    fn laws_hold_on_random_runs(ops in proptest::collection::vec((0usize..19, 0u64..3, any::<u64>(), 0usize..8), 1..40)) {
+        let paths = ["/a", "/d/b", "/d"];
+        let mut s = fresh();
+        let mut promises = Promises::default();
+        for (kind, which, seed, pick) in ops {
+            let p = paths[which as usize].to_string();
+            let off = seed % 9000;
+            let op = match kind {
+                0 => Op::Create { path: p, perm: 0o644, excl: false, at: None },
+                1 => Op::Mkdir { path: p, perm: 0o755, at: None },
+                2 => Op::Write { path: p, offset: off, data: Pattern::Seeded { seed, len: seed % 5000 }, at: None },
+                3 => Op::Truncate { path: p, size: off, at: None },
+                4 => Op::Rename { old: p, new: paths[(seed % 3) as usize].into(), at: None },
+                5 => Op::Unlink { path: p, at: None },
+                6 => Op::Rmdir { path: p, at: None },
+                7 => Op::Fsync { path: p, at: None },
+                8 => Op::Fdatasync { path: p, at: None },
+                9 => Op::Sync,
+                10 => Op::Mkcp { snapshot: seed % 2 == 0 },
+                11 => Op::Rmcp { cno: 1 + seed % 6 },
+                12 => Op::Chcp { cno: 1 + seed % 6, snapshot: seed % 2 == 0 },
+                13 => Op::Clean { protection_s: 0 },
+                14 => Op::Mount { cp: Some(1 + seed % 6), ro: true },
+                15 => Op::Write { path: p, offset: 0, data: Pattern::Text("z".into()), at: Some(1 + seed % 6) },
+                16 => Op::Crash,
+                17 => Op::Mount { cp: None, ro: false },
+                _ => Op::Link { old: p, new: paths[(seed % 3) as usize].into(), at: None },
+            };
+            let branches: Vec<_> = step(&s, &op).iter().filter_map(|b| b.predicted()).collect();
+            if branches.is_empty() {
+                continue; // not meaningful here (e.g. a view not mounted)
+            }
+            for (o, n) in &branches {
+                let mut p2 = promises.clone();
+                if let Err(e) = check_transition(&s, &op, o, n, &mut p2) {
+                    return Err(TestCaseError::fail(e));
+                }
+            }
+            let (o, n) = branches[pick % branches.len()].clone();
+            check_transition(&s, &op, &o, &n, &mut promises).map_err(TestCaseError::fail)?;
+            s = n;
+        }
+    }
+}
+
+#[test]
+fn limits() {
+    let ns = Namespace::mkfs(false, 0);
+    let long = format!("/{}", "n".repeat(256));
+    assert_eq!(
+        ns.create(&long, 0o644, true, 0).err(),
+        Some(Errno::ENAMETOOLONG)
+    );
+    assert!(ns
+        .create(&format!("/{}", "n".repeat(255)), 0o644, true, 0)
+        .is_ok());
+    let f = ns.create("/f", 0o644, true, 0).unwrap();
+    let one = Pattern::Text("x".into());
+    assert_eq!(
+        f.write("/f", nilfs_model::MAX_FILE_SIZE, &one, 0).err(),
+        Some(Errno::EFBIG)
+    );
+    assert_eq!(
+        f.truncate("/f", nilfs_model::MAX_FILE_SIZE + 1, 0).err(),
+        Some(Errno::EFBIG)
+    );
+    let mut many = f.clone();
+    for i in 1..nilfs_model::LINK_MAX {
+        many = many.link("/f", &format!("/l{i}"), 0).unwrap();
+    }
+    assert_eq!(many.lstat("/f").unwrap().nlink, nilfs_model::LINK_MAX);
+    assert_eq!(many.link("/f", "/one-more", 0).err(), Some(Errno::EMLINK));
+    let d = ns.mkdir("/d", 0o755, 0).unwrap();
+    assert_eq!(d.rename("/d", "/d/sub", 0).err(), Some(Errno::EINVAL));
+}
+
+#[test]
+fn read_only_snapshot_mount_refuses_writes() {
+    let s = fresh();
+    let s = step(
+        &s,
+        &Op::Create {
+            path: "/a".into(),
+            perm: 0o644,
+            excl: false,
+            at: None,
+        },
+    )[0]
+    .predicted()
+    .unwrap()
+    .1;
+    let (o, s) = step(&s, &Op::Mkcp { snapshot: true })[0]
+        .predicted()
+        .unwrap();
+    let nilfs_model::Outcome::Cno(c) = o else {
+        panic!("{o:?}")
+    };
+    let s = step(
+        &s,
+        &Op::Mount {
+            cp: Some(c),
+            ro: true,
+        },
+    )[0]
+    .predicted()
+    .unwrap()
+    .1;
+    let w = Op::Write {
+        path: "/a".into(),
+        offset: 0,
+        data: Pattern::Text("x".into()),
+        at: Some(c),
+    };
+    assert_eq!(
+        step(&s, &w)[0].predicted().unwrap().0,
+        nilfs_model::Outcome::Err(Errno::EROFS)
+    );
+    let r = Op::Rmcp { cno: c };
+    assert_eq!(
+        step(&s, &r)[0].predicted().unwrap().0,
+        nilfs_model::Outcome::Err(Errno::EBUSY)
+    );
+}
