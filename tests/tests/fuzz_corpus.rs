@@ -3,6 +3,12 @@
 //! every past crash input stays fixed. To replay one input by hand:
 //! `cargo test -p nilfs-conformance --test fuzz_corpus -- --nocapture`
 //! prints each file as it runs; a panic names the file that caused it.
+//!
+//! Regressions (`regress-NNN-what`), with their postmortems:
+//! - image/regress-001-dumpseg-allocates-corrupt-segment-size: dumpseg
+//!   takes its geometry from the primary super block without a CRC check,
+//!   as libnilfs does; a patched `s_blocks_per_segment` made it allocate
+//!   48 GiB for one segment. The read is now bounded by the device first.
 
 use std::path::PathBuf;
 

@@ -97,8 +97,19 @@ pub fn dumpseg(dev: &dyn BlockDevice, segnums: &[u64]) -> Result<DumpsegOutput> 
         if s >= sb.nsegments {
             return Ok(DumpsegOutput { stdout: out, error: Some("dumpseg: Invalid argument".into()) });
         }
-        let mut seg = vec![0u8; (bps * bs) as usize];
-        dev.read_at(s * bps * bs, &mut seg)?;
+        // The geometry comes from an unchecked super block: bound the read by
+        // the device before allocating (a corrupt s_blocks_per_segment asked
+        // for 48 GiB here; found by the `image` fuzz target).
+        let len = bps.checked_mul(bs);
+        let off = len.and_then(|l| l.checked_mul(s));
+        let (Some(len), Some(off)) = (len, off) else {
+            return Err(Error::OutOfRange(format!("segment {s} lies beyond any device")));
+        };
+        if off.checked_add(len).is_none_or(|end| end > dev.size_bytes()) {
+            return Err(Error::Io { blocknr: off / bs.max(1), detail: format!("segment {s} lies beyond the device end") });
+        }
+        let mut seg = vec![0u8; len as usize];
+        dev.read_at(off, &mut seg)?;
         out.push_str(&super::nilfs_utils::dumpseg(&dumpseg_read_segment(&seg, s, &geo), geo.blocks_per_segment));
     }
     Ok(DumpsegOutput { stdout: out, error: None })
