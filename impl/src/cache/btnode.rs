@@ -101,7 +101,11 @@ impl BtnodeCache {
         // The I/O's own reference (`get_bh` before `submit_bh`), released
         // by the completion once it has unlocked the buffer.
         let mut io_ref = Some(bh.clone());
-        let bio = Bio::read(pblocknr, self.bufs.block_size(), 1).on_page_done(move |done| {
+        let mut bio = Bio::read(pblocknr, self.bufs.block_size(), 1);
+        if mode == ReadMode::ReadAhead {
+            bio = bio.rahead();
+        }
+        let bio = bio.on_page_done(move |done| {
             if let Some(b) = io_ref.take() {
                 b.end_read(done.result.is_ok().then_some(done.data));
             }

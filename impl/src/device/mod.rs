@@ -13,7 +13,7 @@ pub mod sim;
 pub use image::{export_image, import_image, import_image_bytes};
 pub use file::FileDevice;
 pub use mem::MemDevice;
-pub use sim::{Bio, BioHandle, CompletionOrder, DeviceModel, SimConfig, SimDevice};
+pub use sim::{Bio, BioHandle, CompletionOrder, DeviceModel, SimConfig, SimDevice, Submitted};
 
 use crate::{Error, Result};
 

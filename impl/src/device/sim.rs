@@ -397,6 +397,7 @@ type EndIo = Box<dyn FnMut(PageDone<'_>) + Send>;
 /// A block I/O request: one operation on consecutive pages.
 pub struct Bio {
     op: Op,
+    rahead: bool,
     start: BlockNr,
     block_size: u32,
     nr_pages: usize,
@@ -411,6 +412,7 @@ impl Bio {
     pub fn read(start: BlockNr, block_size: u32, nr_pages: usize) -> Bio {
         Bio {
             op: Op::Read,
+            rahead: false,
             start,
             block_size,
             nr_pages,
@@ -422,6 +424,7 @@ impl Bio {
     /// Write `pages` (each `block_size` bytes) starting at block `start`.
     pub fn write(start: BlockNr, block_size: u32, pages: Vec<Vec<u8>>) -> Bio {
         Bio {
+            rahead: false,
             op: Op::Write,
             start,
             block_size,
@@ -429,6 +432,15 @@ impl Bio {
             write_data: pages,
             end_io: None,
         }
+    }
+
+    /// Mark this bio as read-ahead (`REQ_RAHEAD`): the device treats it
+    /// like any read, but records the flag in its submission log so tests
+    /// can check what read-ahead submitted.
+    #[must_use]
+    pub fn rahead(mut self) -> Bio {
+        self.rahead = true;
+        self
     }
 
     /// Call `f` once per page as it completes, in completion order (the bio's
@@ -682,6 +694,8 @@ struct Event {
 }
 
 struct State {
+    /// Every accepted bio, in submission order.
+    log: Vec<Submitted>,
     now_ns: u64,
     next_bio: u64,
     next_event: u64,
@@ -699,6 +713,21 @@ struct Inner {
     config: SimConfig,
     store: Box<dyn BlockDevice>,
     state: Mutex<State>,
+}
+
+/// One accepted bio, as the device's submission log records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    /// The bio's id.
+    pub id: u64,
+    /// Read or write.
+    pub op: Op,
+    /// Whether it was flagged read-ahead ([`Bio::rahead`]).
+    pub rahead: bool,
+    /// First block.
+    pub start: BlockNr,
+    /// Pages.
+    pub nr_pages: usize,
 }
 
 /// The simulated device. Cheap to clone: clones share one device.
@@ -721,6 +750,7 @@ impl SimDevice {
     pub fn new(store: Box<dyn BlockDevice>, config: SimConfig) -> Result<Self> {
         config.validate()?;
         let state = State {
+            log: Vec::new(),
             now_ns: 0,
             next_bio: 0,
             next_event: 0,
@@ -784,6 +814,7 @@ impl SimDevice {
         let id = st.next_bio;
         st.next_bio += 1;
         st.stats.bios += 1;
+        st.log.push(Submitted { id, op: bio.op, rahead: bio.rahead, start: bio.start, nr_pages: n });
         let faults = (0..n)
             .map(|k| inner.fault_for(&mut st, id, bio.op, offset + k as u64 * bs, bs))
             .collect();
@@ -864,6 +895,11 @@ impl SimDevice {
     /// Bios submitted and not yet fully completed.
     pub fn in_flight(&self) -> usize {
         lock(&self.inner.state).inflight.len()
+    }
+
+    /// Every bio accepted so far, in submission order.
+    pub fn submissions(&self) -> Vec<Submitted> {
+        lock(&self.inner.state).log.clone()
     }
 
     /// A snapshot of the counters.

@@ -143,6 +143,27 @@ impl BtreeNode {
         })
     }
 
+    /// Decode a node block **without** the broken-node checks, as code that
+    /// forgot to verify would read it: `nchildren` is clamped to the block's
+    /// capacity only so the decoded value stays in bounds. Used by the
+    /// known-bad read path variant that skips verification, never by a
+    /// correct one.
+    pub fn decode_block_unchecked(buf: &[u8], block_size: u32) -> Result<Self> {
+        check_block_size(block_size)?;
+        need(buf, block_size as usize, "btree node")?;
+        let ncmax = node_ncmax(block_size);
+        let ptrs_offset = BLOCK_KEYS_OFFSET + 8 * ncmax;
+        Ok(BtreeNode {
+            flags: u8_at(buf, 0),
+            level: u8_at(buf, 1),
+            nchildren: u16_at(buf, 2).min(ncmax as u16),
+            pad: u32_at(buf, 4),
+            extra_pad: u64_at(buf, HEADER_SIZE),
+            keys: (0..ncmax).map(|i| u64_at(buf, BLOCK_KEYS_OFFSET + 8 * i)).collect(),
+            ptrs: (0..ncmax).map(|i| u64_at(buf, ptrs_offset + 8 * i)).collect(),
+        })
+    }
+
     /// Decode the root held in `i_bmap` and apply `nilfs_btree_root_broken`:
     /// the level must be in `1..14`, `nchildren` at most 3, and an empty
     /// root is allowed only at level 1. Like the kernel, this does not test

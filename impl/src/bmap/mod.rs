@@ -5,14 +5,17 @@
 //! B-tree of any height; it does not know what a pointer means. The caller
 //! supplies a [`NodeSource`] that turns a child pointer into the node block
 //! (translating a virtual number through the DAT for every file but the DAT
-//! itself), so this module never reads the device.
+//! itself), so this module never reads the device. [`btree`] does the same
+//! through the node cache, with the kernel's sibling read-ahead (seed 000).
 
 use crate::format::bmap::BmapRoot;
 use crate::format::btree::BtreeNode;
 use crate::format::{BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
 use crate::{Error, Result};
 
-/// Where B-tree node blocks come from.
+pub mod btree;
+
+/// Where B-tree node blocks come from (uncached reads).
 pub trait NodeSource {
     /// Read and decode the node that `ptr` points at, checked with the
     /// kernel's broken-node rules. `level` is the level the parent expects.
