@@ -11,7 +11,7 @@
 
 mod buffer_scenarios;
 
-use buffer_scenarios::{lock_trylock_wait_evict, read_vs_readahead_vs_evict};
+use buffer_scenarios::{lock_trylock_wait_evict, lookup_contig_vs_lookup_vs_evict, read_vs_readahead_vs_evict};
 use nilfs::cache::{BufferRules, EvictRule, WaitRule};
 
 /// Explore `f` exhaustively with at most `LOOM_MAX_PREEMPTIONS` (default 3)
@@ -119,4 +119,21 @@ fn read_vs_readahead_vs_evict_catches_evicting_referenced() {
 #[test]
 fn bad_read_vs_readahead_vs_evict_evict_referenced() {
     child_model(|| read_vs_readahead_vs_evict(EVICT_REFERENCED));
+}
+
+/// Seed 000 end to end: lookup_contig with read-ahead racing a lookup of
+/// the node it reads ahead and an eviction of that node.
+#[test]
+fn lookup_contig_vs_lookup_vs_evict_kernel_check() {
+    model(|| lookup_contig_vs_lookup_vs_evict(nilfs::bmap::btree::NodeCheck::OnFirstUse));
+}
+
+#[test]
+fn lookup_contig_vs_lookup_catches_unchecked_readahead() {
+    must_fail("bad_lookup_contig_vs_lookup_unchecked", "an unchecked corrupt node was used");
+}
+
+#[test]
+fn bad_lookup_contig_vs_lookup_unchecked() {
+    child_model(|| lookup_contig_vs_lookup_vs_evict(nilfs::bmap::btree::NodeCheck::OnlyWhenWaited));
 }

@@ -17,7 +17,7 @@ mod buffer_scenarios;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use buffer_scenarios::{lock_trylock_wait_evict, read_vs_readahead_vs_evict};
+use buffer_scenarios::{lock_trylock_wait_evict, lookup_contig_vs_lookup_vs_evict, read_vs_readahead_vs_evict};
 use nilfs::cache::{BufferRules, EvictRule, WaitRule};
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::{Config, Runner};
@@ -102,5 +102,19 @@ fn read_vs_readahead_vs_evict_catches_lost_wakeup() {
 fn read_vs_readahead_vs_evict_catches_evicting_referenced() {
     must_fail("eviction ignores references", || {
         read_vs_readahead_vs_evict(EVICT_REFERENCED)
+    });
+}
+
+/// Seed 000 end to end: lookup_contig with read-ahead racing a lookup of
+/// the node it reads ahead and an eviction of that node.
+#[test]
+fn lookup_contig_vs_lookup_vs_evict_kernel_check() {
+    explore(|| lookup_contig_vs_lookup_vs_evict(nilfs::bmap::btree::NodeCheck::OnFirstUse));
+}
+
+#[test]
+fn lookup_contig_vs_lookup_catches_unchecked_readahead() {
+    must_fail("a read-ahead buffer used without its check", || {
+        lookup_contig_vs_lookup_vs_evict(nilfs::bmap::btree::NodeCheck::OnlyWhenWaited)
     });
 }
