@@ -6,6 +6,7 @@
 //! print; `demo` runs all of it on an in-memory device.
 
 mod listings;
+mod sim;
 mod oracle;
 mod tree;
 
@@ -145,6 +146,11 @@ enum Cmd {
         #[arg(long)]
         cp: Option<u64>,
     },
+    /// Experiments on the simulated device (the seeds' figures).
+    Sim {
+        #[command(subcommand)]
+        cmd: SimCmd,
+    },
     /// The conformance oracle: check a trace against the model.
     Oracle {
         #[command(subcommand)]
@@ -160,6 +166,13 @@ enum Cmd {
         #[arg(short = 'B', default_value_t = 512)]
         blocks_per_segment: u64,
     },
+}
+
+#[derive(Subcommand)]
+enum SimCmd {
+    /// Seed 002: a streaming read with per-page checksums and a CPU cache
+    /// model, pages completing in submission order vs reverse order.
+    CompletionOrder(sim::CompletionOrderArgs),
 }
 
 #[derive(Subcommand)]
@@ -303,6 +316,7 @@ fn run(cli: Cli) -> Result<String, String> {
         Cmd::Manifest { image, cp } => tree::manifest(open_image(&image).map_err(e)?.as_ref(), cp).map_err(e),
         Cmd::Export { image, dir, cp } => tree::export(open_image(&image).map_err(e)?.as_ref(), &dir, cp).map_err(e),
         Cmd::Oracle { cmd: OracleCmd::Check { trace } } => oracle::check(&trace),
+        Cmd::Sim { cmd: SimCmd::CompletionOrder(args) } => sim::completion_order(&args),
         Cmd::Demo { block_size, blocks_per_segment } => demo(block_size, blocks_per_segment),
     }
 }
