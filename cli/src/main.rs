@@ -7,6 +7,7 @@
 
 mod listings;
 mod sim;
+mod sim_readahead;
 mod oracle;
 mod tree;
 
@@ -173,6 +174,14 @@ enum SimCmd {
     /// Seed 002: a streaming read with per-page checksums and a CPU cache
     /// model, pages completing in submission order vs reverse order.
     CompletionOrder(sim::CompletionOrderArgs),
+    /// Seed 000: dd of a file on the simulated hard disk and SSD, B-tree
+    /// sibling read-ahead off vs on (see scripts/bench-readahead.sh).
+    Readahead {
+        /// Image holding the file (written by the kernel).
+        image: PathBuf,
+        /// The file to read.
+        path: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -317,6 +326,7 @@ fn run(cli: Cli) -> Result<String, String> {
         Cmd::Export { image, dir, cp } => tree::export(open_image(&image).map_err(e)?.as_ref(), &dir, cp).map_err(e),
         Cmd::Oracle { cmd: OracleCmd::Check { trace } } => oracle::check(&trace),
         Cmd::Sim { cmd: SimCmd::CompletionOrder(args) } => sim::completion_order(&args),
+        Cmd::Sim { cmd: SimCmd::Readahead { image, path } } => sim_readahead::run(&image, &path),
         Cmd::Demo { block_size, blocks_per_segment } => demo(block_size, blocks_per_segment),
     }
 }

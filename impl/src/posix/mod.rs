@@ -7,6 +7,8 @@
 //! file's bmap for its blocks, the DAT to turn virtual block numbers into
 //! disk blocks. It knows nothing of output formats.
 
+pub mod cached;
+
 use std::collections::BTreeMap;
 
 use crate::bmap::{self, NodeSource};

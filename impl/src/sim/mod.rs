@@ -3,3 +3,4 @@
 
 pub mod cache_model;
 pub mod completion;
+pub mod readahead;
