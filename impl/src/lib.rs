@@ -15,6 +15,7 @@ pub mod inspect;
 pub mod mkfs;
 pub mod posix;
 pub mod recovery;
+pub mod segctor;
 pub mod sim;
 pub mod sync;
 pub mod the_nilfs;
