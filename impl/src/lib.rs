@@ -9,6 +9,7 @@ pub mod bmap;
 pub mod cache;
 pub mod check;
 pub mod device;
+pub mod dir;
 pub mod error;
 pub mod format;
 pub mod inspect;

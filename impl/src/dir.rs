@@ -1,0 +1,274 @@
+//! Directory contents, the write side: the kernel's fs/nilfs2/dir.c
+//! (`nilfs_add_link`, `nilfs_delete_entry`, `nilfs_set_link`,
+//! `nilfs_make_empty`, `nilfs_empty_dir`, `nilfs_find_entry`) on the blocks
+//! of one directory.
+//!
+//! Entries are placed exactly where the kernel places them — the first
+//! record, in block order, that is free and large enough or has enough
+//! slack after its own name; a new block at the end otherwise — and deleted
+//! the way it deletes them (merged into the previous record of the block;
+//! the first record of a block only loses its inode number). Stale bytes
+//! are left as the kernel leaves them, so the blocks match byte for byte.
+
+use std::collections::BTreeSet;
+
+use crate::format::dir::{parse_block, rec_len_for, FT_DIR};
+use crate::format::le::{put_bytes, put_u16, put_u64, put_u8, u16_at, u64_at, u8_at};
+use crate::format::{Ino, NAME_LEN};
+use crate::{Errno, Error, Result};
+
+/// The blocks of one directory, in memory. The directory's size is always
+/// a whole number of blocks (the kernel's chunk is one block).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirFile {
+    block_size: u32,
+    blocks: Vec<Vec<u8>>,
+    dirty: BTreeSet<u64>,
+}
+
+/// Where an entry lives: block index and byte offset in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryPos {
+    /// Block of the directory.
+    pub block: u64,
+    /// Byte offset of the record in the block.
+    pub offset: usize,
+}
+
+/// A live entry found by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// Where it is.
+    pub pos: EntryPos,
+    /// Its inode number.
+    pub ino: Ino,
+    /// Its file type (`dir::FT_*`).
+    pub file_type: u8,
+}
+
+/// On-disk `rec_len` of a record, with 65535 meaning 65536 (64 KiB blocks).
+fn rec_len_at(b: &[u8], off: usize) -> usize {
+    match u16_at(b, off + 8) {
+        u16::MAX => 65536,
+        v => usize::from(v),
+    }
+}
+
+fn put_rec_len(b: &mut [u8], off: usize, len: usize) {
+    put_u16(b, off + 8, if len >= 65536 { u16::MAX } else { len as u16 });
+}
+
+impl DirFile {
+    /// A directory from its blocks (each `block_size` long), validated with
+    /// the kernel's directory checks.
+    pub fn from_blocks(block_size: u32, blocks: Vec<Vec<u8>>) -> Result<Self> {
+        for b in &blocks {
+            parse_block(b, block_size)?;
+        }
+        Ok(DirFile { block_size, blocks, dirty: BTreeSet::new() })
+    }
+
+    /// `nilfs_make_empty`: a new directory's first block, "." and "..".
+    pub fn make_empty(block_size: u32, self_ino: Ino, parent: Ino) -> Self {
+        let bs = block_size as usize;
+        let mut b = vec![0u8; bs];
+        let dot = rec_len_for(1);
+        put_u64(&mut b, 0, self_ino.0);
+        put_rec_len(&mut b, 0, dot);
+        put_u8(&mut b, 10, 1);
+        put_u8(&mut b, 11, FT_DIR);
+        put_bytes(&mut b, 12, b".");
+        put_u64(&mut b, dot, parent.0);
+        put_rec_len(&mut b, dot, bs - dot);
+        put_u8(&mut b, dot + 10, 2);
+        put_u8(&mut b, dot + 11, FT_DIR);
+        put_bytes(&mut b, dot + 12, b"..");
+        DirFile { block_size, blocks: vec![b], dirty: BTreeSet::from([0]) }
+    }
+
+    /// `i_size` in bytes.
+    pub fn size(&self) -> u64 {
+        self.blocks.len() as u64 * u64::from(self.block_size)
+    }
+
+    /// The blocks.
+    pub fn blocks(&self) -> &[Vec<u8>] {
+        &self.blocks
+    }
+
+    /// Blocks changed since the last [`Self::mark_clean`], ascending.
+    pub fn dirty_blocks(&self) -> impl Iterator<Item = u64> + '_ {
+        self.dirty.iter().copied()
+    }
+
+    /// Forget the dirty set (after the blocks were written).
+    pub fn mark_clean(&mut self) {
+        self.dirty.clear();
+    }
+
+    /// Every record start of block `i`, with a typed error for the zero
+    /// `rec_len` the kernel reports as "zero-length directory entry".
+    fn records(&self, i: usize) -> Result<Vec<usize>> {
+        let b = &self.blocks[i];
+        let mut offs = Vec::new();
+        let mut off = 0usize;
+        while off < b.len() {
+            let len = rec_len_at(b, off);
+            if len == 0 {
+                return Err(Error::corrupt("directory entry", format!("zero-length entry in block {i} at {off}")));
+            }
+            offs.push(off);
+            off += len;
+        }
+        Ok(offs)
+    }
+
+    /// `nilfs_find_entry`: the live entry named `name`.
+    pub fn find(&self, name: &[u8]) -> Result<Option<Found>> {
+        for i in 0..self.blocks.len() {
+            let b = &self.blocks[i];
+            for off in self.records(i)? {
+                let ino = u64_at(b, off);
+                let len = usize::from(u8_at(b, off + 10));
+                if ino != 0 && len == name.len() && &b[off + 12..off + 12 + len] == name {
+                    return Ok(Some(Found {
+                        pos: EntryPos { block: i as u64, offset: off },
+                        ino: Ino(ino),
+                        file_type: u8_at(b, off + 11),
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// `nilfs_add_link`: add `name` → `ino`. Like the kernel, it notices a
+    /// duplicate only among the records it passes before the slot it picks
+    /// (EEXIST); callers look the name up first, as the VFS does.
+    pub fn add_link(&mut self, name: &[u8], ino: Ino, file_type: u8) -> Result<EntryPos> {
+        if name.is_empty() || name.len() > NAME_LEN {
+            return Err(Error::errno(Errno::ENAMETOOLONG, String::from_utf8_lossy(name)));
+        }
+        let bs = self.block_size as usize;
+        let reclen = rec_len_for(name.len());
+        let mut slot = None;
+        'search: for i in 0..self.blocks.len() {
+            for off in self.records(i)? {
+                let b = &self.blocks[i];
+                let d_ino = u64_at(b, off);
+                let d_name_len = usize::from(u8_at(b, off + 10));
+                if d_ino != 0 && d_name_len == name.len() && &b[off + 12..off + 12 + d_name_len] == name {
+                    return Err(Error::errno(Errno::EEXIST, String::from_utf8_lossy(name)));
+                }
+                let used = rec_len_for(d_name_len);
+                let len = rec_len_at(b, off);
+                if (d_ino == 0 && len >= reclen) || len >= used + reclen {
+                    slot = Some((i, off, d_ino != 0, used, len));
+                    break 'search;
+                }
+            }
+        }
+        let (i, off) = match slot {
+            Some((i, off, live, used, len)) => {
+                let b = &mut self.blocks[i];
+                if live {
+                    // Split: the live entry keeps its own length, the rest
+                    // becomes the new entry.
+                    put_rec_len(b, off + used, len - used);
+                    put_rec_len(b, off, used);
+                    (i, off + used)
+                } else {
+                    (i, off)
+                }
+            }
+            None => {
+                // We hit i_size: a new block, one record spanning it.
+                let mut b = vec![0u8; bs];
+                put_rec_len(&mut b, 0, bs);
+                self.blocks.push(b);
+                (self.blocks.len() - 1, 0)
+            }
+        };
+        let b = &mut self.blocks[i];
+        put_u8(b, off + 10, name.len() as u8);
+        put_bytes(b, off + 12, name);
+        put_u64(b, off, ino.0);
+        put_u8(b, off + 11, file_type);
+        self.dirty.insert(i as u64);
+        Ok(EntryPos { block: i as u64, offset: off })
+    }
+
+    /// `nilfs_delete_entry`: remove the record at `pos`, merging it into
+    /// the previous record of its block, or clearing its inode number if it
+    /// is the block's first.
+    pub fn delete_entry(&mut self, pos: EntryPos) -> Result<()> {
+        let i = usize::try_from(pos.block).ok().filter(|&i| i < self.blocks.len());
+        let i = i.ok_or_else(|| Error::OutOfRange(format!("directory block {}", pos.block)))?;
+        let offs = self.records(i)?;
+        let k = offs
+            .iter()
+            .position(|&o| o == pos.offset)
+            .ok_or_else(|| Error::OutOfRange(format!("no record at {} in block {i}", pos.offset)))?;
+        let b = &mut self.blocks[i];
+        let end = pos.offset + rec_len_at(b, pos.offset);
+        if k > 0 {
+            let prev = offs[k - 1];
+            put_rec_len(b, prev, end - prev);
+        }
+        put_u64(b, pos.offset, 0);
+        self.dirty.insert(i as u64);
+        Ok(())
+    }
+
+    /// `nilfs_set_link`: point the record at `pos` to another inode (rename
+    /// over an existing name, or a moved directory's "..").
+    pub fn set_link(&mut self, pos: EntryPos, ino: Ino, file_type: u8) -> Result<()> {
+        let i = usize::try_from(pos.block).ok().filter(|&i| i < self.blocks.len());
+        let i = i.ok_or_else(|| Error::OutOfRange(format!("directory block {}", pos.block)))?;
+        if !self.records(i)?.contains(&pos.offset) {
+            return Err(Error::OutOfRange(format!("no record at {} in block {i}", pos.offset)));
+        }
+        let b = &mut self.blocks[i];
+        put_u64(b, pos.offset, ino.0);
+        put_u8(b, pos.offset + 11, file_type);
+        self.dirty.insert(i as u64);
+        Ok(())
+    }
+
+    /// `nilfs_empty_dir`: only ".", ".." and unused records.
+    pub fn is_empty(&self, self_ino: Ino) -> Result<bool> {
+        for i in 0..self.blocks.len() {
+            let b = &self.blocks[i];
+            for off in self.records(i)? {
+                let ino = u64_at(b, off);
+                if ino == 0 {
+                    continue;
+                }
+                let len = usize::from(u8_at(b, off + 10));
+                let name = &b[off + 12..off + 12 + len.min(2)];
+                let ok = match len {
+                    1 => name == b"." && ino == self_ino.0,
+                    2 => name == b"..",
+                    _ => false,
+                };
+                if !ok {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Live entries (name, inode, type), in on-disk order.
+    pub fn entries(&self) -> Result<Vec<(Vec<u8>, Ino, u8)>> {
+        let mut out = Vec::new();
+        for b in &self.blocks {
+            for e in parse_block(b, self.block_size)? {
+                if e.ino.0 != 0 {
+                    out.push((e.name, e.ino, e.file_type));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
