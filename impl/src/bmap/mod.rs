@@ -14,6 +14,7 @@ use crate::format::{BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
 use crate::{Error, Result};
 
 pub mod btree;
+pub mod write;
 
 /// Where B-tree node blocks come from (uncached reads).
 pub trait NodeSource {
