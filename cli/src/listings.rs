@@ -5,14 +5,30 @@ use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
 use nilfs::inspect::tools;
 
 /// `lscp` with the flags the CLI exposes.
-pub fn lscp(dev: &dyn BlockDevice, snapshots: bool, all: bool, reverse: bool) -> nilfs::Result<String> {
-    let opts = LscpOptions { snapshots, all, reverse, ..LscpOptions::default() };
+pub fn lscp(
+    dev: &dyn BlockDevice,
+    snapshots: bool,
+    all: bool,
+    reverse: bool,
+) -> nilfs::Result<String> {
+    let opts = LscpOptions {
+        snapshots,
+        all,
+        reverse,
+        ..LscpOptions::default()
+    };
     tools::lscp(dev, &opts)
 }
 
 /// `lssu` with the flags the CLI exposes.
 pub fn lssu(dev: &dyn BlockDevice, all: bool) -> nilfs::Result<String> {
-    tools::lssu(dev, &LssuOptions { all, ..LssuOptions::default() })
+    tools::lssu(
+        dev,
+        &LssuOptions {
+            all,
+            ..LssuOptions::default()
+        },
+    )
 }
 
 /// `dumpseg`: what it prints on stdout; an out-of-range segment number is

@@ -6,9 +6,9 @@
 //! print; `demo` runs all of it on an in-memory device.
 
 mod listings;
+mod oracle;
 mod sim;
 mod sim_readahead;
-mod oracle;
 mod tree;
 
 use std::path::{Path, PathBuf};
@@ -19,7 +19,11 @@ use nilfs::device::{import_image, BlockDevice, FileDevice, MemDevice};
 use nilfs::mkfs::{self, MkfsOptions};
 
 #[derive(Parser)]
-#[command(name = "nilref", version, about = "nilfs-ref: a reference implementation of NILFS2")]
+#[command(
+    name = "nilref",
+    version,
+    about = "nilfs-ref: a reference implementation of NILFS2"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -217,7 +221,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
         _ => (t, 1),
     };
     let n: u64 = num.parse().map_err(|_| format!("invalid size: {s}"))?;
-    n.checked_mul(mult).ok_or_else(|| format!("size too large: {s}"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size too large: {s}"))
 }
 
 fn parse_uuid(s: &str) -> Result<[u8; 16], String> {
@@ -227,7 +232,8 @@ fn parse_uuid(s: &str) -> Result<[u8; 16], String> {
     }
     let mut u = [0u8; 16];
     for (i, b) in u.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| format!("invalid uuid: {s}"))?;
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
+            .map_err(|_| format!("invalid uuid: {s}"))?;
     }
     Ok(u)
 }
@@ -295,7 +301,8 @@ fn run(cli: Cli) -> Result<String, String> {
                     .write(true)
                     .open(&image)
                     .map_err(|err| format!("{}: {err}", image.display()))?;
-                f.set_len(size).map_err(|err| format!("{}: {err}", image.display()))?;
+                f.set_len(size)
+                    .map_err(|err| format!("{}: {err}", image.display()))?;
             }
             let dev = FileDevice::open_read_write(&image).map_err(e)?;
             let l = mkfs::mkfs(&dev, &o).map_err(e)?;
@@ -307,34 +314,69 @@ fn run(cli: Cli) -> Result<String, String> {
                 l.nsegments
             ))
         }
-        Cmd::Inspect { image } => nilfs::inspect::report::inspect(open_image(&image).map_err(e)?.as_ref()).map_err(e),
-        Cmd::Lscp { image, snapshots, all, reverse } => {
-            listings::lscp(open_image(&image).map_err(e)?.as_ref(), snapshots, all, reverse).map_err(e)
+        Cmd::Inspect { image } => {
+            nilfs::inspect::report::inspect(open_image(&image).map_err(e)?.as_ref()).map_err(e)
         }
-        Cmd::Lssu { image, all } => listings::lssu(open_image(&image).map_err(e)?.as_ref(), all).map_err(e),
+        Cmd::Lscp {
+            image,
+            snapshots,
+            all,
+            reverse,
+        } => listings::lscp(
+            open_image(&image).map_err(e)?.as_ref(),
+            snapshots,
+            all,
+            reverse,
+        )
+        .map_err(e),
+        Cmd::Lssu { image, all } => {
+            listings::lssu(open_image(&image).map_err(e)?.as_ref(), all).map_err(e)
+        }
         Cmd::Dumpseg { image, segnums } => {
             listings::dumpseg(open_image(&image).map_err(e)?.as_ref(), &segnums)
         }
-        Cmd::Tune { image, list: _ } => listings::tune_list(open_image(&image).map_err(e)?.as_ref()).map_err(e),
-        Cmd::Ls { image, path, cp } => tree::ls(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e),
+        Cmd::Tune { image, list: _ } => {
+            listings::tune_list(open_image(&image).map_err(e)?.as_ref()).map_err(e)
+        }
+        Cmd::Ls { image, path, cp } => {
+            tree::ls(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e)
+        }
         Cmd::Cat { image, path, cp } => {
             let data = tree::cat(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e)?;
-            std::io::Write::write_all(&mut std::io::stdout(), &data).map_err(|err| err.to_string())?;
+            std::io::Write::write_all(&mut std::io::stdout(), &data)
+                .map_err(|err| err.to_string())?;
             Ok(String::new())
         }
-        Cmd::Manifest { image, cp } => tree::manifest(open_image(&image).map_err(e)?.as_ref(), cp).map_err(e),
-        Cmd::Export { image, dir, cp } => tree::export(open_image(&image).map_err(e)?.as_ref(), &dir, cp).map_err(e),
-        Cmd::Oracle { cmd: OracleCmd::Check { trace } } => oracle::check(&trace),
-        Cmd::Sim { cmd: SimCmd::CompletionOrder(args) } => sim::completion_order(&args),
-        Cmd::Sim { cmd: SimCmd::Readahead { image, path } } => sim_readahead::run(&image, &path),
-        Cmd::Demo { block_size, blocks_per_segment } => demo(block_size, blocks_per_segment),
+        Cmd::Manifest { image, cp } => {
+            tree::manifest(open_image(&image).map_err(e)?.as_ref(), cp).map_err(e)
+        }
+        Cmd::Export { image, dir, cp } => {
+            tree::export(open_image(&image).map_err(e)?.as_ref(), &dir, cp).map_err(e)
+        }
+        Cmd::Oracle {
+            cmd: OracleCmd::Check { trace },
+        } => oracle::check(&trace),
+        Cmd::Sim {
+            cmd: SimCmd::CompletionOrder(args),
+        } => sim::completion_order(&args),
+        Cmd::Sim {
+            cmd: SimCmd::Readahead { image, path },
+        } => sim_readahead::run(&image, &path),
+        Cmd::Demo {
+            block_size,
+            blocks_per_segment,
+        } => demo(block_size, blocks_per_segment),
     }
 }
 
 fn demo(block_size: u64, blocks_per_segment: u64) -> Result<String, String> {
     let e = |e: nilfs::Error| e.to_string();
     let dev = MemDevice::new(128 << 20);
-    let o = MkfsOptions { block_size, blocks_per_segment, ..MkfsOptions::default() };
+    let o = MkfsOptions {
+        block_size,
+        blocks_per_segment,
+        ..MkfsOptions::default()
+    };
     let l = mkfs::mkfs(&dev, &o).map_err(e)?;
     let fs = nilfs::the_nilfs::Nilfs::open(&dev).map_err(e)?;
     let mut out = format!(

@@ -10,7 +10,11 @@ use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs::{Error, Result};
 
-fn with_view<T>(dev: &dyn BlockDevice, cp: Option<u64>, f: impl FnOnce(&CheckpointView<'_, '_>) -> Result<T>) -> Result<T> {
+fn with_view<T>(
+    dev: &dyn BlockDevice,
+    cp: Option<u64>,
+    f: impl FnOnce(&CheckpointView<'_, '_>) -> Result<T>,
+) -> Result<T> {
     let fs = Nilfs::open(dev)?;
     let view = CheckpointView::open(&fs, cp.map(Cno))?;
     f(&view)
@@ -21,7 +25,14 @@ pub fn ls(dev: &dyn BlockDevice, path: &str, cp: Option<u64>) -> Result<String> 
     with_view(dev, cp, |v| {
         let (ino, inode) = v.resolve(path.as_bytes(), false)?;
         let line = |name: &[u8], ino: u64, i: &nilfs::format::inode::Inode| {
-            format!("{:>8} {:06o} {:>3} {:>12} {}\n", ino, i.mode, i.links_count, i.size, String::from_utf8_lossy(name))
+            format!(
+                "{:>8} {:06o} {:>3} {:>12} {}\n",
+                ino,
+                i.mode,
+                i.links_count,
+                i.size,
+                String::from_utf8_lossy(name)
+            )
         };
         if inode.file_type() != S_IFDIR {
             return Ok(line(path.as_bytes(), ino.0, &inode));
@@ -54,7 +65,10 @@ pub fn manifest(dev: &dyn BlockDevice, cp: Option<u64>) -> Result<String> {
 /// Copy the checkpoint's tree into `dir`: directories, files (with their
 /// permission bits), symlinks. Hard links become copies.
 pub fn export(dev: &dyn BlockDevice, dir: &Path, cp: Option<u64>) -> Result<String> {
-    let host = |p: &Path, e: std::io::Error| Error::Host { path: p.display().to_string(), detail: e.to_string() };
+    let host = |p: &Path, e: std::io::Error| Error::Host {
+        path: p.display().to_string(),
+        detail: e.to_string(),
+    };
     std::fs::create_dir_all(dir).map_err(|e| host(dir, e))?;
     let mut count = 0u64;
     with_view(dev, cp, |v| {
@@ -64,7 +78,8 @@ pub fn export(dev: &dyn BlockDevice, dir: &Path, cp: Option<u64>) -> Result<Stri
                 S_IFDIR => std::fs::create_dir_all(&dest).map_err(|e| host(&dest, e))?,
                 S_IFLNK => {
                     let target = v.readlink(inode)?;
-                    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target), &dest).map_err(|e| host(&dest, e))?
+                    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target), &dest)
+                        .map_err(|e| host(&dest, e))?
                 }
                 _ => {
                     std::fs::write(&dest, v.read_all(inode)?).map_err(|e| host(&dest, e))?;

@@ -5,12 +5,20 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn nilref(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nilref")).args(args).output().expect("run nilref");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_nilref"))
+        .args(args)
+        .output()
+        .expect("run nilref");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}-{}", std::process::id()));
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -21,19 +29,30 @@ fn mkfs_then_inspect_lscp_lssu() {
     let d = scratch("mkfs");
     let img = d.join("a.img");
     let img_s = img.to_str().unwrap();
-    let (ok, out, err) = nilref(&["mkfs", img_s, "--size", "64M", "-b", "2048", "-B", "256", "-L", "cli"]);
+    let (ok, out, err) = nilref(&[
+        "mkfs", img_s, "--size", "64M", "-b", "2048", "-B", "256", "-L", "cli",
+    ]);
     assert!(ok, "{err}");
-    assert!(out.contains("block size 2048, 256 blocks per segment"), "{out}");
+    assert!(
+        out.contains("block size 2048, 256 blocks per segment"),
+        "{out}"
+    );
 
     let (ok, out, err) = nilref(&["inspect", img_s]);
     assert!(ok, "{err}");
-    assert!(out.contains("chosen: primary") && out.contains("label \"cli\""), "{out}");
+    assert!(
+        out.contains("chosen: primary") && out.contains("label \"cli\""),
+        "{out}"
+    );
 
     let (ok, out, _) = nilref(&["lscp", img_s]);
     assert!(ok);
     let rows: Vec<&str> = out.lines().collect();
     assert_eq!(rows.len(), 2, "{out}");
-    assert!(rows[0].contains("CNO") && rows[1].trim_start().starts_with("1 "), "{out}");
+    assert!(
+        rows[0].contains("CNO") && rows[1].trim_start().starts_with("1 "),
+        "{out}"
+    );
 
     let (ok, out, _) = nilref(&["lssu", img_s]);
     assert!(ok);
@@ -51,7 +70,10 @@ fn mkfs_then_inspect_lscp_lssu() {
 
     let (ok, out, _) = nilref(&["tune", "-l", img_s]);
     assert!(ok);
-    assert!(out.contains("Filesystem volume name:") && out.contains("cli"), "{out}");
+    assert!(
+        out.contains("Filesystem volume name:") && out.contains("cli"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -72,7 +94,18 @@ fn same_seed_same_image_other_seed_other_image() {
     let d = scratch("seed");
     let mk = |name: &str, seed: &str| {
         let p = d.join(name);
-        let (ok, _, err) = nilref(&["mkfs", p.to_str().unwrap(), "--size", "32M", "-b", "1024", "-B", "128", "--seed", seed]);
+        let (ok, _, err) = nilref(&[
+            "mkfs",
+            p.to_str().unwrap(),
+            "--size",
+            "32M",
+            "-b",
+            "1024",
+            "-B",
+            "128",
+            "--seed",
+            seed,
+        ]);
         assert!(ok, "{err}");
         std::fs::read(p).unwrap()
     };

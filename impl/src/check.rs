@@ -39,9 +39,12 @@ pub fn verify_checksums(dev: &dyn BlockDevice) -> Result<ChecksumReport> {
     }
     let mut r = ChecksumReport::default();
     for copy in fs.sb_choice.copies.iter().flatten() {
-        copy.valid
-            .clone()
-            .map_err(|why| Error::corrupt("super block", format!("copy at byte {}: {why}", copy.offset)))?;
+        copy.valid.clone().map_err(|why| {
+            Error::corrupt(
+                "super block",
+                format!("copy at byte {}: {why}", copy.offset),
+            )
+        })?;
         r.super_blocks += 1;
     }
     let seed = fs.sb.crc_seed;
@@ -66,11 +69,18 @@ pub fn verify_checksums(dev: &dyn BlockDevice) -> Result<ChecksumReport> {
                 return bad(format!("bad magic {:#x}", h.magic));
             }
             if *seq.get_or_insert(h.seq) != h.seq {
-                return bad(format!("sequence {} differs from the segment's {}", h.seq, seq.unwrap_or_default()));
+                return bad(format!(
+                    "sequence {} differs from the segment's {}",
+                    h.seq,
+                    seq.unwrap_or_default()
+                ));
             }
             let n = u64::from(h.nblocks);
             if n == 0 || p + n > end.0 + 1 || u64::from(h.sumbytes) > n * bs {
-                return bad(format!("{n} blocks, {} summary bytes do not fit the segment", h.sumbytes));
+                return bad(format!(
+                    "{n} blocks, {} summary bytes do not fit the segment",
+                    h.sumbytes
+                ));
             }
             let mut log = Vec::with_capacity((n * bs) as usize);
             log.extend_from_slice(&first);
@@ -86,7 +96,8 @@ pub fn verify_checksums(dev: &dyn BlockDevice) -> Result<ChecksumReport> {
             if h.has_super_root() {
                 let sr_at = p + n - 1;
                 let sr = &log[((n - 1) * bs) as usize..];
-                super_root::check_valid(sr, fs.block_size(), seed).map_err(|e| e.at_block(sr_at))?;
+                super_root::check_valid(sr, fs.block_size(), seed)
+                    .map_err(|e| e.at_block(sr_at))?;
                 r.super_roots += 1;
             }
             r.logs += 1;

@@ -65,7 +65,11 @@ impl DirFile {
         for b in &blocks {
             parse_block(b, block_size)?;
         }
-        Ok(DirFile { block_size, blocks, dirty: BTreeSet::new() })
+        Ok(DirFile {
+            block_size,
+            blocks,
+            dirty: BTreeSet::new(),
+        })
     }
 
     /// `nilfs_make_empty`: a new directory's first block, "." and "..".
@@ -83,7 +87,11 @@ impl DirFile {
         put_u8(&mut b, dot + 10, 2);
         put_u8(&mut b, dot + 11, FT_DIR);
         put_bytes(&mut b, dot + 12, b"..");
-        DirFile { block_size, blocks: vec![b], dirty: BTreeSet::from([0]) }
+        DirFile {
+            block_size,
+            blocks: vec![b],
+            dirty: BTreeSet::from([0]),
+        }
     }
 
     /// `i_size` in bytes.
@@ -115,7 +123,10 @@ impl DirFile {
         while off < b.len() {
             let len = rec_len_at(b, off);
             if len == 0 {
-                return Err(Error::corrupt("directory entry", format!("zero-length entry in block {i} at {off}")));
+                return Err(Error::corrupt(
+                    "directory entry",
+                    format!("zero-length entry in block {i} at {off}"),
+                ));
             }
             offs.push(off);
             off += len;
@@ -132,7 +143,10 @@ impl DirFile {
                 let len = usize::from(u8_at(b, off + 10));
                 if ino != 0 && len == name.len() && &b[off + 12..off + 12 + len] == name {
                     return Ok(Some(Found {
-                        pos: EntryPos { block: i as u64, offset: off },
+                        pos: EntryPos {
+                            block: i as u64,
+                            offset: off,
+                        },
                         ino: Ino(ino),
                         file_type: u8_at(b, off + 11),
                     }));
@@ -147,7 +161,10 @@ impl DirFile {
     /// (EEXIST); callers look the name up first, as the VFS does.
     pub fn add_link(&mut self, name: &[u8], ino: Ino, file_type: u8) -> Result<EntryPos> {
         if name.is_empty() || name.len() > NAME_LEN {
-            return Err(Error::errno(Errno::ENAMETOOLONG, String::from_utf8_lossy(name)));
+            return Err(Error::errno(
+                Errno::ENAMETOOLONG,
+                String::from_utf8_lossy(name),
+            ));
         }
         let bs = self.block_size as usize;
         let reclen = rec_len_for(name.len());
@@ -157,7 +174,10 @@ impl DirFile {
                 let b = &self.blocks[i];
                 let d_ino = u64_at(b, off);
                 let d_name_len = usize::from(u8_at(b, off + 10));
-                if d_ino != 0 && d_name_len == name.len() && &b[off + 12..off + 12 + d_name_len] == name {
+                if d_ino != 0
+                    && d_name_len == name.len()
+                    && &b[off + 12..off + 12 + d_name_len] == name
+                {
                     return Err(Error::errno(Errno::EEXIST, String::from_utf8_lossy(name)));
                 }
                 let used = rec_len_for(d_name_len);
@@ -195,20 +215,24 @@ impl DirFile {
         put_u64(b, off, ino.0);
         put_u8(b, off + 11, file_type);
         self.dirty.insert(i as u64);
-        Ok(EntryPos { block: i as u64, offset: off })
+        Ok(EntryPos {
+            block: i as u64,
+            offset: off,
+        })
     }
 
     /// `nilfs_delete_entry`: remove the record at `pos`, merging it into
     /// the previous record of its block, or clearing its inode number if it
     /// is the block's first.
     pub fn delete_entry(&mut self, pos: EntryPos) -> Result<()> {
-        let i = usize::try_from(pos.block).ok().filter(|&i| i < self.blocks.len());
+        let i = usize::try_from(pos.block)
+            .ok()
+            .filter(|&i| i < self.blocks.len());
         let i = i.ok_or_else(|| Error::OutOfRange(format!("directory block {}", pos.block)))?;
         let offs = self.records(i)?;
-        let k = offs
-            .iter()
-            .position(|&o| o == pos.offset)
-            .ok_or_else(|| Error::OutOfRange(format!("no record at {} in block {i}", pos.offset)))?;
+        let k = offs.iter().position(|&o| o == pos.offset).ok_or_else(|| {
+            Error::OutOfRange(format!("no record at {} in block {i}", pos.offset))
+        })?;
         let b = &mut self.blocks[i];
         let end = pos.offset + rec_len_at(b, pos.offset);
         if k > 0 {
@@ -223,10 +247,15 @@ impl DirFile {
     /// `nilfs_set_link`: point the record at `pos` to another inode (rename
     /// over an existing name, or a moved directory's "..").
     pub fn set_link(&mut self, pos: EntryPos, ino: Ino, file_type: u8) -> Result<()> {
-        let i = usize::try_from(pos.block).ok().filter(|&i| i < self.blocks.len());
+        let i = usize::try_from(pos.block)
+            .ok()
+            .filter(|&i| i < self.blocks.len());
         let i = i.ok_or_else(|| Error::OutOfRange(format!("directory block {}", pos.block)))?;
         if !self.records(i)?.contains(&pos.offset) {
-            return Err(Error::OutOfRange(format!("no record at {} in block {i}", pos.offset)));
+            return Err(Error::OutOfRange(format!(
+                "no record at {} in block {i}",
+                pos.offset
+            )));
         }
         let b = &mut self.blocks[i];
         put_u64(b, pos.offset, ino.0);

@@ -55,16 +55,26 @@ pub enum Error {
 impl Error {
     /// A corruption report without a block number.
     pub fn corrupt(what: &'static str, detail: impl Into<String>) -> Self {
-        Error::Corrupt { what, blocknr: None, detail: detail.into() }
+        Error::Corrupt {
+            what,
+            blocknr: None,
+            detail: detail.into(),
+        }
     }
 
     /// Attach the physical block number to a corruption report that lacks one.
     #[must_use]
     pub fn at_block(self, block: u64) -> Self {
         match self {
-            Error::Corrupt { what, blocknr: None, detail } => {
-                Error::Corrupt { what, blocknr: Some(block), detail }
-            }
+            Error::Corrupt {
+                what,
+                blocknr: None,
+                detail,
+            } => Error::Corrupt {
+                what,
+                blocknr: Some(block),
+                detail,
+            },
             other => other,
         }
     }
@@ -113,6 +123,9 @@ impl fmt::Display for Errno {
 impl Error {
     /// An errno failure about `detail`.
     pub fn errno(errno: Errno, detail: impl Into<String>) -> Self {
-        Error::Errno { errno, detail: detail.into() }
+        Error::Errno {
+            errno,
+            detail: detail.into(),
+        }
     }
 }

@@ -178,7 +178,10 @@ impl fmt::Display for MkfsError {
                 write!(f, "Error: too large reserved segments percentage: {p}")
             }
             MkfsError::InvalidFeature(s) => write!(f, "Error: invalid feature set option: {s}"),
-            MkfsError::TooSmallSegment { blocks_per_segment, required } => write!(
+            MkfsError::TooSmallSegment {
+                blocks_per_segment,
+                required,
+            } => write!(
                 f,
                 "Error: too small segment.\n       segment size={blocks_per_segment} blocks, \
                  required segment size={required} blocks.\n       \
@@ -239,7 +242,10 @@ pub fn check_options(o: &MkfsOptions) -> std::result::Result<(), MkfsError> {
         return Err(MkfsError::TooLargeReservedPercentage(o.reserved_percentage));
     }
     if o.feature_compat_ro & !FEATURE_COMPAT_RO_BLOCK_COUNT != 0 {
-        return Err(MkfsError::InvalidFeature(format!("compat_ro {:#x}", o.feature_compat_ro)));
+        return Err(MkfsError::InvalidFeature(format!(
+            "compat_ro {:#x}",
+            o.feature_compat_ro
+        )));
     }
     Ok(())
 }
@@ -262,12 +268,12 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Layout> {
     // always inside the device.
     let mut head = vec![0u8; 1024];
     dev.read_at(0, &mut head)?;
-    let start = if u32::from_le_bytes([head[0x1FE], head[0x1FF], head[0x200], head[0x201]]) == 0xAA55
-    {
-        SB_OFFSET_BYTES
-    } else {
-        0
-    };
+    let start =
+        if u32::from_le_bytes([head[0x1FE], head[0x1FF], head[0x200], head[0x201]]) == 0xAA55 {
+            SB_OFFSET_BYTES
+        } else {
+            0
+        };
     let end = dev.size_bytes() & !(SECTOR_SIZE - 1);
     zero_range(dev, end.saturating_sub(DISK_ERASE_SIZE), end)?;
     zero_range(dev, start, DISK_ERASE_SIZE.min(end))?;
@@ -311,11 +317,17 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
     let bps = o.blocks_per_segment;
     let first_data_block = DISKHDR_SIZE.div_ceil(bs);
     if first_data_block + 2 > bps {
-        return Err(MkfsError::TooSmallSegment { blocks_per_segment: bps, required: first_data_block + 2 }.into());
+        return Err(MkfsError::TooSmallSegment {
+            blocks_per_segment: bps,
+            required: first_data_block + 2,
+        }
+        .into());
     }
     let sb2_offset = superblock::sb2_offset_bytes(dev_size).unwrap_or(0);
     let nsegments = (sb2_offset / bs) / bps;
-    let min_nsegments = (o.reserved_percentage * nsegments).div_ceil(100).max(MIN_NRSVSEGS)
+    let min_nsegments = (o.reserved_percentage * nsegments)
+        .div_ceil(100)
+        .max(MIN_NRSVSEGS)
         + NR_INITIAL_SEGMENTS.max(MIN_NUSERSEGS);
     if nsegments < min_nsegments {
         return Err(MkfsError::TooSmallDevice {
@@ -336,11 +348,26 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
     let nvblocknrs = 1 + ifile_blocks + cpfile_blocks + sufile_blocks;
     let dat_blocks = 2 + nvblocknrs.div_ceil(bs / 32);
     let files = [
-        InitialFile { ino: ino::ROOT, nblocks: 1 },
-        InitialFile { ino: ino::IFILE, nblocks: ifile_blocks },
-        InitialFile { ino: ino::CPFILE, nblocks: cpfile_blocks },
-        InitialFile { ino: ino::SUFILE, nblocks: sufile_blocks },
-        InitialFile { ino: ino::DAT, nblocks: dat_blocks },
+        InitialFile {
+            ino: ino::ROOT,
+            nblocks: 1,
+        },
+        InitialFile {
+            ino: ino::IFILE,
+            nblocks: ifile_blocks,
+        },
+        InitialFile {
+            ino: ino::CPFILE,
+            nblocks: cpfile_blocks,
+        },
+        InitialFile {
+            ino: ino::SUFILE,
+            nblocks: sufile_blocks,
+        },
+        InitialFile {
+            ino: ino::DAT,
+            nblocks: dat_blocks,
+        },
     ];
 
     // Summary records, in file order; block addresses follow from their sizes.
@@ -355,13 +382,21 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
                 } else {
                     let v = VBlockNr(next_vblocknr);
                     next_vblocknr += 1;
-                    Binfo::DataV { vblocknr: v, blkoff: FileBlk(i) }
+                    Binfo::DataV {
+                        vblocknr: v,
+                        blkoff: FileBlk(i),
+                    }
                 }
             })
             .collect();
         let n = f.nblocks as u32;
         records.push(FileRecord {
-            finfo: Finfo { ino: f.ino, cno: Cno(1), nblocks: n, ndatablk: n },
+            finfo: Finfo {
+                ino: f.ino,
+                cno: Cno(1),
+                nblocks: n,
+                ndatablk: n,
+            },
             binfos,
         });
     }
@@ -370,7 +405,11 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
     let payload: u64 = files.iter().map(|f| f.nblocks).sum();
     let log_blocks = nsumblk + payload + 1;
     if log_start + log_blocks > bps {
-        return Err(MkfsError::TooSmallSegment { blocks_per_segment: bps, required: log_blocks }.into());
+        return Err(MkfsError::TooSmallSegment {
+            blocks_per_segment: bps,
+            required: log_blocks,
+        }
+        .into());
     }
     let mut start_of = BTreeMap::new();
     let mut at = log_start + nsumblk;
@@ -404,8 +443,20 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
 
     // Root directory.
     let mut root_entries = vec![
-        DirEntry { ino: ino::ROOT, rec_len: 16, name_len: 1, file_type: dir::FT_DIR, name: b".".to_vec() },
-        DirEntry { ino: ino::ROOT, rec_len: 16, name_len: 2, file_type: dir::FT_DIR, name: b"..".to_vec() },
+        DirEntry {
+            ino: ino::ROOT,
+            rec_len: 16,
+            name_len: 1,
+            file_type: dir::FT_DIR,
+            name: b".".to_vec(),
+        },
+        DirEntry {
+            ino: ino::ROOT,
+            rec_len: 16,
+            name_len: 2,
+            file_type: dir::FT_DIR,
+            name: b"..".to_vec(),
+        },
     ];
     if o.dot_nilfs {
         root_entries.push(DirEntry {
@@ -418,10 +469,16 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
     } else {
         root_entries[1].rec_len = (bs - 16) as u32;
     }
-    blocks.insert(file_start(ino::ROOT), dir::encode_block(&root_entries, bs as u32)?);
+    blocks.insert(
+        file_start(ino::ROOT),
+        dir::encode_block(&root_entries, bs as u32)?,
+    );
 
     // DAT entries: vblocknr v maps the v-th non-DAT block, in file order.
-    let dat_geo = palloc::PallocGeometry { block_size: bs as u32, entry_size: 32 };
+    let dat_geo = palloc::PallocGeometry {
+        block_size: bs as u32,
+        entry_size: 32,
+    };
     let mut dat_entries = vec![DatEntry::default(); next_vblocknr as usize];
     {
         let mut v = 1usize;
@@ -438,7 +495,14 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
         }
     }
     let dat_start = file_start(ino::DAT);
-    write_palloc(&mut blocks, dat_start, &dat_geo, next_vblocknr, dat_blocks, bs)?;
+    write_palloc(
+        &mut blocks,
+        dat_start,
+        &dat_geo,
+        next_vblocknr,
+        dat_blocks,
+        bs,
+    )?;
     for (v, e) in dat_entries.iter().enumerate().skip(1) {
         let blk = dat_start + 2 + v as u64 / (bs / 32);
         let off = (v as u64 % (bs / 32)) as usize * 32;
@@ -458,10 +522,20 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
     };
 
     // ifile: inodes 0..=10 are reserved; 11 is .nilfs when present.
-    let ifile_geo = palloc::PallocGeometry { block_size: bs as u32, entry_size: inode_size as u32 };
+    let ifile_geo = palloc::PallocGeometry {
+        block_size: bs as u32,
+        entry_size: inode_size as u32,
+    };
     let nr_inodes = if o.dot_nilfs { 12 } else { 11 };
     let ifile_start = file_start(ino::IFILE);
-    write_palloc(&mut blocks, ifile_start, &ifile_geo, nr_inodes, ifile_blocks, bs)?;
+    write_palloc(
+        &mut blocks,
+        ifile_start,
+        &ifile_geo,
+        nr_inodes,
+        ifile_blocks,
+        bs,
+    )?;
     let put_inode = |blocks: &mut BTreeMap<u64, Vec<u8>>, i: Ino, inode: &Inode| {
         let blk = ifile_start + 2 + i.0 / (bs / inode_size);
         let off = ((i.0 % (bs / inode_size)) * inode_size) as usize;
@@ -478,7 +552,14 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
         put_inode(&mut blocks, i, &reg_inode(0, [0; 7]));
     }
     if o.dot_nilfs {
-        put_inode(&mut blocks, ino::USER, &Inode { mode: S_IFREG | 0o644, ..reg_inode(0, [0; 7]) });
+        put_inode(
+            &mut blocks,
+            ino::USER,
+            &Inode {
+                mode: S_IFREG | 0o644,
+                ..reg_inode(0, [0; 7])
+            },
+        );
     }
     let ifile_inode = reg_inode(ifile_blocks, direct(vbase(ino::IFILE), ifile_blocks));
 
@@ -501,13 +582,21 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
                     ..Checkpoint::default()
                 }
             } else {
-                Checkpoint { flags: CP_INVALID, cno: Cno(cno), ..Checkpoint::default() }
+                Checkpoint {
+                    flags: CP_INVALID,
+                    cno: Cno(cno),
+                    ..Checkpoint::default()
+                }
             };
             let off = (slot * 192) as usize;
             cp.encode(&mut data[off..off + 192]);
         }
         if b == 0 {
-            CpfileHeader { ncheckpoints: 1, ..CpfileHeader::default() }.encode(&mut data[..32]);
+            CpfileHeader {
+                ncheckpoints: 1,
+                ..CpfileHeader::default()
+            }
+            .encode(&mut data[..32]);
         }
         blocks.insert(cp_start + b, data);
     }

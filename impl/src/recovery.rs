@@ -58,14 +58,26 @@ impl SbChoice {
 fn read_copy(dev: &dyn BlockDevice, offset: u64) -> SbCopy {
     let mut raw = vec![0u8; SuperBlock::SIZE];
     if let Err(e) = dev.read_at(offset, &mut raw) {
-        return SbCopy { offset, sb: None, valid: Err(e.to_string()) };
+        return SbCopy {
+            offset,
+            sb: None,
+            valid: Err(e.to_string()),
+        };
     }
     match SuperBlock::decode(&raw) {
         Ok(sb) => {
             let valid = sb.check_valid().map_err(|e| e.to_string());
-            SbCopy { offset, sb: Some(sb), valid }
+            SbCopy {
+                offset,
+                sb: Some(sb),
+                valid,
+            }
         }
-        Err(e) => SbCopy { offset, sb: None, valid: Err(e.to_string()) },
+        Err(e) => SbCopy {
+            offset,
+            sb: None,
+            valid: Err(e.to_string()),
+        },
     }
 }
 
@@ -74,7 +86,10 @@ pub fn load_super_block(dev: &dyn BlockDevice) -> Result<SbChoice> {
     let size = dev.size_bytes();
     // nilfs_load_super_block refuses devices too small for a minimal filesystem.
     if size < 16 * 1024 + 4096 {
-        return Err(Error::corrupt("super block", format!("device too small: {size} bytes")));
+        return Err(Error::corrupt(
+            "super block",
+            format!("device too small: {size} bytes"),
+        ));
     }
     let primary = read_copy(dev, SB_OFFSET_BYTES);
     let secondary = superblock::sb2_offset_bytes(size).map(|off| read_copy(dev, off));
@@ -83,8 +98,7 @@ pub fn load_super_block(dev: &dyn BlockDevice) -> Result<SbChoice> {
         secondary.as_ref().is_some_and(|c| c.valid.is_ok()),
     ];
     let cno = |c: &SbCopy| c.sb.as_ref().map_or(0, |s| s.last_cno.0);
-    let mut swp = valid[1]
-        && (!valid[0] || secondary.as_ref().map_or(0, cno) > cno(&primary));
+    let mut swp = valid[1] && (!valid[0] || secondary.as_ref().map_or(0, cno) > cno(&primary));
     let mut reason = if swp {
         if valid[0] {
             "secondary has the newer log cursor (s_last_cno greater than the primary's)".to_string()
@@ -105,7 +119,9 @@ pub fn load_super_block(dev: &dyn BlockDevice) -> Result<SbChoice> {
     // A secondary copy that the chosen super block places inside the segment
     // area is stale data, not a super block (nilfs_sb2_bad_offset).
     if valid[usize::from(swp)] {
-        let chosen = copies[usize::from(swp)].as_ref().and_then(|c| c.sb.as_ref());
+        let chosen = copies[usize::from(swp)]
+            .as_ref()
+            .and_then(|c| c.sb.as_ref());
         if let (Some(sb), Some(_)) = (chosen, copies[1].as_ref()) {
             if superblock::secondary_is_inside_segments(sb, size) {
                 if let Some(c) = copies[1].as_mut() {
@@ -113,7 +129,9 @@ pub fn load_super_block(dev: &dyn BlockDevice) -> Result<SbChoice> {
                 }
                 valid[1] = false;
                 if swp {
-                    reason = "primary is used: the secondary's location lies inside its segment area".into();
+                    reason =
+                        "primary is used: the secondary's location lies inside its segment area"
+                            .into();
                 }
                 swp = false;
             }
@@ -127,13 +145,29 @@ pub fn load_super_block(dev: &dyn BlockDevice) -> Result<SbChoice> {
         };
         return Err(Error::corrupt(
             "super block",
-            format!("no valid super block: primary: {}; secondary: {}", why(&copies[0]), why(&copies[1])),
+            format!(
+                "no valid super block: primary: {}; secondary: {}",
+                why(&copies[0]),
+                why(&copies[1])
+            ),
         ));
     }
     // ns_prot_seq comes from the older copy: the other one when it is valid.
-    let older = if valid[1 - chosen] { 1 - chosen } else { chosen };
-    let prot_seq = copies[older].as_ref().and_then(|c| c.sb.as_ref()).map_or(Seq(0), |s| s.last_seq);
-    Ok(SbChoice { copies, chosen, reason, prot_seq })
+    let older = if valid[1 - chosen] {
+        1 - chosen
+    } else {
+        chosen
+    };
+    let prot_seq = copies[older]
+        .as_ref()
+        .and_then(|c| c.sb.as_ref())
+        .map_or(Seq(0), |s| s.last_seq);
+    Ok(SbChoice {
+        copies,
+        chosen,
+        reason,
+        prot_seq,
+    })
 }
 
 /// Segment geometry as the kernel computes it from the super block.
@@ -169,7 +203,14 @@ impl SegGeometry {
     pub fn range(&self, s: SegNum) -> (BlockNr, BlockNr) {
         let start = s.0.saturating_mul(self.blocks_per_segment);
         let end = start.saturating_add(self.blocks_per_segment - 1);
-        (BlockNr(if s.0 == 0 { self.first_data_block } else { start }), BlockNr(end))
+        (
+            BlockNr(if s.0 == 0 {
+                self.first_data_block
+            } else {
+                start
+            }),
+            BlockNr(end),
+        )
     }
 }
 
@@ -237,7 +278,10 @@ fn validate_log(
             return Err("bad magic (NILFS_SEG_FAIL_MAGIC)".to_string());
         }
         if header.seq != seq {
-            return Err(format!("sequence {} where {} was expected (NILFS_SEG_FAIL_SEQ)", header.seq, seq));
+            return Err(format!(
+                "sequence {} where {} was expected (NILFS_SEG_FAIL_SEQ)",
+                header.seq, seq
+            ));
         }
         let n = u64::from(header.nblocks);
         if n == 0 || n > g.blocks_per_segment {
@@ -259,7 +303,11 @@ fn validate_log(
 /// The kernel's `nilfs_search_super_root`, starting from the log cursor of
 /// `sb`. With `valid_fs` (cleanly unmounted) it stops at the first super root;
 /// otherwise it scans on for newer logs along the `ss_next` chain.
-pub fn search_super_root(dev: &dyn BlockDevice, sb: &SuperBlock, valid_fs: bool) -> Result<ScanResult> {
+pub fn search_super_root(
+    dev: &dyn BlockDevice,
+    sb: &SuperBlock,
+    valid_fs: bool,
+) -> Result<ScanResult> {
     let g = SegGeometry::new(sb)?;
     let seed = sb.crc_seed;
     let mut pseg = sb.last_pseg;
@@ -269,7 +317,10 @@ pub fn search_super_root(dev: &dyn BlockDevice, sb: &SuperBlock, valid_fs: bool)
     if segnum.0 >= g.nsegments {
         return Err(Error::corrupt(
             "super block",
-            format!("pointed segment number is out of range: segnum={segnum}, nsegments={}", g.nsegments),
+            format!(
+                "pointed segment number is out of range: segnum={segnum}, nsegments={}",
+                g.nsegments
+            ),
         ));
     }
     let (mut seg_start, mut seg_end) = g.range(segnum);
@@ -285,21 +336,34 @@ pub fn search_super_root(dev: &dyn BlockDevice, sb: &SuperBlock, valid_fs: bool)
     // Bound: each segment is entered at most once per hop and every hop needs
     // a valid log, so the walk ends within nsegments hops; the explicit limit
     // turns a cyclic ss_next chain on a hostile image into an error.
-    let max_visits = g.nsegments.saturating_mul(g.blocks_per_segment / 2 + 1).saturating_add(16);
+    let max_visits = g
+        .nsegments
+        .saturating_mul(g.blocks_per_segment / 2 + 1)
+        .saturating_add(16);
 
     loop {
         if visits.len() as u64 > max_visits {
-            return Err(Error::corrupt("segment summary", "log chain does not terminate"));
+            return Err(Error::corrupt(
+                "segment summary",
+                "log chain does not terminate",
+            ));
         }
         let (header, verdict) = validate_log(dev, &g, seed, pseg, seq)?;
-        let mut visit = LogVisit { pseg, seq, header: Some(header), verdict: verdict.clone(), super_root_cno: None };
+        let mut visit = LogVisit {
+            pseg,
+            seq,
+            header: Some(header),
+            verdict: verdict.clone(),
+            super_root_cno: None,
+        };
         let strayed = match verdict {
             Err(_) => true,
             Ok(()) => {
                 let nblocks = u64::from(header.nblocks);
                 let pseg_end = BlockNr(pseg.0 + nblocks - 1);
                 if pseg_end > seg_end {
-                    visit.verdict = Err("log crosses the segment end (NILFS_SEG_FAIL_CONSISTENCY)".into());
+                    visit.verdict =
+                        Err("log crosses the segment end (NILFS_SEG_FAIL_CONSISTENCY)".into());
                     true
                 } else {
                     nextnum = g.segnum_of(header.next);

@@ -18,7 +18,7 @@ use crate::format::sufile::{SegmentUsage, SufileGeometry, SufileHeader, SU_ACTIV
 use crate::format::super_root::{self, SuperRoot};
 use crate::format::superblock::{SuperBlock, STATE_VALID_FS};
 use crate::format::{BlockNr, Cno, FileBlk, Ino, SegNum, VBlockNr};
-use crate::recovery::{load_super_block, search_super_root, ScanResult, SbChoice, SegGeometry};
+use crate::recovery::{load_super_block, search_super_root, SbChoice, ScanResult, SegGeometry};
 use crate::{Error, Result};
 
 /// A metadata file, as the reader addresses it.
@@ -68,9 +68,14 @@ impl<'d> Nilfs<'d> {
             Ok(s) => (s, None),
             Err(e @ Error::Io { .. }) => return Err(e),
             Err(first) => {
-                let Some(spare) = sb_choice.spare().cloned() else { return Err(first) };
+                let Some(spare) = sb_choice.spare().cloned() else {
+                    return Err(first);
+                };
                 if spare.block_size()? != sb.block_size()? {
-                    return Err(Error::corrupt("super block", "block size differs between the two super blocks"));
+                    return Err(Error::corrupt(
+                        "super block",
+                        "block size differs between the two super blocks",
+                    ));
                 }
                 sb = spare;
                 // The kernel drops VALID_FS to allow roll-forward after a rollback.
@@ -80,9 +85,20 @@ impl<'d> Nilfs<'d> {
         let rolled_back = rollback_reason.is_some();
         let geo = SegGeometry::new(&sb)?;
         let sr_data = read_block(dev, geo.block_size, scan.super_root.0)?;
-        super_root::check_valid(&sr_data, geo.block_size, sb.crc_seed).map_err(|e| e.at_block(scan.super_root.0))?;
-        let super_root = SuperRoot::decode(&sr_data, sb.inode_size).map_err(|e| e.at_block(scan.super_root.0))?;
-        Ok(Nilfs { dev, sb_choice, sb, rolled_back, rollback_reason, geo, scan, super_root })
+        super_root::check_valid(&sr_data, geo.block_size, sb.crc_seed)
+            .map_err(|e| e.at_block(scan.super_root.0))?;
+        let super_root = SuperRoot::decode(&sr_data, sb.inode_size)
+            .map_err(|e| e.at_block(scan.super_root.0))?;
+        Ok(Nilfs {
+            dev,
+            sb_choice,
+            sb,
+            rolled_back,
+            rollback_reason,
+            geo,
+            scan,
+            super_root,
+        })
     }
 
     /// The device.
@@ -120,18 +136,27 @@ impl<'d> Nilfs<'d> {
         let physical = matches!(f, MetaFile::Dat);
         let ptr = bmap::lookup(&inode.bmap, blkoff.0, &mut Nodes { fs: self, physical })?;
         let Some(ptr) = ptr else { return Ok(None) };
-        let pbn = if physical { BlockNr(ptr) } else { self.dat_translate(VBlockNr(ptr))? };
+        let pbn = if physical {
+            BlockNr(ptr)
+        } else {
+            self.dat_translate(VBlockNr(ptr))?
+        };
         self.read_block(pbn).map(Some)
     }
 
     /// The DAT entry of `v`, or `None` if its block is a hole.
     pub fn dat_entry(&self, v: VBlockNr) -> Result<Option<DatEntry>> {
         let esz = u32::from(self.sb.dat_entry_size);
-        let geo = PallocGeometry { block_size: self.geo.block_size, entry_size: esz };
+        let geo = PallocGeometry {
+            block_size: self.geo.block_size,
+            entry_size: esz,
+        };
         let blk = geo
             .entry_blkoff(v.0)
             .ok_or_else(|| Error::OutOfRange(format!("virtual block number {v}")))?;
-        let Some(data) = self.mdt_block(MetaFile::Dat, FileBlk(blk))? else { return Ok(None) };
+        let Some(data) = self.mdt_block(MetaFile::Dat, FileBlk(blk))? else {
+            return Ok(None);
+        };
         let off = geo.entry_offset_in_block(v.0);
         DatEntry::decode(data.get(off..).unwrap_or(&[])).map(Some)
     }
@@ -141,12 +166,18 @@ impl<'d> Nilfs<'d> {
     pub fn dat_translate(&self, v: VBlockNr) -> Result<BlockNr> {
         match self.dat_entry(v)? {
             Some(e) if e.blocknr.0 != 0 => Ok(e.blocknr),
-            _ => Err(Error::corrupt("DAT entry", format!("virtual block {v} has no disk block"))),
+            _ => Err(Error::corrupt(
+                "DAT entry",
+                format!("virtual block {v} has no disk block"),
+            )),
         }
     }
 
     fn cp_geometry(&self) -> CpfileGeometry {
-        CpfileGeometry { block_size: self.geo.block_size, entry_size: self.sb.checkpoint_size }
+        CpfileGeometry {
+            block_size: self.geo.block_size,
+            entry_size: self.sb.checkpoint_size,
+        }
     }
 
     /// The cpfile header.
@@ -164,7 +195,9 @@ impl<'d> Nilfs<'d> {
             .cp_geometry()
             .locate(cno.0)
             .ok_or_else(|| Error::OutOfRange(format!("checkpoint number {cno}")))?;
-        let Some(data) = self.mdt_block(MetaFile::Cpfile, blk)? else { return Ok(None) };
+        let Some(data) = self.mdt_block(MetaFile::Cpfile, blk)? else {
+            return Ok(None);
+        };
         Checkpoint::decode(data.get(off..).unwrap_or(&[])).map(Some)
     }
 
@@ -185,7 +218,9 @@ impl<'d> Nilfs<'d> {
         let mut out = Vec::new();
         let mut cno = from.0.max(1);
         while cno < end {
-            let (blk, _) = geo.locate(cno).ok_or_else(|| Error::OutOfRange(format!("checkpoint {cno}")))?;
+            let (blk, _) = geo
+                .locate(cno)
+                .ok_or_else(|| Error::OutOfRange(format!("checkpoint {cno}")))?;
             let block = self.mdt_block(MetaFile::Cpfile, blk)?;
             // Checkpoints sharing this block: up to the block's last slot.
             let mut next = cno;
@@ -211,7 +246,9 @@ impl<'d> Nilfs<'d> {
         let mut out = Vec::new();
         let mut curr = self.cpfile_header()?.snapshot_next.0;
         while curr != 0 && (out.len() as u64) < self.next_cno().0 {
-            let Some(cp) = self.checkpoint_entry(Cno(curr))? else { break };
+            let Some(cp) = self.checkpoint_entry(Cno(curr))? else {
+                break;
+            };
             if cp.is_invalid() || !cp.is_snapshot() {
                 break;
             }
@@ -222,7 +259,10 @@ impl<'d> Nilfs<'d> {
     }
 
     fn su_geometry(&self) -> SufileGeometry {
-        SufileGeometry { block_size: self.geo.block_size, entry_size: self.sb.segment_usage_size }
+        SufileGeometry {
+            block_size: self.geo.block_size,
+            entry_size: self.sb.segment_usage_size,
+        }
     }
 
     /// The sufile header.
@@ -267,9 +307,16 @@ impl<'d> Nilfs<'d> {
     /// is a hole.
     pub fn ifile_inode(&self, ifile: &Inode, ino: Ino) -> Result<Option<Inode>> {
         let isz = u32::from(self.sb.inode_size);
-        let geo = PallocGeometry { block_size: self.geo.block_size, entry_size: isz };
-        let blk = geo.entry_blkoff(ino.0).ok_or_else(|| Error::OutOfRange(format!("inode number {ino}")))?;
-        let Some(data) = self.mdt_block(MetaFile::Ifile(ifile), FileBlk(blk))? else { return Ok(None) };
+        let geo = PallocGeometry {
+            block_size: self.geo.block_size,
+            entry_size: isz,
+        };
+        let blk = geo
+            .entry_blkoff(ino.0)
+            .ok_or_else(|| Error::OutOfRange(format!("inode number {ino}")))?;
+        let Some(data) = self.mdt_block(MetaFile::Ifile(ifile), FileBlk(blk))? else {
+            return Ok(None);
+        };
         let off = geo.entry_offset_in_block(ino.0);
         Inode::decode(data.get(off..).unwrap_or(&[])).map(Some)
     }
@@ -284,7 +331,11 @@ struct Nodes<'a, 'd> {
 
 impl NodeSource for Nodes<'_, '_> {
     fn node(&mut self, ptr: u64, _level: u8) -> Result<BtreeNode> {
-        let pbn = if self.physical { BlockNr(ptr) } else { self.fs.dat_translate(VBlockNr(ptr))? };
+        let pbn = if self.physical {
+            BlockNr(ptr)
+        } else {
+            self.fs.dat_translate(VBlockNr(ptr))?
+        };
         let data = self.fs.read_block(pbn)?;
         BtreeNode::decode_block(&data, self.fs.geo.block_size).map_err(|e| e.at_block(pbn.0))
     }

@@ -85,7 +85,16 @@ fn a_duplicate_before_the_slot_is_eexist() {
     let mut d = DirFile::make_empty(1024, Ino(11), Ino(2));
     d.add_link(b"a", Ino(20), FT_REG_FILE).unwrap();
     let r = d.add_link(b"a", Ino(21), FT_REG_FILE);
-    assert!(matches!(r, Err(nilfs::Error::Errno { errno: Errno::EEXIST, .. })), "{r:?}");
+    assert!(
+        matches!(
+            r,
+            Err(nilfs::Error::Errno {
+                errno: Errno::EEXIST,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
 }
 
 /// Deleting the first record of a later block only clears its inode
@@ -98,7 +107,10 @@ fn delete_merges_into_the_previous_record() {
     assert_eq!((a.offset, b.offset), (32, 48));
     d.delete_entry(b).unwrap();
     // "a" now spans to the block end again; "b"'s bytes stay, unused.
-    assert_eq!(u16::from_le_bytes([d.blocks()[0][32 + 8], d.blocks()[0][32 + 9]]), 1024 - 32);
+    assert_eq!(
+        u16::from_le_bytes([d.blocks()[0][32 + 8], d.blocks()[0][32 + 9]]),
+        1024 - 32
+    );
     assert_eq!(&d.blocks()[0][48 + 12..48 + 13], b"b");
     // The next add reuses the slack after "a".
     assert_eq!(d.add_link(b"c", Ino(22), FT_REG_FILE).unwrap().offset, 48);

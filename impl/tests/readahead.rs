@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 use nilfs::bmap::btree::{BtreeReader, NodeCheck, ReadAhead, ReaderConfig};
 use nilfs::cache::{BtnodeCache, BufferRules};
 use nilfs::device::{BlockDevice, SimConfig, SimDevice};
-use nilfs::format::btree::{node_ncmax, BtreeNode, ROOT_NCHILDREN_MAX};
 use nilfs::format::bmap::BmapRoot;
+use nilfs::format::btree::{node_ncmax, BtreeNode, ROOT_NCHILDREN_MAX};
 use nilfs::format::BlockNr;
 use nilfs::{Error, Result};
 use proptest::prelude::*;
@@ -42,7 +42,13 @@ struct Tree {
 
 /// Build a tree over `entries` (sorted keys) with `fill` entries per node,
 /// on `dev` (whose blocks from 16 up are free).
-fn build(dev: &dyn BlockDevice, bs: u32, entries: &[(u64, u64)], fill: usize, layout: Layout) -> Tree {
+fn build(
+    dev: &dyn BlockDevice,
+    bs: u32,
+    entries: &[(u64, u64)],
+    fill: usize,
+    layout: Layout,
+) -> Tree {
     let ncmax = node_ncmax(bs);
     let fill = fill.clamp(2, ncmax);
     // Levels from the bottom; the root (at most 3 entries) stays in the inode.
@@ -94,7 +100,8 @@ fn build(dev: &dyn BlockDevice, bs: u32, entries: &[(u64, u64)], fill: usize, la
             if li == 0 {
                 leaves.push(pbn);
             }
-            dev.write_at(pbn * u64::from(bs), &n.encode_block(bs)).unwrap();
+            dev.write_at(pbn * u64::from(bs), &n.encode_block(bs))
+                .unwrap();
         }
     }
     let mut root = BtreeNode::new_root(level_nodes.len() as u8 + 1);
@@ -103,13 +110,20 @@ fn build(dev: &dyn BlockDevice, bs: u32, entries: &[(u64, u64)], fill: usize, la
         root.keys[i] = k;
         root.ptrs[i] = p;
     }
-    Tree { root: BmapRoot::Btree(root).encode(), locate, leaves }
+    Tree {
+        root: BmapRoot::Btree(root).encode(),
+        locate,
+        leaves,
+    }
 }
 
 /// The node pointer's block, as a DAT translation would give it; an unused
 /// or stale slot (read-ahead probes up to the parent's capacity) fails.
 fn lookup_locate(t: &Tree, p: u64) -> Result<BlockNr> {
-    t.locate.get(&p).map(|&b| BlockNr(b)).ok_or_else(|| Error::corrupt("DAT entry", format!("{p} unmapped")))
+    t.locate
+        .get(&p)
+        .map(|&b| BlockNr(b))
+        .ok_or_else(|| Error::corrupt("DAT entry", format!("{p} unmapped")))
 }
 
 /// Keys with holes and data pointers in runs, from a seed.
@@ -137,13 +151,24 @@ struct Rig {
 }
 
 fn rig(bs: u32, config: SimConfig) -> Rig {
-    let dev = SimDevice::mem(64 << 20, SimConfig { block_size: bs, ..config }).unwrap();
+    let dev = SimDevice::mem(
+        64 << 20,
+        SimConfig {
+            block_size: bs,
+            ..config
+        },
+    )
+    .unwrap();
     let cache = BtnodeCache::new(dev.clone(), bs, BufferRules::default()).unwrap();
     Rig { dev, cache }
 }
 
 fn reader_config(readahead: ReadAhead) -> ReaderConfig {
-    ReaderConfig { readahead, check: NodeCheck::OnFirstUse, ra_submit_cpu_ns: 500 }
+    ReaderConfig {
+        readahead,
+        check: NodeCheck::OnFirstUse,
+        ra_submit_cpu_ns: 500,
+    }
 }
 
 /// Run `queries` (key, maxblocks) through a fresh cache; returns the
@@ -156,19 +181,30 @@ fn run_queries(
     layout: Layout,
     ra: ReadAhead,
     queries: &[(u64, u32)],
-) -> (Vec<(Result<Option<u64>>, Result<Option<(u64, u32)>>)>, SimDevice, u64) {
+) -> (
+    Vec<(Result<Option<u64>>, Result<Option<(u64, u32)>>)>,
+    SimDevice,
+    u64,
+) {
     let r = rig(bs, config);
     let t = build(&r.dev, bs, entries, fill, layout);
     let locate = |p: u64| lookup_locate(&t, p);
     let reader = BtreeReader::new(&r.cache, &locate, reader_config(ra));
     // The first query runs on a cold cache: its waits are the descent's own.
     let before = r.dev.stats().waits;
-    let first = queries.first().map(|&(k, max)| reader.lookup_contig(&t.root, k, max, None));
+    let first = queries
+        .first()
+        .map(|&(k, max)| reader.lookup_contig(&t.root, k, max, None));
     let cold_waits = r.dev.stats().waits - before;
     drop(first);
     let out = queries
         .iter()
-        .map(|&(k, max)| (reader.lookup(&t.root, k), reader.lookup_contig(&t.root, k, max, None)))
+        .map(|&(k, max)| {
+            (
+                reader.lookup(&t.root, k),
+                reader.lookup_contig(&t.root, k, max, None),
+            )
+        })
         .collect();
     (out, r.dev, cold_waits)
 }
@@ -179,7 +215,10 @@ fn readahead_is_contiguous(dev: &SimDevice) -> std::result::Result<(), String> {
     let log = dev.submissions();
     for w in log.windows(2) {
         if w[1].rahead && w[1].start.0 != w[0].start.0 + 1 {
-            return Err(format!("read-ahead of block {} after block {}", w[1].start, w[0].start));
+            return Err(format!(
+                "read-ahead of block {} after block {}",
+                w[1].start, w[0].start
+            ));
         }
     }
     Ok(())
@@ -247,15 +286,25 @@ fn a_cold_lookup_reads_ahead_seven_contiguous_siblings() {
         let r = rig(bs, SimConfig::instant());
         let t = build(&r.dev, bs, &entries, 255, Layout::Contiguous);
         let locate = |p: u64| lookup_locate(&t, p);
-        let cfg = ReaderConfig { readahead: ra, check: NodeCheck::OnFirstUse, ra_submit_cpu_ns: 0 };
+        let cfg = ReaderConfig {
+            readahead: ra,
+            check: NodeCheck::OnFirstUse,
+            ra_submit_cpu_ns: 0,
+        };
         let reader = BtreeReader::new(&r.cache, &locate, cfg);
         let before = r.dev.stats().waits;
-        assert_eq!(reader.lookup_contig(&t.root, 0, 1, None).unwrap(), Some((500_000, 1)));
+        assert_eq!(
+            reader.lookup_contig(&t.root, 0, 1, None).unwrap(),
+            Some((500_000, 1))
+        );
         let log = r.dev.submissions();
         let rahead: Vec<u64> = log.iter().filter(|s| s.rahead).map(|s| s.start.0).collect();
         assert_eq!(rahead.len(), expect_ra, "{ra:?}: {log:?}");
         let first_leaf = t.leaves[0];
-        assert_eq!(rahead, (first_leaf + 1..first_leaf + 1 + expect_ra as u64).collect::<Vec<_>>());
+        assert_eq!(
+            rahead,
+            (first_leaf + 1..first_leaf + 1 + expect_ra as u64).collect::<Vec<_>>()
+        );
         // Root at level 3 here: two node reads, two waits, read-ahead or not.
         assert_eq!(r.dev.stats().waits - before, 2, "{ra:?}");
     }
@@ -292,17 +341,33 @@ fn corrupt_node_via_readahead(check: NodeCheck, damage: fn(&mut [u8])) -> Option
     damage(&mut blk);
     r.dev.write_at(victim * 1024, &blk).unwrap();
     let locate = |p: u64| lookup_locate(&t, p);
-    let cfg = ReaderConfig { readahead: ReadAhead::On, check, ra_submit_cpu_ns: 0 };
+    let cfg = ReaderConfig {
+        readahead: ReadAhead::On,
+        check,
+        ra_submit_cpu_ns: 0,
+    };
     let reader = BtreeReader::new(&r.cache, &locate, cfg);
     // Reading node 0 reads ahead node 1 (the victim) without checking it.
-    assert_eq!(reader.lookup_contig(&t.root, 0, 1, None).unwrap(), Some((70_000, 1)));
+    assert_eq!(
+        reader.lookup_contig(&t.root, 0, 1, None).unwrap(),
+        Some((70_000, 1))
+    );
     r.dev.run_until_idle();
-    assert!(r.dev.submissions().iter().any(|s| s.rahead && s.start.0 == victim), "victim not read ahead");
+    assert!(
+        r.dev
+            .submissions()
+            .iter()
+            .any(|s| s.rahead && s.start.0 == victim),
+        "victim not read ahead"
+    );
     // First use of the victim.
     match reader.lookup(&t.root, ncmax + 5) {
         Err(e) => {
             let msg = e.to_string();
-            assert!(msg.contains(&format!("block {victim}")), "error does not name block {victim}: {msg}");
+            assert!(
+                msg.contains(&format!("block {victim}")),
+                "error does not name block {victim}: {msg}"
+            );
             // Still rejected on the next use: the buffer was not marked Checked.
             assert!(reader.lookup(&t.root, ncmax + 6).is_err());
             Some(e)
@@ -315,8 +380,12 @@ const DAMAGES: &[(&str, fn(&mut [u8]))] = &[
     ("level 0", |b| b[1] = 0),
     ("level 14", |b| b[1] = 14),
     ("root flag", |b| b[0] |= 1),
-    ("empty node", |b| b[2..4].copy_from_slice(&0u16.to_le_bytes())),
-    ("nchildren above capacity", |b| b[2..4].copy_from_slice(&64u16.to_le_bytes())),
+    ("empty node", |b| {
+        b[2..4].copy_from_slice(&0u16.to_le_bytes())
+    }),
+    ("nchildren above capacity", |b| {
+        b[2..4].copy_from_slice(&64u16.to_le_bytes())
+    }),
     ("keys out of order", |b| {
         let (k1, k2) = (16 + 8 * 3, 16 + 8 * 4);
         let a: [u8; 8] = b[k1..k1 + 8].try_into().unwrap();
@@ -330,7 +399,10 @@ const DAMAGES: &[(&str, fn(&mut [u8]))] = &[
 fn a_corrupt_node_read_ahead_is_rejected_on_first_use() {
     for (what, damage) in DAMAGES {
         let err = corrupt_node_via_readahead(NodeCheck::OnFirstUse, *damage);
-        assert!(matches!(err, Some(Error::Corrupt { .. })), "{what}: {err:?}");
+        assert!(
+            matches!(err, Some(Error::Corrupt { .. })),
+            "{what}: {err:?}"
+        );
     }
 }
 
@@ -340,9 +412,14 @@ fn a_corrupt_node_read_ahead_is_rejected_on_first_use() {
 fn the_unchecked_variant_uses_a_corrupt_read_ahead_node() {
     let missed = DAMAGES
         .iter()
-        .filter(|(_, damage)| corrupt_node_via_readahead(NodeCheck::OnlyWhenWaited, *damage).is_none())
+        .filter(|(_, damage)| {
+            corrupt_node_via_readahead(NodeCheck::OnlyWhenWaited, *damage).is_none()
+        })
         .count();
-    assert!(missed > 0, "the known-bad variant caught every corrupt node: the test cannot tell them apart");
+    assert!(
+        missed > 0,
+        "the known-bad variant caught every corrupt node: the test cannot tell them apart"
+    );
 }
 
 /// The contiguity checker itself can fail: a read-ahead bio that does not
@@ -352,8 +429,10 @@ fn the_contiguity_checker_catches_a_gap() {
     use nilfs::device::Bio;
     let dev = SimDevice::mem(1 << 20, SimConfig::instant()).unwrap();
     dev.submit(Bio::read(BlockNr(10), 4096, 1)).unwrap();
-    dev.submit(Bio::read(BlockNr(11), 4096, 1).rahead()).unwrap();
+    dev.submit(Bio::read(BlockNr(11), 4096, 1).rahead())
+        .unwrap();
     assert!(readahead_is_contiguous(&dev).is_ok());
-    dev.submit(Bio::read(BlockNr(13), 4096, 1).rahead()).unwrap();
+    dev.submit(Bio::read(BlockNr(13), 4096, 1).rahead())
+        .unwrap();
     assert!(readahead_is_contiguous(&dev).is_err());
 }

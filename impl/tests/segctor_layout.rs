@@ -26,7 +26,10 @@ struct Segs {
 impl SegmentSource for Segs {
     fn alloc(&mut self) -> Result<SegNum> {
         if self.next >= self.nsegments {
-            return Err(nilfs::Error::errno(nilfs::Errno::ENOSPC, "no clean segment"));
+            return Err(nilfs::Error::errno(
+                nilfs::Errno::ENOSPC,
+                "no clean segment",
+            ));
         }
         self.next += 1;
         Ok(SegNum(self.next - 1))
@@ -54,16 +57,26 @@ fn binfos(f: &FileSpec) -> Vec<Binfo> {
     (0..f.ndata)
         .map(|i| {
             if dat {
-                Binfo::DataDat { blkoff: FileBlk(u64::from(i)) }
+                Binfo::DataDat {
+                    blkoff: FileBlk(u64::from(i)),
+                }
             } else {
-                Binfo::DataV { vblocknr: VBlockNr(1000 + u64::from(i)), blkoff: FileBlk(u64::from(i)) }
+                Binfo::DataV {
+                    vblocknr: VBlockNr(1000 + u64::from(i)),
+                    blkoff: FileBlk(u64::from(i)),
+                }
             }
         })
         .chain((0..f.nnode).map(|i| {
             if dat {
-                Binfo::NodeDat { blkoff: FileBlk(u64::from(i) * 100), level: 1 }
+                Binfo::NodeDat {
+                    blkoff: FileBlk(u64::from(i) * 100),
+                    level: 1,
+                }
             } else {
-                Binfo::NodeV { vblocknr: VBlockNr(5000 + u64::from(i)) }
+                Binfo::NodeV {
+                    vblocknr: VBlockNr(5000 + u64::from(i)),
+                }
             }
         }))
         .collect()
@@ -71,14 +84,27 @@ fn binfos(f: &FileSpec) -> Vec<Binfo> {
 
 /// Lay out `files` + a super root as one construction at `cursor`,
 /// extending as nilfs_segctor_collect does (1, 2, 4... more segments).
-fn construct(geo: SegGeometry, cursor: &mut Cursor, segs: &mut Segs, files: &[FileSpec], cno: Cno) -> (Vec<LogPlan>, Cursor) {
+fn construct(
+    geo: SegGeometry,
+    cursor: &mut Cursor,
+    segs: &mut Segs,
+    files: &[FileSpec],
+    cno: Cno,
+) -> (Vec<LogPlan>, Cursor) {
     let mut layout = Layout::begin(geo, cursor, segs, 1_800_000_000, cno, false, true).unwrap();
     let mut nadd = 1;
     loop {
         let mut tag = 0u64;
         let attempt = (|| -> std::result::Result<(), Full> {
             for f in files {
-                let file = FileTag { ino: Ino(f.ino), cno: if f.ino <= 5 && f.ino >= 3 { Cno(0) } else { cno } };
+                let file = FileTag {
+                    ino: Ino(f.ino),
+                    cno: if f.ino <= 5 && f.ino >= 3 {
+                        Cno(0)
+                    } else {
+                        cno
+                    },
+                };
                 for b in binfos(f) {
                     layout.add_block(file, b, tag)?;
                     tag += 1;
@@ -106,24 +132,38 @@ fn check_plans(geo: SegGeometry, plans: &[LogPlan], files: &[FileSpec]) {
     assert_eq!(last.header.flags & (SS_SR | SS_LOGEND), SS_SR | SS_LOGEND);
     let mut total = 0u64;
     for (i, p) in plans.iter().enumerate() {
-        let s = Summary { header: p.header, files: p.files.clone() };
+        let s = Summary {
+            header: p.header,
+            files: p.files.clone(),
+        };
         // The layout's running ss_sumbytes equals the packing rule's.
         assert_eq!(p.header.sumbytes, summary_bytes(&p.files, bs), "log {i}");
         let nsum = u64::from(p.header.sumbytes).div_ceil(u64::from(bs));
         assert_eq!(s.encode(bs).len() as u64, nsum * u64::from(bs));
         let sr = u64::from(p.super_root.is_some());
-        assert_eq!(u64::from(p.header.nblocks), nsum + p.payload.len() as u64 + sr, "log {i}");
+        assert_eq!(
+            u64::from(p.header.nblocks),
+            nsum + p.payload.len() as u64 + sr,
+            "log {i}"
+        );
         // Payload blocks follow the summary, in order, inside the segment.
         for (j, (_, b)) in p.payload.iter().enumerate() {
             assert_eq!(b.0, p.start.0 + nsum + j as u64);
         }
         let (_, seg_end) = geo.range(p.segnum);
-        assert!(p.start.0 + u64::from(p.header.nblocks) - 1 <= seg_end.0, "log {i} crosses its segment end");
+        assert!(
+            p.start.0 + u64::from(p.header.nblocks) - 1 <= seg_end.0,
+            "log {i} crosses its segment end"
+        );
         assert_eq!(p.header.nfinfo as usize, p.files.len());
         for r in &p.files {
             assert_eq!(r.finfo.nblocks as usize, r.binfos.len());
-            assert!(r.binfos[..r.finfo.ndatablk as usize].iter().all(|b| b.is_data()));
-            assert!(r.binfos[r.finfo.ndatablk as usize..].iter().all(|b| !b.is_data()));
+            assert!(r.binfos[..r.finfo.ndatablk as usize]
+                .iter()
+                .all(|b| b.is_data()));
+            assert!(r.binfos[r.finfo.ndatablk as usize..]
+                .iter()
+                .all(|b| !b.is_data()));
         }
         if i > 0 {
             // Each further log is the head of the segment the previous names.
@@ -143,23 +183,51 @@ fn check_plans(geo: SegGeometry, plans: &[LogPlan], files: &[FileSpec]) {
 /// A fresh 1 KiB image with small segments, and the state a mount gives.
 fn fresh(bps: u64) -> (MemDevice, SuperBlock, SegGeometry, Cursor, Segs, Vec<u8>) {
     let dev = MemDevice::new(bps * 1024 * 400 + 8192);
-    mkfs::mkfs(&dev, &MkfsOptions { block_size: 1024, blocks_per_segment: bps, ..Default::default() }).unwrap();
+    mkfs::mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: bps,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let mut raw = vec![0u8; 1024];
     dev.read_at(1024, &mut raw).unwrap();
     let sb = SuperBlock::decode_valid(&raw).unwrap();
     let geo = SegGeometry::new(&sb).unwrap();
     let scan = search_super_root(&dev, &sb, true).unwrap();
-    let cursor = Cursor { segnum: scan.segnum, pseg_offset: scan.pseg_offset, seq: scan.seq, nextnum: scan.nextnum };
+    let cursor = Cursor {
+        segnum: scan.segnum,
+        pseg_offset: scan.pseg_offset,
+        seq: scan.seq,
+        nextnum: scan.nextnum,
+    };
     let mut sr = vec![0u8; 1024];
     dev.read_at(scan.super_root.0 * 1024, &mut sr).unwrap();
     let nsegments = geo.nsegments;
-    (dev, sb, geo, cursor, Segs { next: 2, nsegments, freed: vec![], dirtied: vec![] }, sr)
+    (
+        dev,
+        sb,
+        geo,
+        cursor,
+        Segs {
+            next: 2,
+            nsegments,
+            freed: vec![],
+            dirtied: vec![],
+        },
+        sr,
+    )
 }
 
 fn write_plans(dev: &MemDevice, plans: &[LogPlan], sr: &[u8], seed: u32) {
     for p in plans {
-        let payload: BTreeMap<u64, Vec<u8>> =
-            p.payload.iter().map(|(t, _)| (*t, vec![(*t % 251) as u8; 1024])).collect();
+        let payload: BTreeMap<u64, Vec<u8>> = p
+            .payload
+            .iter()
+            .map(|(t, _)| (*t, vec![(*t % 251) as u8; 1024]))
+            .collect();
         let log = assemble(p, &payload, p.super_root.map(|_| sr), 1024, seed).unwrap();
         write(dev, p, &log, 1024).unwrap();
     }
@@ -202,7 +270,11 @@ proptest! {
 #[test]
 fn first_log_after_mkfs_is_appended_in_segment_zero() {
     let (_dev, _sb, geo, mut cursor, mut segs, _) = fresh(64);
-    let files = [FileSpec { ino: 12, ndata: 3, nnode: 0 }];
+    let files = [FileSpec {
+        ino: 12,
+        ndata: 3,
+        nnode: 0,
+    }];
     let (plans, _) = construct(geo, &mut cursor, &mut segs, &files, Cno(2));
     assert_eq!(plans.len(), 1);
     assert_eq!(plans[0].start, BlockNr(4 + 12)); // first data block 4 at 1 KiB, mkfs log of 12
@@ -216,9 +288,15 @@ fn first_log_after_mkfs_is_appended_in_segment_zero() {
 #[test]
 fn a_large_file_is_split_across_logs() {
     let (_dev, _sb, geo, mut cursor, mut segs, _) = fresh(32);
-    let files = [FileSpec { ino: 20, ndata: 100, nnode: 2 }];
+    let files = [FileSpec {
+        ino: 20,
+        ndata: 100,
+        nnode: 2,
+    }];
     let (plans, _) = construct(geo, &mut cursor, &mut segs, &files, Cno(2));
     assert!(plans.len() >= 4, "{}", plans.len());
-    assert!(plans.iter().all(|p| p.files.iter().all(|r| r.finfo.ino == Ino(20))));
+    assert!(plans
+        .iter()
+        .all(|p| p.files.iter().all(|r| r.finfo.ino == Ino(20))));
     check_plans(geo, &plans, &files);
 }

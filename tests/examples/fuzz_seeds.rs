@@ -11,7 +11,11 @@ use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::the_nilfs::{MetaFile, Nilfs};
 
 fn write(target: &str, name: &str, data: &[u8]) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("fuzz").join("corpus").join(target);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("fuzz")
+        .join("corpus")
+        .join(target);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("seed-{name}")), data).unwrap();
 }
@@ -33,36 +37,69 @@ fn seeds_of(tag: &str, dev: &dyn BlockDevice) {
     let sum = fs.read_block(fs.scan.sr_pseg).unwrap();
     write("segsum", &format!("{tag}-sr-log"), &with_sel(bs, &sum));
 
-    let root_bmap: Vec<u8> = fs.super_root.dat.bmap.iter().flat_map(|p| p.to_le_bytes()).collect();
-    write("btree", &format!("{tag}-dat-root"), &with_sel(bs, &root_bmap));
-    if let nilfs::format::bmap::BmapRoot::Btree(n) = nilfs::format::bmap::BmapRoot::decode(&fs.super_root.dat.bmap).unwrap() {
+    let root_bmap: Vec<u8> = fs
+        .super_root
+        .dat
+        .bmap
+        .iter()
+        .flat_map(|p| p.to_le_bytes())
+        .collect();
+    write(
+        "btree",
+        &format!("{tag}-dat-root"),
+        &with_sel(bs, &root_bmap),
+    );
+    if let nilfs::format::bmap::BmapRoot::Btree(n) =
+        nilfs::format::bmap::BmapRoot::decode(&fs.super_root.dat.bmap).unwrap()
+    {
         let child = fs.read_block(BlockNr(n.ptrs[0])).unwrap();
         write("btree", &format!("{tag}-dat-node"), &with_sel(bs, &child));
     }
 
     let cp = fs.checkpoint(fs.scan.cno).unwrap().unwrap();
     let root: Inode = fs.ifile_inode(&cp.ifile_inode, ino::ROOT).unwrap().unwrap();
-    let v = VBlockNr(nilfs::format::bmap::BmapRoot::decode(&root.bmap).ok().and_then(|r| match r {
-        nilfs::format::bmap::BmapRoot::Direct(d) => Some(d.ptrs[0]),
-        _ => None,
-    }).unwrap());
+    let v = VBlockNr(
+        nilfs::format::bmap::BmapRoot::decode(&root.bmap)
+            .ok()
+            .and_then(|r| match r {
+                nilfs::format::bmap::BmapRoot::Direct(d) => Some(d.ptrs[0]),
+                _ => None,
+            })
+            .unwrap(),
+    );
     let dirblk = fs.read_block(fs.dat_translate(v).unwrap()).unwrap();
     write("dir", &format!("{tag}-root"), &with_sel(bs, &dirblk));
 
     let cpblk = fs.mdt_block(MetaFile::Cpfile, FileBlk(0)).unwrap().unwrap();
     write("mdt_entries", &format!("{tag}-cpfile-header"), &cpblk[..32]);
-    write("mdt_entries", &format!("{tag}-checkpoint1"), &cpblk[192..384]);
+    write(
+        "mdt_entries",
+        &format!("{tag}-checkpoint1"),
+        &cpblk[192..384],
+    );
     let sublk = fs.mdt_block(MetaFile::Sufile, FileBlk(0)).unwrap().unwrap();
     write("mdt_entries", &format!("{tag}-sufile"), &sublk[..64]);
     let dat = fs.dat_entry(VBlockNr(1)).unwrap().unwrap();
     write("mdt_entries", &format!("{tag}-dat-entry"), &dat.to_bytes());
-    write("mdt_entries", &format!("{tag}-super-root"), &with_sel(bs, &fs.read_block(fs.scan.super_root).unwrap()));
+    write(
+        "mdt_entries",
+        &format!("{tag}-super-root"),
+        &with_sel(bs, &fs.read_block(fs.scan.super_root).unwrap()),
+    );
     let _ = Cno(0);
 }
 
 fn main() {
     let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions { block_size: 1024, blocks_per_segment: 256, ..Default::default() }).unwrap();
+    mkfs::mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 256,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     seeds_of("mkfs-1k", &dev);
     let (img, _) = nilfs_conformance::kernel_fixture();
     seeds_of("kernel61", &import_image(&img).unwrap());
@@ -71,5 +108,9 @@ fn main() {
     // A patch to the summary's ss_nblocks of a 1 KiB image, resealed.
     write("image", "nblocks-patch", &[0, 0, 1, 0x28, 0x10, 0x00, 0x7f]);
     // A patch in the DAT entry block, resealed.
-    write("image", "dat-patch", &[0, 0, 1, 0x00, 0x2c, 0x00, 0xff, 0x08, 0x2c, 0x00, 0x01]);
+    write(
+        "image",
+        "dat-patch",
+        &[0, 0, 1, 0x00, 0x2c, 0x00, 0xff, 0x08, 0x2c, 0x00, 0x01],
+    );
 }

@@ -54,11 +54,14 @@ pub fn superblock(data: &[u8]) {
 /// size of the first byte; a decoded summary re-encodes to one that decodes
 /// the same.
 pub fn segsum(data: &[u8]) {
-    let Some((&sel, rest)) = data.split_first() else { return };
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
     let _ = SegmentSummary::decode(rest);
     let bs = block_size(sel);
     if let Ok(s) = Summary::decode(rest, bs) {
-        let again = Summary::decode(&s.encode(bs), bs).expect("a decoded summary re-encodes validly");
+        let again =
+            Summary::decode(&s.encode(bs), bs).expect("a decoded summary re-encodes validly");
         assert_eq!(again.files, s.files);
         let _ = s.block_entries(bs).count();
     }
@@ -67,12 +70,17 @@ pub fn segsum(data: &[u8]) {
 /// B-tree nodes: a block node at the block size of the first byte, and a
 /// root from the first 56 bytes; lookups on whatever decodes.
 pub fn btree(data: &[u8]) {
-    let Some((&sel, rest)) = data.split_first() else { return };
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
     let bs = block_size(sel);
     if let Ok(n) = BtreeNode::decode_block(rest, bs) {
         let _ = n.check_keys_sorted();
         let _ = n.lookup(le::u64_at(rest, 8));
-        assert_eq!(BtreeNode::decode_block(&n.encode_block(bs), bs).as_ref(), Ok(&n));
+        assert_eq!(
+            BtreeNode::decode_block(&n.encode_block(bs), bs).as_ref(),
+            Ok(&n)
+        );
     }
     let mut slots = [0u64; 7];
     for (i, s) in slots.iter_mut().enumerate() {
@@ -88,7 +96,9 @@ pub fn btree(data: &[u8]) {
 
 /// Directory blocks at the block size of the first byte.
 pub fn dir_block(data: &[u8]) {
-    let Some((&sel, rest)) = data.split_first() else { return };
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
     let bs = block_size(sel);
     if let Ok(entries) = dir::parse_block(rest, bs) {
         let enc = dir::encode_block(&entries, bs).expect("parsed entries re-encode");
@@ -119,11 +129,17 @@ pub fn mdt_entries(data: &[u8]) {
 /// checksum afterwards so that the corruption reaches the deeper decoders.
 /// Opening, inspecting, listing and checking it must never panic.
 pub fn image(data: &[u8]) {
-    let Some((head, patches)) = data.split_first_chunk::<3>() else { return };
+    let Some((head, patches)) = data.split_first_chunk::<3>() else {
+        return;
+    };
     let bs = 1024u64 << (head[0] % 3);
     let bps = 16u64 << (head[1] % 3);
     let dev = MemDevice::new(bs * bps * 20 + 8192);
-    let o = nilfs::mkfs::MkfsOptions { block_size: bs, blocks_per_segment: bps, ..Default::default() };
+    let o = nilfs::mkfs::MkfsOptions {
+        block_size: bs,
+        blocks_per_segment: bps,
+        ..Default::default()
+    };
     if nilfs::mkfs::mkfs(&dev, &o).is_err() {
         return;
     }
@@ -157,7 +173,9 @@ fn reseal(dev: &MemDevice, bs: u64) {
     if dev.read_at(1024, &mut raw).is_err() {
         return;
     }
-    let Ok(mut sb) = SuperBlock::decode(&raw) else { return };
+    let Ok(mut sb) = SuperBlock::decode(&raw) else {
+        return;
+    };
     let log_start = sb.last_pseg.0.min(64);
     let mut head = vec![0u8; bs as usize];
     if dev.read_at(log_start * bs, &mut head).is_ok() {

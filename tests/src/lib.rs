@@ -21,7 +21,10 @@ pub fn shared_dir() -> PathBuf {
 /// The kernel-written fixture image (xz-compressed) and its manifest.
 pub fn kernel_fixture() -> (PathBuf, PathBuf) {
     let d = shared_dir().join("fixtures").join("kernel-6.1");
-    (d.join("scenario-gc-128M.img.xz"), d.join("scenario-gc-128M.manifest"))
+    (
+        d.join("scenario-gc-128M.img.xz"),
+        d.join("scenario-gc-128M.manifest"),
+    )
 }
 
 /// The section of a fixture manifest that follows the line `== NAME`, up to
@@ -40,5 +43,8 @@ pub fn manifest_section(manifest: &str, name: &str) -> Option<String> {
 /// Lowercase hex sha256, as sha256sum prints it.
 pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

@@ -18,7 +18,10 @@ pub fn require(test: &str, programs: &[&str]) -> Option<()> {
         return None;
     }
     for p in programs {
-        assert!(which(p).is_some(), "{test}: NILFS_PEERS=1 but `{p}` is not installed");
+        assert!(
+            which(p).is_some(),
+            "{test}: NILFS_PEERS=1 but `{p}` is not installed"
+        );
     }
     Some(())
 }
@@ -36,7 +39,8 @@ pub fn which(program: &str) -> Option<PathBuf> {
 
 /// Run a command; panics with its output if it cannot start.
 pub fn run(cmd: &mut Command) -> Output {
-    cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
 }
 
 /// Run a command that must succeed; returns its stdout.
@@ -57,7 +61,13 @@ pub fn host_mkfs(path: &Path, size: u64, args: &[&str]) {
     let f = std::fs::File::create(path).expect("create image");
     f.set_len(size).expect("size image");
     drop(f);
-    run_ok(Command::new(which("mkfs.nilfs2").expect("mkfs.nilfs2")).arg("-q").arg("-f").args(args).arg(path));
+    run_ok(
+        Command::new(which("mkfs.nilfs2").expect("mkfs.nilfs2"))
+            .arg("-q")
+            .arg("-f")
+            .args(args)
+            .arg(path),
+    );
 }
 
 /// A read-only loop device over an image file, detached on drop
@@ -70,8 +80,14 @@ pub struct Loop {
 impl Loop {
     /// Attach `image` read-only.
     pub fn attach(image: &Path) -> Loop {
-        let dev = run_ok(Command::new("losetup").args(["-r", "-f", "--show"]).arg(image));
-        Loop { dev: dev.trim().to_string() }
+        let dev = run_ok(
+            Command::new("losetup")
+                .args(["-r", "-f", "--show"])
+                .arg(image),
+        );
+        Loop {
+            dev: dev.trim().to_string(),
+        }
     }
 }
 

@@ -18,7 +18,10 @@ use nilfs_conformance::{kernel_fixture, manifest_section};
 
 fn fixture() -> (MemDevice, String) {
     let (img, manifest) = kernel_fixture();
-    (import_image(&img).expect("fixture image"), std::fs::read_to_string(manifest).expect("fixture manifest"))
+    (
+        import_image(&img).expect("fixture image"),
+        std::fs::read_to_string(manifest).expect("fixture manifest"),
+    )
 }
 
 #[test]
@@ -38,10 +41,20 @@ fn lssu_equals_the_kernels() {
 #[test]
 fn lscp_snapshots_lists_the_one_snapshot() {
     let (dev, _) = fixture();
-    let ours = tools::lscp(&dev, &LscpOptions { snapshots: true, ..LscpOptions::default() }).unwrap();
+    let ours = tools::lscp(
+        &dev,
+        &LscpOptions {
+            snapshots: true,
+            ..LscpOptions::default()
+        },
+    )
+    .unwrap();
     let rows: Vec<&str> = ours.lines().skip(1).collect();
     assert_eq!(rows.len(), 1, "{ours}");
-    assert!(rows[0].trim_start().starts_with("4 ") && rows[0].contains(" ss "), "{ours}");
+    assert!(
+        rows[0].trim_start().starts_with("4 ") && rows[0].contains(" ss "),
+        "{ours}"
+    );
 }
 
 #[test]
@@ -85,7 +98,10 @@ fn checksum_checker_catches_a_flipped_byte() {
     b[100] ^= 0x40;
     nilfs::device::BlockDevice::write_at(&dev, at - 100, &b).unwrap();
     let err = verify_checksums(&dev).unwrap_err().to_string();
-    assert!(err.contains("data checksum") && err.contains("block 17408"), "{err}");
+    assert!(
+        err.contains("data checksum") && err.contains("block 17408"),
+        "{err}"
+    );
     // The kernel would mount it all the same, from the spare super block.
     let fs = Nilfs::open(&dev).unwrap();
     assert!(fs.rolled_back);
@@ -95,7 +111,10 @@ fn checksum_checker_catches_a_flipped_byte() {
 
 #[test]
 fn dumpseg_equals_the_real_dumpseg() {
-    let Some(()) = peers::require("dumpseg_equals_the_real_dumpseg", &["dumpseg", "losetup"]) else { return };
+    let Some(()) = peers::require("dumpseg_equals_the_real_dumpseg", &["dumpseg", "losetup"])
+    else {
+        return;
+    };
     let (dev, _) = fixture();
     let dir = Scratch::new("fixture-dumpseg");
     let img = dir.file("fixture.img");
@@ -103,21 +122,35 @@ fn dumpseg_equals_the_real_dumpseg() {
     let lo = Loop::attach(&img);
     let fs = Nilfs::open(&dev).unwrap();
     for s in 0..fs.geo.nsegments {
-        let theirs = peers::run_ok(Command::new(peers::which("dumpseg").unwrap()).arg(&lo.dev).arg(s.to_string()));
+        let theirs = peers::run_ok(
+            Command::new(peers::which("dumpseg").unwrap())
+                .arg(&lo.dev)
+                .arg(s.to_string()),
+        );
         let ours = tools::dumpseg(&dev, &[s]).unwrap();
         assert_eq!(ours.error, None);
         assert_eq!(ours.stdout, theirs, "segment {s}");
     }
     // Out of range: the same refusal.
-    let out = peers::run(Command::new(peers::which("dumpseg").unwrap()).arg(&lo.dev).arg("63"));
+    let out = peers::run(
+        Command::new(peers::which("dumpseg").unwrap())
+            .arg(&lo.dev)
+            .arg("63"),
+    );
     assert!(!out.status.success());
     let ours = tools::dumpseg(&dev, &[63]).unwrap();
-    assert_eq!(ours.error.as_deref(), Some(String::from_utf8_lossy(&out.stderr).trim()));
+    assert_eq!(
+        ours.error.as_deref(),
+        Some(String::from_utf8_lossy(&out.stderr).trim())
+    );
 }
 
 #[test]
 fn tune_list_equals_nilfs_tune() {
-    let Some(()) = peers::require("tune_list_equals_nilfs_tune", &["nilfs-tune", "mkfs.nilfs2", "losetup"]) else {
+    let Some(()) = peers::require(
+        "tune_list_equals_nilfs_tune",
+        &["nilfs-tune", "mkfs.nilfs2", "losetup"],
+    ) else {
         return;
     };
     let dir = Scratch::new("tune");
@@ -142,7 +175,11 @@ fn tune_list_equals_nilfs_tune() {
     }
     for img in &images {
         let lo = Loop::attach(img);
-        let theirs = peers::run_ok(Command::new(peers::which("nilfs-tune").unwrap()).arg("-l").arg(&lo.dev));
+        let theirs = peers::run_ok(
+            Command::new(peers::which("nilfs-tune").unwrap())
+                .arg("-l")
+                .arg(&lo.dev),
+        );
         let dev = nilfs::device::FileDevice::open_read_only(img).unwrap();
         assert_eq!(tools::tune_list(&dev).unwrap(), theirs, "{}", img.display());
     }
@@ -178,6 +215,17 @@ fn manifest_of_snapshot_equals_the_kernels() {
 fn a_deleted_checkpoint_cannot_be_opened() {
     let (dev, _) = fixture();
     let fs = Nilfs::open(&dev).unwrap();
-    let err = nilfs::posix::CheckpointView::open(&fs, Some(nilfs::format::Cno(3))).err().unwrap();
-    assert!(matches!(err, nilfs::Error::Errno { errno: nilfs::Errno::ENOENT, .. }), "{err}");
+    let err = nilfs::posix::CheckpointView::open(&fs, Some(nilfs::format::Cno(3)))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            err,
+            nilfs::Error::Errno {
+                errno: nilfs::Errno::ENOENT,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }

@@ -15,7 +15,10 @@ use std::path::PathBuf;
 use nilfs_conformance::fuzz::TARGETS;
 
 fn corpus_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("fuzz").join("corpus")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("fuzz")
+        .join("corpus")
 }
 
 #[test]
@@ -38,8 +41,14 @@ fn every_target_has_a_corpus_and_it_replays() {
 
 #[test]
 fn every_target_has_a_fuzz_binary() {
-    let targets = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("fuzz").join("fuzz_targets");
+    let targets = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("fuzz")
+        .join("fuzz_targets");
     for (name, _) in TARGETS {
-        assert!(targets.join(format!("{name}.rs")).is_file(), "fuzz/fuzz_targets/{name}.rs missing");
+        assert!(
+            targets.join(format!("{name}.rs")).is_file(),
+            "fuzz/fuzz_targets/{name}.rs missing"
+        );
     }
 }

@@ -35,7 +35,11 @@ fn make_images(dir: &Scratch) -> Vec<std::path::PathBuf> {
             f.set_len(size).unwrap();
             drop(f);
             let dev = FileDevice::open_read_write(&img).unwrap();
-            let o = MkfsOptions { block_size: bs, blocks_per_segment: bps, ..MkfsOptions::from_seed(i as u64) };
+            let o = MkfsOptions {
+                block_size: bs,
+                blocks_per_segment: bps,
+                ..MkfsOptions::from_seed(i as u64)
+            };
             mkfs::mkfs(&dev, &o).unwrap();
             img
         })
@@ -45,7 +49,10 @@ fn make_images(dir: &Scratch) -> Vec<std::path::PathBuf> {
 fn kernel_run(images: &[std::path::PathBuf], script: &str, dir: &Scratch, name: &str) -> String {
     let path = dir.file(name);
     std::fs::write(&path, script).unwrap();
-    let disks: Vec<String> = images[1..].iter().map(|p| p.display().to_string()).collect();
+    let disks: Vec<String> = images[1..]
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     let out = peers::run(
         Command::new(peers::oracle_dir().join("kernel-run.sh"))
             .arg(&images[0])
@@ -110,22 +117,35 @@ fn kernel_mounts_writes_and_remounts_our_images() {
         let ctx = format!("{d} (-b {} -B {})", GEOMETRIES[i].0, GEOMETRIES[i].1);
         // lscp right after mkfs shows checkpoint 1, the one mkfs wrote.
         let lscp = section(&out1, &format!("@@LSCP {d}"));
-        let cnos: Vec<&str> = lscp.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+        let cnos: Vec<&str> = lscp
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
         assert_eq!(cnos.first(), Some(&"1"), "{ctx}: lscp after mount:\n{lscp}");
         let sum1 = marker(&out1, &format!("@@SUM1 {d} "));
         let sum2 = marker(&out2, &format!("@@SUM2 {d} "));
         assert_eq!(sum1, sum2, "{ctx}: data changed across the remount");
         let expect = expected_sum();
-        assert_eq!(sum1, expect, "{ctx}: data read back differs from what was written");
+        assert_eq!(
+            sum1, expect,
+            "{ctx}: data read back differs from what was written"
+        );
         let lscp2 = section(&out2, &format!("@@LSCP2 {d}"));
-        assert!(lscp2.lines().count() >= 3, "{ctx}: the kernel made no new checkpoint:\n{lscp2}");
+        assert!(
+            lscp2.lines().count() >= 3,
+            "{ctx}: the kernel made no new checkpoint:\n{lscp2}"
+        );
     }
     for out in [&out1, &out2] {
         let dmesg = section(out, "@@DMESG");
         for l in dmesg.lines() {
             let lower = l.to_lowercase();
             assert!(
-                !(lower.contains("error") || lower.contains("corrupt") || lower.contains("invalid") || lower.contains("bad ")),
+                !(lower.contains("error")
+                    || lower.contains("corrupt")
+                    || lower.contains("invalid")
+                    || lower.contains("bad ")),
                 "nilfs2 complained in dmesg: {l}\n{dmesg}"
             );
         }
@@ -163,18 +183,30 @@ fn marker(out: &str, prefix: &str) -> String {
 
 fn section(out: &str, head: &str) -> String {
     let mut lines = out.lines().skip_while(|l| *l != head);
-    assert!(lines.next().is_some(), "no `{head}` in guest output:\n{out}");
-    lines.take_while(|l| !l.starts_with("@@")).map(|l| format!("{l}\n")).collect()
+    assert!(
+        lines.next().is_some(),
+        "no `{head}` in guest output:\n{out}"
+    );
+    lines
+        .take_while(|l| !l.starts_with("@@"))
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 #[test]
 fn grub_reads_our_images() {
-    let Some(()) = peers::require("grub_reads_our_images", &["grub-fstest"]) else { return };
+    let Some(()) = peers::require("grub_reads_our_images", &["grub-fstest"]) else {
+        return;
+    };
     let dir = Scratch::new("grub-mkfs");
     for (i, img) in make_images(&dir).iter().enumerate() {
         let out = peers::run(Command::new(peers::oracle_dir().join("grub-check.sh")).arg(img));
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "image {i}: grub-check.sh exited {}: {stdout}", out.status);
+        assert!(
+            out.status.success(),
+            "image {i}: grub-check.sh exited {}: {stdout}",
+            out.status
+        );
         assert_eq!(
             stdout,
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  0  /.nilfs\n",

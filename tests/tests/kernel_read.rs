@@ -22,7 +22,11 @@ use nilfs::the_nilfs::Nilfs;
 use nilfs_conformance::peers::{self, Scratch};
 
 /// (block size, blocks per segment, image size)
-const GEOMETRIES: &[(u64, u64, u64)] = &[(1024, 1024, 96 << 20), (2048, 512, 96 << 20), (4096, 256, 128 << 20)];
+const GEOMETRIES: &[(u64, u64, u64)] = &[
+    (1024, 1024, 96 << 20),
+    (2048, 512, 96 << 20),
+    (4096, 256, 128 << 20),
+];
 const DEVS: &[&str] = &["vda", "vdb", "vdc"];
 
 /// The workload, in busybox sh. Content is deterministic: every byte comes
@@ -81,18 +85,34 @@ done
 umount /mnt
 "#;
 
-fn kernel_run(images: &[std::path::PathBuf], script: &str, dir: &Scratch, name: &str, ro: bool) -> String {
+fn kernel_run(
+    images: &[std::path::PathBuf],
+    script: &str,
+    dir: &Scratch,
+    name: &str,
+    ro: bool,
+) -> String {
     let path = dir.file(name);
     std::fs::write(&path, script).unwrap();
-    let disks: Vec<String> = images[1..].iter().map(|p| p.display().to_string()).collect();
+    let disks: Vec<String> = images[1..]
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     let mut cmd = Command::new(peers::oracle_dir().join("kernel-run.sh"));
-    cmd.arg(&images[0]).arg(&path).env("DISKS", disks.join(" ")).env("TIMEOUT", "900");
+    cmd.arg(&images[0])
+        .arg(&path)
+        .env("DISKS", disks.join(" "))
+        .env("TIMEOUT", "900");
     if ro {
         cmd.env("RO", "1");
     }
     let out = peers::run(&mut cmd);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "kernel-run.sh {name} exited {}:\n{stdout}", out.status);
+    assert!(
+        out.status.success(),
+        "kernel-run.sh {name} exited {}:\n{stdout}",
+        out.status
+    );
     stdout
 }
 
@@ -115,7 +135,10 @@ fn sections(out: &str) -> BTreeMap<String, String> {
 
 #[test]
 fn we_read_what_the_kernel_writes() {
-    let Some(()) = peers::require("we_read_what_the_kernel_writes", &["qemu-system-x86_64", "busybox", "cpio"]) else {
+    let Some(()) = peers::require(
+        "we_read_what_the_kernel_writes",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
         return;
     };
     let dir = Scratch::new("kernel-read");
@@ -127,38 +150,82 @@ fn we_read_what_the_kernel_writes() {
             let f = std::fs::File::create(&img).unwrap();
             f.set_len(size).unwrap();
             drop(f);
-            let o = MkfsOptions { block_size: bs, blocks_per_segment: bps, ..MkfsOptions::from_seed(100 + i as u64) };
+            let o = MkfsOptions {
+                block_size: bs,
+                blocks_per_segment: bps,
+                ..MkfsOptions::from_seed(100 + i as u64)
+            };
             mkfs::mkfs(&FileDevice::open_read_write(&img).unwrap(), &o).unwrap();
             img
         })
         .collect();
     let per_disk = |body: &str| -> String {
-        DEVS[..images.len()].iter().map(|d| format!("D={d}\n{body}\n")).collect()
+        DEVS[..images.len()]
+            .iter()
+            .map(|d| format!("D={d}\n{body}\n"))
+            .collect()
     };
-    kernel_run(&images, &format!("set -e\n{}", per_disk(POPULATE)), &dir, "populate.sh", false);
-    let out = kernel_run(&images, &format!("set -e\n{}", per_disk(READ_BACK)), &dir, "read.sh", true);
+    kernel_run(
+        &images,
+        &format!("set -e\n{}", per_disk(POPULATE)),
+        &dir,
+        "populate.sh",
+        false,
+    );
+    let out = kernel_run(
+        &images,
+        &format!("set -e\n{}", per_disk(READ_BACK)),
+        &dir,
+        "read.sh",
+        true,
+    );
     let secs = sections(&out);
 
     for (i, d) in DEVS[..images.len()].iter().enumerate() {
         let ctx = format!("{d} (-b {} -B {})", GEOMETRIES[i].0, GEOMETRIES[i].1);
         let dev = FileDevice::open_read_only(&images[i]).unwrap();
-        assert_eq!(tools::lscp(&dev, &LscpOptions::default()).unwrap(), secs[&format!("LSCP {d}")], "{ctx}: lscp");
-        assert_eq!(tools::lssu(&dev, &LssuOptions::default()).unwrap(), secs[&format!("LSSU {d}")], "{ctx}: lssu");
+        assert_eq!(
+            tools::lscp(&dev, &LscpOptions::default()).unwrap(),
+            secs[&format!("LSCP {d}")],
+            "{ctx}: lscp"
+        );
+        assert_eq!(
+            tools::lssu(&dev, &LssuOptions::default()).unwrap(),
+            secs[&format!("LSSU {d}")],
+            "{ctx}: lssu"
+        );
         let fs = Nilfs::open(&dev).unwrap();
         let latest = CheckpointView::open(&fs, None).unwrap();
-        assert_eq!(manifest(&latest).unwrap(), secs[&format!("MANIFEST {d} latest")], "{ctx}: latest");
+        assert_eq!(
+            manifest(&latest).unwrap(),
+            secs[&format!("MANIFEST {d} latest")],
+            "{ctx}: latest"
+        );
         let snaps = fs.snapshots().unwrap();
         assert_eq!(snaps.len(), 3, "{ctx}: snapshots");
         for cp in snaps {
             let view = CheckpointView::open(&fs, Some(Cno(cp.cno.0))).unwrap();
             let key = format!("MANIFEST {d} {}", cp.cno);
-            let theirs = secs.get(&key).unwrap_or_else(|| panic!("{ctx}: the kernel has no {key}"));
-            assert_eq!(&manifest(&view).unwrap(), theirs, "{ctx}: snapshot {}", cp.cno);
+            let theirs = secs
+                .get(&key)
+                .unwrap_or_else(|| panic!("{ctx}: the kernel has no {key}"));
+            assert_eq!(
+                &manifest(&view).unwrap(),
+                theirs,
+                "{ctx}: snapshot {}",
+                cp.cno
+            );
         }
         // The big file's B-tree is at least 3 levels high (root level >= 2).
         let (_, big) = latest.resolve(b"/big", false).unwrap();
         let root = nilfs::format::bmap::BmapRoot::decode(&big.bmap).unwrap();
-        let nilfs::format::bmap::BmapRoot::Btree(n) = root else { panic!("{ctx}: big is not a B-tree") };
-        assert!(n.level >= 2, "{ctx}: big's B-tree has height {}", n.level + 1);
+        let nilfs::format::bmap::BmapRoot::Btree(n) = root else {
+            panic!("{ctx}: big is not a B-tree")
+        };
+        assert!(
+            n.level >= 2,
+            "{ctx}: big's B-tree has height {}",
+            n.level + 1
+        );
     }
 }

@@ -23,12 +23,48 @@ struct Case {
 }
 
 const CASES: &[Case] = &[
-    Case { size: 64 << 20, block_size: 1024, blocks_per_segment: 256, reserved: 5, label: "" },
-    Case { size: 64 << 20, block_size: 1024, blocks_per_segment: 16, reserved: 9, label: "one-k" },
-    Case { size: 96 << 20, block_size: 2048, blocks_per_segment: 512, reserved: 5, label: "" },
-    Case { size: 64 << 20, block_size: 2048, blocks_per_segment: 64, reserved: 50, label: "two-k" },
-    Case { size: 128 << 20, block_size: 4096, blocks_per_segment: 512, reserved: 5, label: "" },
-    Case { size: (160 << 20) + 12345, block_size: 4096, blocks_per_segment: 2048, reserved: 1, label: "a label of eighty bytes or more is cut at eighty without a terminating NUL...." },
+    Case {
+        size: 64 << 20,
+        block_size: 1024,
+        blocks_per_segment: 256,
+        reserved: 5,
+        label: "",
+    },
+    Case {
+        size: 64 << 20,
+        block_size: 1024,
+        blocks_per_segment: 16,
+        reserved: 9,
+        label: "one-k",
+    },
+    Case {
+        size: 96 << 20,
+        block_size: 2048,
+        blocks_per_segment: 512,
+        reserved: 5,
+        label: "",
+    },
+    Case {
+        size: 64 << 20,
+        block_size: 2048,
+        blocks_per_segment: 64,
+        reserved: 50,
+        label: "two-k",
+    },
+    Case {
+        size: 128 << 20,
+        block_size: 4096,
+        blocks_per_segment: 512,
+        reserved: 5,
+        label: "",
+    },
+    Case {
+        size: (160 << 20) + 12345,
+        block_size: 4096,
+        blocks_per_segment: 2048,
+        reserved: 1,
+        label: "a label of eighty bytes or more is cut at eighty without a terminating NUL....",
+    },
 ];
 
 fn read_all(dev: &dyn BlockDevice) -> Vec<u8> {
@@ -40,13 +76,24 @@ fn read_all(dev: &dyn BlockDevice) -> Vec<u8> {
 
 #[test]
 fn byte_identical_to_mkfs_nilfs2() {
-    let Some(()) = peers::require("byte_identical_to_mkfs_nilfs2", &["mkfs.nilfs2"]) else { return };
+    let Some(()) = peers::require("byte_identical_to_mkfs_nilfs2", &["mkfs.nilfs2"]) else {
+        return;
+    };
     let dir = Scratch::new("mkfs-identical");
     for (i, c) in CASES.iter().enumerate() {
         let img = dir.file(&format!("case{i}.img"));
         let ctime = 1_700_000_000 + i as u64 * 86_400;
-        let (b, bps, m, p) = (c.block_size.to_string(), c.blocks_per_segment.to_string(), c.reserved.to_string(), ctime.to_string());
-        peers::host_mkfs(&img, c.size, &["-b", &b, "-B", &bps, "-m", &m, "-L", c.label, "-P", &p]);
+        let (b, bps, m, p) = (
+            c.block_size.to_string(),
+            c.blocks_per_segment.to_string(),
+            c.reserved.to_string(),
+            ctime.to_string(),
+        );
+        peers::host_mkfs(
+            &img,
+            c.size,
+            &["-b", &b, "-B", &bps, "-m", &m, "-L", c.label, "-P", &p],
+        );
         let theirs = FileDevice::open_read_only(&img).unwrap();
         let mut raw = vec![0u8; 1024];
         theirs.read_at(1024, &mut raw).unwrap();
@@ -78,7 +125,11 @@ fn byte_identical_to_mkfs_nilfs2() {
         }
         assert_eq!(a.len(), b.len());
         let r = verify_checksums(&theirs).unwrap();
-        assert_eq!((r.super_blocks, r.logs, r.super_roots), (2, 1, 1), "case {i}: {r:?}");
+        assert_eq!(
+            (r.super_blocks, r.logs, r.super_roots),
+            (2, 1, 1),
+            "case {i}: {r:?}"
+        );
     }
 }
 
@@ -86,7 +137,9 @@ fn byte_identical_to_mkfs_nilfs2() {
 /// version line, which we do not print) and no filesystem.
 #[test]
 fn refusals_match_mkfs_nilfs2() {
-    let Some(()) = peers::require("refusals_match_mkfs_nilfs2", &["mkfs.nilfs2"]) else { return };
+    let Some(()) = peers::require("refusals_match_mkfs_nilfs2", &["mkfs.nilfs2"]) else {
+        return;
+    };
     let dir = Scratch::new("mkfs-refusals");
     let cases: &[(u64, &[&str])] = &[
         (64 << 20, &["-b", "8192"]),
@@ -105,8 +158,17 @@ fn refusals_match_mkfs_nilfs2() {
         let f = std::fs::File::create(&img).unwrap();
         f.set_len(*size).unwrap();
         drop(f);
-        let out = peers::run(Command::new(peers::which("mkfs.nilfs2").unwrap()).arg("-q").arg("-f").args(*args).arg(&img));
-        assert!(!out.status.success(), "mkfs.nilfs2 {args:?} on {size} bytes unexpectedly succeeded");
+        let out = peers::run(
+            Command::new(peers::which("mkfs.nilfs2").unwrap())
+                .arg("-q")
+                .arg("-f")
+                .args(*args)
+                .arg(&img),
+        );
+        assert!(
+            !out.status.success(),
+            "mkfs.nilfs2 {args:?} on {size} bytes unexpectedly succeeded"
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         // perr() prints "mkfs.nilfs2 (nilfs-utils 2.2.9)" first.
         let theirs: String = stderr.lines().skip(1).collect::<Vec<_>>().join("\n");

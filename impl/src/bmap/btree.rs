@@ -13,9 +13,9 @@
 //! buffer that arrived by read-ahead is checked with the broken-node rules
 //! once, on first use, and then marked Checked.
 
-use crate::cache::{BufFlag, BufRef, BtnodeCache, ReadMode, Submit};
-use crate::format::btree::{node_ncmax, BtreeNode, ROOT_NCHILDREN_MAX};
+use crate::cache::{BtnodeCache, BufFlag, BufRef, ReadMode, Submit};
 use crate::format::bmap::BmapRoot;
+use crate::format::btree::{node_ncmax, BtreeNode, ROOT_NCHILDREN_MAX};
 use crate::format::{BlockNr, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
 use crate::{Error, Result};
 
@@ -80,8 +80,16 @@ pub struct BtreeReader<'a> {
 
 impl<'a> BtreeReader<'a> {
     /// A reader of nodes in `cache`, locating node pointers with `locate`.
-    pub fn new(cache: &'a BtnodeCache, locate: &'a dyn Fn(u64) -> Result<BlockNr>, config: ReaderConfig) -> Self {
-        BtreeReader { cache, locate, config }
+    pub fn new(
+        cache: &'a BtnodeCache,
+        locate: &'a dyn Fn(u64) -> Result<BlockNr>,
+        config: ReaderConfig,
+    ) -> Self {
+        BtreeReader {
+            cache,
+            locate,
+            config,
+        }
     }
 
     fn block_size(&self) -> u32 {
@@ -93,40 +101,52 @@ impl<'a> BtreeReader<'a> {
     fn get_block(&self, ptr: u64, ra: Option<RaInfo<'_>>) -> Result<(BufRef, BtreeNode)> {
         let mut submitted: Option<BlockNr> = None;
         let locate = || (self.locate)(ptr);
-        let (bh, waited) = match self.cache.submit_block(ptr, locate, ReadMode::Read, &mut submitted)? {
-            Submit::Exists(bh) => (bh, false),
-            Submit::Busy => unreachable!("a normal read never reports busy"),
-            Submit::Issued(bh) => {
-                let mut done_early = false;
-                if let (Some(ra), ReadAhead::On) = (ra, self.config.readahead) {
-                    let end = (ra.index + 1 + MAX_RA_BLOCKS).min(ra.ncmax);
-                    for i in ra.index + 1..end {
-                        let ptr2 = ra.parent.ptrs.get(i).copied().unwrap_or(0);
-                        let locate2 = || (self.locate)(ptr2);
-                        match self.cache.submit_block(ptr2, locate2, ReadMode::ReadAhead, &mut submitted) {
-                            Ok(Submit::Issued(_) | Submit::Exists(_) | Submit::Busy) => {}
-                            // Any other failure (a translation error for a
-                            // stale or empty slot) ends the read-ahead.
-                            Err(_) => break,
-                        }
-                        if self.config.ra_submit_cpu_ns > 0 {
-                            self.cache.device().advance_by(self.config.ra_submit_cpu_ns);
-                        }
-                        if !bh.is_locked() {
-                            done_early = true;
-                            break;
+        let (bh, waited) =
+            match self
+                .cache
+                .submit_block(ptr, locate, ReadMode::Read, &mut submitted)?
+            {
+                Submit::Exists(bh) => (bh, false),
+                Submit::Busy => unreachable!("a normal read never reports busy"),
+                Submit::Issued(bh) => {
+                    let mut done_early = false;
+                    if let (Some(ra), ReadAhead::On) = (ra, self.config.readahead) {
+                        let end = (ra.index + 1 + MAX_RA_BLOCKS).min(ra.ncmax);
+                        for i in ra.index + 1..end {
+                            let ptr2 = ra.parent.ptrs.get(i).copied().unwrap_or(0);
+                            let locate2 = || (self.locate)(ptr2);
+                            match self.cache.submit_block(
+                                ptr2,
+                                locate2,
+                                ReadMode::ReadAhead,
+                                &mut submitted,
+                            ) {
+                                Ok(Submit::Issued(_) | Submit::Exists(_) | Submit::Busy) => {}
+                                // Any other failure (a translation error for a
+                                // stale or empty slot) ends the read-ahead.
+                                Err(_) => break,
+                            }
+                            if self.config.ra_submit_cpu_ns > 0 {
+                                self.cache.device().advance_by(self.config.ra_submit_cpu_ns);
+                            }
+                            if !bh.is_locked() {
+                                done_early = true;
+                                break;
+                            }
                         }
                     }
+                    if !done_early {
+                        bh.wait_on_buffer();
+                    }
+                    if !bh.test(BufFlag::Uptodate) {
+                        return Err(Error::Io {
+                            blocknr: ptr,
+                            detail: format!("I/O error reading b-tree node {ptr}"),
+                        });
+                    }
+                    (bh, true)
                 }
-                if !done_early {
-                    bh.wait_on_buffer();
-                }
-                if !bh.test(BufFlag::Uptodate) {
-                    return Err(Error::Io { blocknr: ptr, detail: format!("I/O error reading b-tree node {ptr}") });
-                }
-                (bh, true)
-            }
-        };
+            };
         let bs = self.block_size();
         // The kernel checks every buffer once, on first use, whoever read it;
         // the known-bad variant checks only what this call waited for.
@@ -135,7 +155,8 @@ impl<'a> BtreeReader<'a> {
             NodeCheck::OnlyWhenWaited => waited,
         };
         let node = if must_check {
-            bh.verify_once(|d| verify_node(d, bs)).map_err(|e| name_block(e, ptr, self.locate))?;
+            bh.verify_once(|d| verify_node(d, bs))
+                .map_err(|e| name_block(e, ptr, self.locate))?;
             bh.read_data(|d| BtreeNode::decode_block(d, bs))?
         } else {
             bh.read_data(|d| BtreeNode::decode_block_unchecked(d, bs))?
@@ -147,9 +168,19 @@ impl<'a> BtreeReader<'a> {
     /// (`nilfs_btree_do_lookup`). Returns the path — the root first, then
     /// one node per level — with the index taken in each node and its
     /// capacity, and the pointer found for `key` (`None`: a hole).
-    fn do_lookup(&self, root: &BtreeNode, key: u64, minlevel: u8, readahead: bool) -> Result<(Vec<PathStep>, Option<u64>)> {
+    fn do_lookup(
+        &self,
+        root: &BtreeNode,
+        key: u64,
+        minlevel: u8,
+        readahead: bool,
+    ) -> Result<(Vec<PathStep>, Option<u64>)> {
         let (index, mut found) = root.lookup(key);
-        let mut path = vec![PathStep { node: root.clone(), index, ncmax: ROOT_NCHILDREN_MAX }];
+        let mut path = vec![PathStep {
+            node: root.clone(),
+            index,
+            ncmax: ROOT_NCHILDREN_MAX,
+        }];
         if root.nchildren == 0 {
             return Ok((path, None));
         }
@@ -157,7 +188,9 @@ impl<'a> BtreeReader<'a> {
         while level > minlevel {
             level -= 1;
             let parent = path.last().expect("the root is on the path");
-            let Some(ptr) = node_ptr(&parent.node, parent.index) else { return Ok((path, None)) };
+            let Some(ptr) = node_ptr(&parent.node, parent.index) else {
+                return Ok((path, None));
+            };
             let ra = (readahead && level == BTREE_LEVEL_NODE_MIN).then_some(RaInfo {
                 parent: &parent.node,
                 index: parent.index,
@@ -165,7 +198,10 @@ impl<'a> BtreeReader<'a> {
             });
             let (_bh, node) = self.get_block(ptr, ra)?;
             if node.level != level {
-                let e = Error::corrupt("btree node", format!("level mismatch: expected {level}, found {}", node.level));
+                let e = Error::corrupt(
+                    "btree node",
+                    format!("level mismatch: expected {level}, found {}", node.level),
+                );
                 return Err(name_block(e, ptr, self.locate));
             }
             // Once an upper level matched exactly, the key is the first of
@@ -177,10 +213,18 @@ impl<'a> BtreeReader<'a> {
                 found = f;
                 i
             };
-            path.push(PathStep { node, index, ncmax: node_ncmax(self.block_size()) });
+            path.push(PathStep {
+                node,
+                index,
+                ncmax: node_ncmax(self.block_size()),
+            });
         }
         let last = path.last().expect("the root is on the path");
-        let ptr = if found { node_ptr(&last.node, last.index) } else { None };
+        let ptr = if found {
+            node_ptr(&last.node, last.index)
+        } else {
+            None
+        };
         Ok((path, ptr))
     }
 
@@ -214,7 +258,9 @@ impl<'a> BtreeReader<'a> {
         let root = match BmapRoot::decode(bmap)? {
             BmapRoot::Direct(d) => {
                 // nilfs_direct_lookup_contig: consecutive slots up to the last key.
-                let Some(p) = d.lookup(key).filter(|&p| p != 0) else { return Ok(None) };
+                let Some(p) = d.lookup(key).filter(|&p| p != 0) else {
+                    return Ok(None);
+                };
                 let ptr = tr(p)?;
                 let mut cnt = 1u32;
                 while cnt < maxblocks {
@@ -258,18 +304,31 @@ impl<'a> BtreeReader<'a> {
             // The right sibling under the same parent, if it continues the run.
             let parent = &path[leaf - 1];
             let pindex = parent.index + 1;
-            if pindex >= usize::from(parent.node.nchildren) || parent.node.keys[pindex] != key + u64::from(cnt) {
+            if pindex >= usize::from(parent.node.nchildren)
+                || parent.node.keys[pindex] != key + u64::from(cnt)
+            {
                 return Ok(Some((ptr, cnt)));
             }
-            let ra = RaInfo { parent: &parent.node, index: pindex, ncmax: parent.ncmax };
+            let ra = RaInfo {
+                parent: &parent.node,
+                index: pindex,
+                ncmax: parent.ncmax,
+            };
             let sib_ptr = parent.node.ptrs[pindex];
             let (_bh, sib) = self.get_block(sib_ptr, Some(ra))?;
             if sib.level != BTREE_LEVEL_NODE_MIN {
-                let e = Error::corrupt("btree node", format!("level mismatch: expected 1, found {}", sib.level));
+                let e = Error::corrupt(
+                    "btree node",
+                    format!("level mismatch: expected 1, found {}", sib.level),
+                );
                 return Err(name_block(e, sib_ptr, self.locate));
             }
             path[leaf - 1].index = pindex;
-            path[leaf] = PathStep { node: sib, index: 0, ncmax: node_ncmax(self.block_size()) };
+            path[leaf] = PathStep {
+                node: sib,
+                index: 0,
+                ncmax: node_ncmax(self.block_size()),
+            };
             index = 0;
         }
     }
@@ -286,7 +345,9 @@ struct PathStep {
 /// The pointer at `index`, or `None` past the node's children (the kernel's
 /// "insert point", `NILFS_BMAP_INVALID_PTR`).
 fn node_ptr(node: &BtreeNode, index: usize) -> Option<u64> {
-    (index < usize::from(node.nchildren)).then(|| node.ptrs[index]).filter(|&p| p != 0)
+    (index < usize::from(node.nchildren))
+        .then(|| node.ptrs[index])
+        .filter(|&p| p != 0)
 }
 
 /// The check a node buffer passes once before use: the kernel's

@@ -29,7 +29,11 @@ pub trait NodeSource {
 /// child whose key range holds `key`; at level 1 the key must match exactly.
 /// Every node read must carry the level its parent implies ("btree level
 /// mismatch" in the kernel).
-pub fn lookup(bmap: &[u64; INODE_BMAP_SIZE], key: u64, src: &mut dyn NodeSource) -> Result<Option<u64>> {
+pub fn lookup(
+    bmap: &[u64; INODE_BMAP_SIZE],
+    key: u64,
+    src: &mut dyn NodeSource,
+) -> Result<Option<u64>> {
     match BmapRoot::decode(bmap)? {
         BmapRoot::Direct(d) => Ok(d.lookup(key).filter(|&p| p != 0)),
         BmapRoot::Btree(root) => {
@@ -41,7 +45,11 @@ pub fn lookup(bmap: &[u64; INODE_BMAP_SIZE], key: u64, src: &mut dyn NodeSource)
                 }
                 let (index, found) = node.lookup(key);
                 if node.level == BTREE_LEVEL_NODE_MIN {
-                    return Ok(if found { Some(node.ptrs[index]).filter(|&p| p != 0) } else { None });
+                    return Ok(if found {
+                        Some(node.ptrs[index]).filter(|&p| p != 0)
+                    } else {
+                        None
+                    });
                 }
                 // Above level 1 the kernel descends into index 0 when the key
                 // is below every key of the node (lookup returns 0, !found).
@@ -81,7 +89,11 @@ pub fn for_each(
     }
 }
 
-fn walk(node: &BtreeNode, src: &mut dyn NodeSource, f: &mut dyn FnMut(u64, u64) -> Result<()>) -> Result<()> {
+fn walk(
+    node: &BtreeNode,
+    src: &mut dyn NodeSource,
+    f: &mut dyn FnMut(u64, u64) -> Result<()>,
+) -> Result<()> {
     let n = usize::from(node.nchildren);
     for i in 0..n {
         let (key, ptr) = (node.keys[i], node.ptrs[i]);

@@ -28,8 +28,15 @@ impl FileDevice {
     }
 
     fn open(path: &Path, write: bool) -> Result<Self> {
-        let host = |e: std::io::Error| Error::Host { path: path.display().to_string(), detail: e.to_string() };
-        let file = OpenOptions::new().read(true).write(write).open(path).map_err(host)?;
+        let host = |e: std::io::Error| Error::Host {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(write)
+            .open(path)
+            .map_err(host)?;
         let meta = file.metadata().map_err(host)?;
         let size = if meta.is_file() {
             meta.len()
@@ -40,11 +47,18 @@ impl FileDevice {
         };
         // The exact size: mkfs.nilfs2 records st_size in s_dev_size even when
         // it is not a whole number of sectors.
-        Ok(FileDevice { file, size, path: path.display().to_string() })
+        Ok(FileDevice {
+            file,
+            size,
+            path: path.display().to_string(),
+        })
     }
 
     fn io(&self, off: u64, e: std::io::Error) -> Error {
-        Error::Io { blocknr: off / super::SECTOR_SIZE, detail: format!("{}: {e}", self.path) }
+        Error::Io {
+            blocknr: off / super::SECTOR_SIZE,
+            detail: format!("{}: {e}", self.path),
+        }
     }
 }
 
@@ -55,12 +69,16 @@ impl BlockDevice for FileDevice {
 
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         check_range(self.size, off, buf.len())?;
-        self.file.read_exact_at(buf, off).map_err(|e| self.io(off, e))
+        self.file
+            .read_exact_at(buf, off)
+            .map_err(|e| self.io(off, e))
     }
 
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         check_range(self.size, off, buf.len())?;
-        self.file.write_all_at(buf, off).map_err(|e| self.io(off, e))
+        self.file
+            .write_all_at(buf, off)
+            .map_err(|e| self.io(off, e))
     }
 
     fn flush(&self) -> Result<()> {

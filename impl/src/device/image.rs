@@ -10,7 +10,10 @@ use super::{BlockDevice, SECTOR_SIZE};
 use crate::{Error, Result};
 
 fn host(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Host { path: path.display().to_string(), detail: e.to_string() }
+    Error::Host {
+        path: path.display().to_string(),
+        detail: e.to_string(),
+    }
 }
 
 const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0x00];

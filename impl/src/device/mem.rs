@@ -31,7 +31,10 @@ impl MemDevice {
 
     /// Call `f(offset, chunk)` for every chunk that holds a non-zero byte, in
     /// ascending order. Chunks are [`Self::chunk_size`] bytes.
-    pub fn for_each_nonzero_chunk(&self, mut f: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
+    pub fn for_each_nonzero_chunk(
+        &self,
+        mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
         let chunks = lock(&self.chunks);
         for (idx, data) in chunks.iter() {
             if data.iter().any(|&b| b != 0) {

@@ -10,8 +10,8 @@ mod image;
 mod mem;
 pub mod sim;
 
-pub use image::{export_image, import_image, import_image_bytes};
 pub use file::FileDevice;
+pub use image::{export_image, import_image, import_image_bytes};
 pub use mem::MemDevice;
 pub use sim::{Bio, BioHandle, CompletionOrder, DeviceModel, SimConfig, SimDevice, Submitted};
 
@@ -54,10 +54,12 @@ pub fn check_range(size: u64, off: u64, len: usize) -> Result<()> {
 
 /// Read filesystem block `blocknr` of `block_size` bytes.
 pub fn read_block(dev: &dyn BlockDevice, block_size: u32, blocknr: u64) -> Result<Vec<u8>> {
-    let off = blocknr.checked_mul(u64::from(block_size)).ok_or_else(|| Error::Io {
-        blocknr,
-        detail: "block number overflows the byte offset".into(),
-    })?;
+    let off = blocknr
+        .checked_mul(u64::from(block_size))
+        .ok_or_else(|| Error::Io {
+            blocknr,
+            detail: "block number overflows the byte offset".into(),
+        })?;
     let mut buf = vec![0u8; block_size as usize];
     dev.read_at(off, &mut buf).map_err(|e| match e {
         Error::Io { detail, .. } => Error::Io { blocknr, detail },

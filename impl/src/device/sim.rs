@@ -814,7 +814,13 @@ impl SimDevice {
         let id = st.next_bio;
         st.next_bio += 1;
         st.stats.bios += 1;
-        st.log.push(Submitted { id, op: bio.op, rahead: bio.rahead, start: bio.start, nr_pages: n });
+        st.log.push(Submitted {
+            id,
+            op: bio.op,
+            rahead: bio.rahead,
+            start: bio.start,
+            nr_pages: n,
+        });
         let faults = (0..n)
             .map(|k| inner.fault_for(&mut st, id, bio.op, offset + k as u64 * bs, bs))
             .collect();

@@ -159,8 +159,12 @@ impl BtreeNode {
             nchildren: u16_at(buf, 2).min(ncmax as u16),
             pad: u32_at(buf, 4),
             extra_pad: u64_at(buf, HEADER_SIZE),
-            keys: (0..ncmax).map(|i| u64_at(buf, BLOCK_KEYS_OFFSET + 8 * i)).collect(),
-            ptrs: (0..ncmax).map(|i| u64_at(buf, ptrs_offset + 8 * i)).collect(),
+            keys: (0..ncmax)
+                .map(|i| u64_at(buf, BLOCK_KEYS_OFFSET + 8 * i))
+                .collect(),
+            ptrs: (0..ncmax)
+                .map(|i| u64_at(buf, ptrs_offset + 8 * i))
+                .collect(),
         })
     }
 

@@ -10,7 +10,10 @@ use crate::{Error, Result};
 /// Fail with a corruption error unless `buf` holds at least `len` bytes.
 pub fn need(buf: &[u8], len: usize, what: &'static str) -> Result<()> {
     if buf.len() < len {
-        Err(Error::corrupt(what, format!("truncated: {} bytes, need {}", buf.len(), len)))
+        Err(Error::corrupt(
+            what,
+            format!("truncated: {} bytes, need {}", buf.len(), len),
+        ))
     } else {
         Ok(())
     }

@@ -39,7 +39,10 @@ pub fn manifest(view: &CheckpointView<'_, '_>) -> Result<String> {
             }
             _ => {
                 let data = view.read_all(inode)?;
-                let hex: String = Sha256::digest(&data).iter().map(|b| format!("{b:02x}")).collect();
+                let hex: String = Sha256::digest(&data)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
                 let mut line = format!("{hex}  {}  ", inode.size).into_bytes();
                 line.extend_from_slice(path);
                 (path.to_vec(), line)

@@ -8,7 +8,9 @@ use std::fmt::Write;
 use crate::device::BlockDevice;
 use crate::format::bmap::BmapRoot;
 use crate::format::inode::Inode;
-use crate::format::segsum::{SegmentSummary, Summary, SS_GC, SS_LOGBGN, SS_LOGEND, SS_SR, SS_SYNDT};
+use crate::format::segsum::{
+    SegmentSummary, Summary, SS_GC, SS_LOGBGN, SS_LOGEND, SS_SR, SS_SYNDT,
+};
 use crate::format::superblock::SuperBlock;
 use crate::format::{BlockNr, SegNum, Seq, SEGSUM_MAGIC};
 use crate::recovery::LogVisit;
@@ -19,13 +21,25 @@ use crate::Result;
 /// D(ata-only sync) G(C).
 pub fn log_flags(flags: u16) -> String {
     let mut s = String::new();
-    for (bit, c) in [(SS_LOGBGN, 'B'), (SS_LOGEND, 'E'), (SS_SR, 'S'), (SS_SYNDT, 'D'), (SS_GC, 'G')] {
+    for (bit, c) in [
+        (SS_LOGBGN, 'B'),
+        (SS_LOGEND, 'E'),
+        (SS_SR, 'S'),
+        (SS_SYNDT, 'D'),
+        (SS_GC, 'G'),
+    ] {
         s.push(if flags & bit != 0 { c } else { '-' });
     }
     s
 }
 
-fn describe_sb(out: &mut String, name: &str, offset: u64, sb: Option<&SuperBlock>, valid: &std::result::Result<(), String>) {
+fn describe_sb(
+    out: &mut String,
+    name: &str,
+    offset: u64,
+    sb: Option<&SuperBlock>,
+    valid: &std::result::Result<(), String>,
+) {
     let _ = write!(out, "{name:<9} @ byte {offset}: ");
     match (sb, valid) {
         (Some(sb), Ok(())) => {
@@ -37,7 +51,11 @@ fn describe_sb(out: &mut String, name: &str, offset: u64, sb: Option<&SuperBlock
                 sb.last_seq,
                 sb.wtime,
                 sb.state,
-                if sb.state & crate::format::superblock::STATE_VALID_FS != 0 { " (clean)" } else { " (not clean)" }
+                if sb.state & crate::format::superblock::STATE_VALID_FS != 0 {
+                    " (clean)"
+                } else {
+                    " (not clean)"
+                }
             );
         }
         (_, Err(why)) => {
@@ -53,7 +71,14 @@ fn describe_visit(out: &mut String, v: &LogVisit) {
     let _ = write!(out, "  pseg {:>10}  seq {:>6}  ", v.pseg, v.seq);
     match (&v.header, &v.verdict) {
         (Some(h), Ok(())) => {
-            let _ = write!(out, "{}  nblocks {:>5}  cno {:>6}  next {:>10}", log_flags(h.flags), h.nblocks, h.cno, h.next);
+            let _ = write!(
+                out,
+                "{}  nblocks {:>5}  cno {:>6}  next {:>10}",
+                log_flags(h.flags),
+                h.nblocks,
+                h.cno,
+                h.next
+            );
             if let Some(c) = v.super_root_cno {
                 let _ = write!(out, "  super root: checkpoint {c}");
             }
@@ -77,9 +102,15 @@ pub fn describe_bmap(inode: &Inode) -> String {
         }
         Ok(BmapRoot::Btree(n)) => {
             let n_valid = usize::from(n.nchildren).min(n.keys.len());
-            let pairs: Vec<String> =
-                (0..n_valid).map(|i| format!("{}:{}", n.keys[i], n.ptrs[i])).collect();
-            format!("btree root level {} nchildren {} [{}]", n.level, n.nchildren, pairs.join(" "))
+            let pairs: Vec<String> = (0..n_valid)
+                .map(|i| format!("{}:{}", n.keys[i], n.ptrs[i]))
+                .collect();
+            format!(
+                "btree root level {} nchildren {} [{}]",
+                n.level,
+                n.nchildren,
+                pairs.join(" ")
+            )
         }
         Err(e) => format!("broken: {e}"),
     }
@@ -112,9 +143,17 @@ pub fn inspect(dev: &dyn BlockDevice) -> Result<String> {
             }
         }
     }
-    let _ = writeln!(out, "chosen: {} ({})", ["primary", "secondary"][c.chosen], c.reason);
+    let _ = writeln!(
+        out,
+        "chosen: {} ({})",
+        ["primary", "secondary"][c.chosen],
+        c.reason
+    );
     if fs.rolled_back {
-        let _ = writeln!(out, "the scan from the chosen copy failed; rolled back to the spare copy");
+        let _ = writeln!(
+            out,
+            "the scan from the chosen copy failed; rolled back to the spare copy"
+        );
     }
     let sb = &fs.sb;
     let _ = writeln!(
@@ -156,10 +195,16 @@ pub fn inspect(dev: &dyn BlockDevice) -> Result<String> {
         s.super_root, s.sr_pseg, s.seq, s.cno, s.segnum, s.pseg_offset, s.nextnum
     );
     if let Some((p, q)) = s.lsegs_start {
-        let _ = writeln!(out, "unclosed logical segment after it starts at {p} (seq {q}): roll-forward candidate");
+        let _ = writeln!(
+            out,
+            "unclosed logical segment after it starts at {p} (seq {q}): roll-forward candidate"
+        );
     }
 
-    let _ = writeln!(out, "\n== log chain back from the latest super root (its logical segment)");
+    let _ = writeln!(
+        out,
+        "\n== log chain back from the latest super root (its logical segment)"
+    );
     for (p, h, files) in log_chain_back(&fs)? {
         let _ = writeln!(
             out,
@@ -233,7 +278,9 @@ fn log_chain_back(fs: &Nilfs<'_>) -> Result<Vec<(BlockNr, SegmentSummary, String
             fs.read_block(start)
                 .ok()
                 .and_then(|b| SegmentSummary::decode(&b).ok())
-                .is_some_and(|h| h.magic == SEGSUM_MAGIC && h.seq.0 + 1 == seq.0 && h.next == cur_start)
+                .is_some_and(|h| {
+                    h.magic == SEGSUM_MAGIC && h.seq.0 + 1 == seq.0 && h.next == cur_start
+                })
         });
         let Some(prev) = prev else { break };
         segnum = prev;
@@ -245,17 +292,26 @@ fn log_chain_back(fs: &Nilfs<'_>) -> Result<Vec<(BlockNr, SegmentSummary, String
 
 /// Valid logs of segment `segnum` carrying `seq`, from its start up to and
 /// including the log at `upto`.
-fn segment_logs(fs: &Nilfs<'_>, segnum: SegNum, seq: Seq, upto: BlockNr) -> Result<Vec<(BlockNr, SegmentSummary, String)>> {
+fn segment_logs(
+    fs: &Nilfs<'_>,
+    segnum: SegNum,
+    seq: Seq,
+    upto: BlockNr,
+) -> Result<Vec<(BlockNr, SegmentSummary, String)>> {
     let (mut p, end) = fs.geo.range(segnum);
     let bs = u64::from(fs.geo.block_size);
     let mut out = Vec::new();
     while p <= upto && p < end {
         let first = fs.read_block(p)?;
-        let Ok(h) = SegmentSummary::decode(&first) else { break };
+        let Ok(h) = SegmentSummary::decode(&first) else {
+            break;
+        };
         if h.magic != SEGSUM_MAGIC || h.seq != seq || h.nblocks == 0 {
             break;
         }
-        let nsum = u64::from(h.sumbytes).div_ceil(bs).clamp(1, u64::from(h.nblocks));
+        let nsum = u64::from(h.sumbytes)
+            .div_ceil(bs)
+            .clamp(1, u64::from(h.nblocks));
         let mut buf = first;
         for b in 1..nsum {
             buf.extend_from_slice(&fs.read_block(BlockNr(p.0 + b))?);

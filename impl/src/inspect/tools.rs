@@ -17,14 +17,18 @@ use crate::the_nilfs::Nilfs;
 use crate::{Error, Result};
 
 use super::nilfs_utils::{
-    dumpseg_read_segment, lscp_with_stat, lssu_with_stat, nilfs_tune_list, tune_select_super_block, CpInfo,
-    CpStat, LscpOptions, LssuOptions, SuInfo, SuStat, TuneSuperBlock,
+    dumpseg_read_segment, lscp_with_stat, lssu_with_stat, nilfs_tune_list, tune_select_super_block,
+    CpInfo, CpStat, LscpOptions, LssuOptions, SuInfo, SuStat, TuneSuperBlock,
 };
 
 /// `lscp [-s] [-a] [-r]` of the filesystem on `dev`.
 pub fn lscp(dev: &dyn BlockDevice, opts: &LscpOptions) -> Result<String> {
     let fs = Nilfs::open(dev)?;
-    let cps = if opts.snapshots { fs.snapshots()? } else { fs.checkpoints(Cno(1))? };
+    let cps = if opts.snapshots {
+        fs.snapshots()?
+    } else {
+        fs.checkpoints(Cno(1))?
+    };
     let infos: Vec<CpInfo> = cps
         .iter()
         .map(|cp| CpInfo {
@@ -38,7 +42,11 @@ pub fn lscp(dev: &dyn BlockDevice, opts: &LscpOptions) -> Result<String> {
         })
         .collect();
     let h = fs.cpfile_header()?;
-    let stat = CpStat { cno: fs.next_cno().0, ncps: h.ncheckpoints, nsss: h.nsnapshots };
+    let stat = CpStat {
+        cno: fs.next_cno().0,
+        ncps: h.ncheckpoints,
+        nsss: h.nsnapshots,
+    };
     Ok(lscp_with_stat(&infos, &stat, opts))
 }
 
@@ -49,7 +57,12 @@ pub fn lssu(dev: &dyn BlockDevice, opts: &LssuOptions) -> Result<String> {
         .segment_usages()?
         .iter()
         .enumerate()
-        .map(|(s, su)| SuInfo { segnum: s as u64, lastmod: su.lastmod, nblocks: su.nblocks, flags: su.flags })
+        .map(|(s, su)| SuInfo {
+            segnum: s as u64,
+            lastmod: su.lastmod,
+            nblocks: su.nblocks,
+            flags: su.flags,
+        })
         .collect();
     let h = fs.sufile_header()?;
     let stat = SuStat {
@@ -95,7 +108,10 @@ pub fn dumpseg(dev: &dyn BlockDevice, segnums: &[u64]) -> Result<DumpsegOutput> 
     let mut out = String::new();
     for &s in segnums {
         if s >= sb.nsegments {
-            return Ok(DumpsegOutput { stdout: out, error: Some("dumpseg: Invalid argument".into()) });
+            return Ok(DumpsegOutput {
+                stdout: out,
+                error: Some("dumpseg: Invalid argument".into()),
+            });
         }
         // The geometry comes from an unchecked super block: bound the read by
         // the device before allocating (a corrupt s_blocks_per_segment asked
@@ -103,16 +119,30 @@ pub fn dumpseg(dev: &dyn BlockDevice, segnums: &[u64]) -> Result<DumpsegOutput> 
         let len = bps.checked_mul(bs);
         let off = len.and_then(|l| l.checked_mul(s));
         let (Some(len), Some(off)) = (len, off) else {
-            return Err(Error::OutOfRange(format!("segment {s} lies beyond any device")));
+            return Err(Error::OutOfRange(format!(
+                "segment {s} lies beyond any device"
+            )));
         };
-        if off.checked_add(len).is_none_or(|end| end > dev.size_bytes()) {
-            return Err(Error::Io { blocknr: off / bs.max(1), detail: format!("segment {s} lies beyond the device end") });
+        if off
+            .checked_add(len)
+            .is_none_or(|end| end > dev.size_bytes())
+        {
+            return Err(Error::Io {
+                blocknr: off / bs.max(1),
+                detail: format!("segment {s} lies beyond the device end"),
+            });
         }
         let mut seg = vec![0u8; len as usize];
         dev.read_at(off, &mut seg)?;
-        out.push_str(&super::nilfs_utils::dumpseg(&dumpseg_read_segment(&seg, s, &geo), geo.blocks_per_segment));
+        out.push_str(&super::nilfs_utils::dumpseg(
+            &dumpseg_read_segment(&seg, s, &geo),
+            geo.blocks_per_segment,
+        ));
     }
-    Ok(DumpsegOutput { stdout: out, error: None })
+    Ok(DumpsegOutput {
+        stdout: out,
+        error: None,
+    })
 }
 
 /// `nilfs-tune -l` of `dev`.

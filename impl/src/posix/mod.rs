@@ -69,12 +69,17 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         let first = u64::from(self.fs.sb.first_ino);
         let valid = i.0 >= first || [2, 3, 4, 5, 6, 7, 10].contains(&i.0);
         if !valid {
-            return Err(Error::errno(Errno::EINVAL, format!("inode {i} is not a valid inode number")));
+            return Err(Error::errno(
+                Errno::EINVAL,
+                format!("inode {i} is not a valid inode number"),
+            ));
         }
         let inode = self
             .fs
             .ifile_inode(&self.cp.ifile_inode, i)?
-            .ok_or_else(|| Error::errno(Errno::ESTALE, format!("inode {i} lies in an ifile hole")))?;
+            .ok_or_else(|| {
+                Error::errno(Errno::ESTALE, format!("inode {i} lies in an ifile hole"))
+            })?;
         if inode.links_count == 0 {
             return Err(Error::errno(Errno::ESTALE, format!("inode {i} is deleted")));
         }
@@ -144,7 +149,11 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
             let data = self.fs.read_block(pbn)?;
             for e in dir::parse_block(&data, bs).map_err(|e| e.at_block(pbn.0))? {
                 if e.ino.0 != 0 {
-                    out.push(DirEntry { name: e.name, ino: e.ino, file_type: e.file_type });
+                    out.push(DirEntry {
+                        name: e.name,
+                        ino: e.ino,
+                        file_type: e.file_type,
+                    });
                 }
             }
         }
@@ -154,7 +163,10 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
     /// Look `name` up in directory `dir_inode` (`nilfs_inode_by_name`).
     pub fn lookup_in(&self, dir_inode: &Inode, name: &[u8]) -> Result<Ino> {
         if name.len() > crate::format::NAME_LEN {
-            return Err(Error::errno(Errno::ENAMETOOLONG, String::from_utf8_lossy(name)));
+            return Err(Error::errno(
+                Errno::ENAMETOOLONG,
+                String::from_utf8_lossy(name),
+            ));
         }
         self.readdir(dir_inode)?
             .into_iter()
@@ -170,14 +182,23 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         self.walk(ino::ROOT, path, follow_last, &mut budget)
     }
 
-    fn walk(&self, start: Ino, path: &[u8], follow_last: bool, budget: &mut usize) -> Result<(Ino, Inode)> {
+    fn walk(
+        &self,
+        start: Ino,
+        path: &[u8],
+        follow_last: bool,
+        budget: &mut usize,
+    ) -> Result<(Ino, Inode)> {
         let shown = || String::from_utf8_lossy(path).into_owned();
         let (mut cur, mut cur_inode) = if path.first() == Some(&b'/') {
             (ino::ROOT, self.inode(ino::ROOT)?)
         } else {
             (start, self.inode(start)?)
         };
-        let parts: Vec<&[u8]> = path.split(|&c| c == b'/').filter(|p| !p.is_empty() && *p != b".").collect();
+        let parts: Vec<&[u8]> = path
+            .split(|&c| c == b'/')
+            .filter(|p| !p.is_empty() && *p != b".")
+            .collect();
         for (i, part) in parts.iter().enumerate() {
             if cur_inode.file_type() != S_IFDIR {
                 return Err(Error::errno(Errno::ENOTDIR, shown()));
@@ -224,7 +245,10 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         f: &mut TreeVisitor<'_>,
     ) -> Result<()> {
         if !seen.insert(dir_ino.0) {
-            return Err(Error::corrupt("directory", format!("directory {dir_ino} is reachable twice")));
+            return Err(Error::corrupt(
+                "directory",
+                format!("directory {dir_ino} is reachable twice"),
+            ));
         }
         let inode = self.inode(dir_ino)?;
         for e in self.readdir(&inode)? {

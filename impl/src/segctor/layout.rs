@@ -19,7 +19,9 @@
 //! This module does not know what the blocks contain or how segments are
 //! allocated; the caller supplies a [`SegmentSource`].
 
-use crate::format::segsum::{Binfo, FileRecord, Finfo, SegmentSummary, SS_GC, SS_LOGBGN, SS_LOGEND, SS_SR};
+use crate::format::segsum::{
+    Binfo, FileRecord, Finfo, SegmentSummary, SS_GC, SS_LOGBGN, SS_LOGEND, SS_SR,
+};
 use crate::format::{BlockNr, Cno, Ino, SegNum, Seq, PSEG_MIN_BLOCKS};
 use crate::recovery::SegGeometry;
 use crate::Result;
@@ -263,7 +265,10 @@ impl Layout {
         b.files.clear();
         b.payload.clear();
         b.super_root = false;
-        let start = SumPtr { block: 0, offset: SegmentSummary::SIZE as u64 };
+        let start = SumPtr {
+            block: 0,
+            offset: SegmentSummary::SIZE as u64,
+        };
         self.finfo_ptr = start;
         self.binfo_ptr = start;
         self.blk_cnt = 0;
@@ -298,7 +303,12 @@ impl Layout {
     /// Add one block of `file` (`nilfs_segctor_add_file_block`). `tag` is the
     /// caller's name for the block; data blocks of a file come before its
     /// node blocks, as the kernel collects them.
-    pub fn add_block(&mut self, file: FileTag, binfo: Binfo, tag: u64) -> std::result::Result<(), Full> {
+    pub fn add_block(
+        &mut self,
+        file: FileTag,
+        binfo: Binfo,
+        tag: u64,
+    ) -> std::result::Result<(), Full> {
         let bs = self.bs();
         let size = binfo.size() as u64;
         loop {
@@ -343,7 +353,12 @@ impl Layout {
         let bs = self.bs();
         let b = &mut self.bufs[self.cur];
         b.files.push(FileRecord {
-            finfo: Finfo { ino: file.ino, cno: file.cno, nblocks: self.blk_cnt, ndatablk: self.datablk_cnt },
+            finfo: Finfo {
+                ino: file.ino,
+                cno: file.cno,
+                nblocks: self.blk_cnt,
+                ndatablk: self.datablk_cnt,
+            },
             binfos: std::mem::take(&mut self.open),
         });
         b.sumbytes = (self.binfo_ptr.offset + bs * (b.nsumblk - 1)) as u32;
@@ -393,7 +408,12 @@ impl Layout {
         let mut plans = Vec::with_capacity(self.bufs.len());
         for b in &self.bufs {
             let first_payload = b.pseg_start.0 + b.nsumblk;
-            let payload = b.payload.iter().enumerate().map(|(i, &t)| (t, BlockNr(first_payload + i as u64))).collect();
+            let payload = b
+                .payload
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| (t, BlockNr(first_payload + i as u64)))
+                .collect();
             let header = SegmentSummary {
                 datasum: 0,
                 sumsum: 0,
@@ -415,7 +435,9 @@ impl Layout {
                 files: b.files.clone(),
                 start: b.pseg_start,
                 payload,
-                super_root: b.super_root.then_some(BlockNr(b.pseg_start.0 + b.nblocks - 1)),
+                super_root: b
+                    .super_root
+                    .then_some(BlockNr(b.pseg_start.0 + b.nblocks - 1)),
                 segnum: b.segnum,
                 live_blocks: b.nblocks + (b.pseg_start.0 - b.fseg_start.0),
             });

@@ -23,7 +23,10 @@ pub fn assemble(
     seed: u32,
 ) -> Result<Vec<u8>> {
     let bs = block_size as usize;
-    let summary = Summary { header: plan.header, files: plan.files.clone() };
+    let summary = Summary {
+        header: plan.header,
+        files: plan.files.clone(),
+    };
     let sum = summary.encode(block_size);
     let nblocks = plan.header.nblocks as usize;
     let mut log = Vec::with_capacity(nblocks * bs);
@@ -33,7 +36,10 @@ pub fn assemble(
             .get(tag)
             .ok_or_else(|| Error::Invalid(format!("no content for payload block {tag}")))?;
         if data.len() != bs {
-            return Err(Error::Invalid(format!("payload block {tag} is {} bytes", data.len())));
+            return Err(Error::Invalid(format!(
+                "payload block {tag} is {} bytes",
+                data.len()
+            )));
         }
         log.extend_from_slice(data);
     }
@@ -45,7 +51,11 @@ pub fn assemble(
             log.extend_from_slice(&b);
         }
         (None, None) => {}
-        _ => return Err(Error::Invalid("super root given for a log without one, or missing".into())),
+        _ => {
+            return Err(Error::Invalid(
+                "super root given for a log without one, or missing".into(),
+            ))
+        }
     }
     if log.len() != nblocks * bs {
         return Err(Error::Invalid(format!(

@@ -113,7 +113,14 @@ pub fn lookup_contig_vs_lookup_vs_evict(check: nilfs::bmap::btree::NodeCheck) {
     use nilfs::format::btree::BtreeNode;
 
     const BS: u32 = 1024;
-    let dev = SimDevice::mem(64 * 1024, SimConfig { block_size: BS, ..SimConfig::instant() }).unwrap();
+    let dev = SimDevice::mem(
+        64 * 1024,
+        SimConfig {
+            block_size: BS,
+            ..SimConfig::instant()
+        },
+    )
+    .unwrap();
     // Leaf 0 at block 20 maps keys 0,1 to blocks 100,101; leaf 1 at block
     // 21 would map keys 5,6 but is corrupt.
     let mut leaf0 = BtreeNode::new_block(BS, 1);
@@ -125,7 +132,8 @@ pub fn lookup_contig_vs_lookup_vs_evict(check: nilfs::bmap::btree::NodeCheck) {
     leaf1.ptrs[..2].copy_from_slice(&[500, 501]);
     let mut b1 = leaf1.encode_block(BS);
     b1[2..4].copy_from_slice(&0u16.to_le_bytes()); // nchildren 0: broken
-    nilfs::device::BlockDevice::write_at(&dev, 20 * u64::from(BS), &leaf0.encode_block(BS)).unwrap();
+    nilfs::device::BlockDevice::write_at(&dev, 20 * u64::from(BS), &leaf0.encode_block(BS))
+        .unwrap();
     nilfs::device::BlockDevice::write_at(&dev, 21 * u64::from(BS), &b1).unwrap();
     let mut root = BtreeNode::new_root(2);
     root.nchildren = 2;
@@ -134,7 +142,11 @@ pub fn lookup_contig_vs_lookup_vs_evict(check: nilfs::bmap::btree::NodeCheck) {
     let bmap = BmapRoot::Btree(root).encode();
 
     let nodes = BtnodeCache::new(dev.clone(), BS, BufferRules::default()).unwrap();
-    let config = ReaderConfig { readahead: ReadAhead::On, check, ra_submit_cpu_ns: 0 };
+    let config = ReaderConfig {
+        readahead: ReadAhead::On,
+        check,
+        ra_submit_cpu_ns: 0,
+    };
     fn locate(p: u64) -> nilfs::Result<BlockNr> {
         match p {
             1000 => Ok(BlockNr(20)),
@@ -165,7 +177,10 @@ pub fn lookup_contig_vs_lookup_vs_evict(check: nilfs::bmap::btree::NodeCheck) {
     dev.run_until_idle();
     for key in nodes.buffers().keys() {
         if let Some(b) = nodes.buffers().find(key) {
-            assert!(!b.is_locked(), "node {key} left locked with no I/O in flight");
+            assert!(
+                !b.is_locked(),
+                "node {key} left locked with no I/O in flight"
+            );
         }
     }
 }
