@@ -5,19 +5,25 @@
 //! developer finds their way; docs/ARCHITECTURE.md states what each module owns
 //! and what it must not know.
 
+pub mod alloc;
 pub mod bmap;
 pub mod cache;
 pub mod check;
+pub mod cpfile;
+pub mod dat;
 pub mod device;
 pub mod dir;
 pub mod error;
 pub mod format;
+pub mod ifile;
 pub mod inspect;
+pub mod mdt;
 pub mod mkfs;
 pub mod posix;
 pub mod recovery;
 pub mod segctor;
 pub mod sim;
+pub mod sufile;
 pub mod sync;
 pub mod the_nilfs;
 

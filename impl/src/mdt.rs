@@ -1,0 +1,319 @@
+//! A metadata file's in-memory block store (the part of the kernel's mdt.c
+//! that the metadata files' write side needs): blocks by file block offset,
+//! loaded lazily, created on demand, dirtied, deleted (turned into holes).
+//!
+//! Invariant of the module: it knows nothing of bmaps, virtual block numbers
+//! or disk addresses. Blocks come from a [`Loader`] (an image, through
+//! [`Nilfs::mdt_block`], or nothing for a fresh file); what the segment
+//! constructor must write is [`Mdt::dirty_blocks`], what it must remove from
+//! the file's bmap is [`Mdt::deleted_blocks`], and [`Mdt::mark_clean`] is
+//! called once a log holding them is written.
+//!
+//! Differences from the kernel, on purpose:
+//! - `nilfs_mdt_create_block` inserts a new block into the bmap and dirties
+//!   it at once. Here a created block is *pristine* until someone calls
+//!   [`Mdt::mark_dirty`]; an abort may then forget it again
+//!   ([`Mdt::discard_if_pristine`]), so that a prepare/abort pair leaves the
+//!   file exactly as it was. A pristine block holds only its initial
+//!   contents, which every reader treats like the hole it replaced.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+use crate::format::inode::Inode;
+use crate::format::FileBlk;
+use crate::the_nilfs::{MetaFile, Nilfs};
+use crate::{Errno, Error, Result};
+
+/// Reads block `blkoff` of the file as stored: `Ok(None)` for a hole.
+pub type Loader<'a> = Rc<dyn Fn(u64) -> Result<Option<Vec<u8>>> + 'a>;
+
+/// Which metadata file of an image to load (see [`Mdt::from_image`]).
+#[derive(Clone, Debug)]
+pub enum ImageFile {
+    /// The DAT (from the super root).
+    Dat,
+    /// The checkpoint file (from the super root).
+    Cpfile,
+    /// The segment usage file (from the super root).
+    Sufile,
+    /// An ifile, given the ifile inode of its checkpoint.
+    Ifile(Inode),
+}
+
+/// What the store holds for one offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Cached {
+    /// Known to be a hole (loaded as one, or deleted).
+    Hole,
+    /// A block. `pristine`: created here from a hole and not dirtied since.
+    Block { data: Vec<u8>, pristine: bool },
+}
+
+/// One metadata file's blocks. Cloning is cheap for the loader (shared) and
+/// copies the cached blocks, so a clone is a snapshot to compare against.
+#[derive(Clone)]
+pub struct Mdt<'a> {
+    block_size: u32,
+    loader: Option<Loader<'a>>,
+    cache: BTreeMap<u64, Cached>,
+    dirty: BTreeSet<u64>,
+    /// Offsets deleted since the last [`Mdt::mark_clean`] (reported only
+    /// while they are still holes).
+    deleted: BTreeSet<u64>,
+}
+
+impl std::fmt::Debug for Mdt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mdt")
+            .field("block_size", &self.block_size)
+            .field("cached", &self.cache.len())
+            .field("dirty", &self.dirty)
+            .field("deleted", &self.deleted)
+            .finish()
+    }
+}
+
+impl<'a> Mdt<'a> {
+    /// A fresh file: every block is a hole until created.
+    pub fn empty(block_size: u32) -> Self {
+        Mdt {
+            block_size,
+            loader: None,
+            cache: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            deleted: BTreeSet::new(),
+        }
+    }
+
+    /// A file whose stored blocks `loader` reads on first use.
+    pub fn with_loader(block_size: u32, loader: Loader<'a>) -> Self {
+        Mdt {
+            loader: Some(loader),
+            ..Mdt::empty(block_size)
+        }
+    }
+
+    /// A metadata file of an opened image, read through
+    /// [`Nilfs::mdt_block`] as blocks are first needed.
+    pub fn from_image<'d: 'a>(nilfs: &'a Nilfs<'d>, file: ImageFile) -> Self {
+        let loader: Loader<'a> = Rc::new(move |blk| {
+            let f = match &file {
+                ImageFile::Dat => MetaFile::Dat,
+                ImageFile::Cpfile => MetaFile::Cpfile,
+                ImageFile::Sufile => MetaFile::Sufile,
+                ImageFile::Ifile(inode) => MetaFile::Ifile(inode),
+            };
+            nilfs.mdt_block(f, FileBlk(blk))
+        });
+        Mdt::with_loader(nilfs.block_size(), loader)
+    }
+
+    /// The block size.
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
+    /// Load `blkoff` into the cache if it is not there yet.
+    fn ensure_loaded(&mut self, blkoff: u64) -> Result<()> {
+        if self.cache.contains_key(&blkoff) {
+            return Ok(());
+        }
+        let slot = match self.load(blkoff)? {
+            Some(data) => Cached::Block {
+                data,
+                pristine: false,
+            },
+            None => Cached::Hole,
+        };
+        self.cache.insert(blkoff, slot);
+        Ok(())
+    }
+
+    /// Ask the loader, checking the block's size.
+    fn load(&self, blkoff: u64) -> Result<Option<Vec<u8>>> {
+        let Some(loader) = &self.loader else {
+            return Ok(None);
+        };
+        match loader(blkoff)? {
+            Some(data) if data.len() != self.block_size as usize => Err(Error::corrupt(
+                "metadata file block",
+                format!(
+                    "block {blkoff} has {} bytes, expected {}",
+                    data.len(),
+                    self.block_size
+                ),
+            )),
+            other => Ok(other),
+        }
+    }
+
+    /// Block `blkoff` as it reads now (`None` for a hole), without caching
+    /// it: for inspection and comparisons.
+    pub fn read(&self, blkoff: u64) -> Result<Option<Vec<u8>>> {
+        match self.cache.get(&blkoff) {
+            Some(Cached::Block { data, .. }) => Ok(Some(data.clone())),
+            Some(Cached::Hole) => Ok(None),
+            None => self.load(blkoff),
+        }
+    }
+
+    /// Whether block `blkoff` exists (is not a hole).
+    pub fn exists(&mut self, blkoff: u64) -> Result<bool> {
+        self.ensure_loaded(blkoff)?;
+        Ok(matches!(
+            self.cache.get(&blkoff),
+            Some(Cached::Block { .. })
+        ))
+    }
+
+    /// `nilfs_mdt_get_block`: block `blkoff`, created zero-filled if it is a
+    /// hole and `create` is set; `Ok(None)` for a hole otherwise. Changing
+    /// the bytes does not dirty the block: call [`Mdt::mark_dirty`].
+    pub fn get_block(&mut self, blkoff: u64, create: bool) -> Result<Option<&mut [u8]>> {
+        if create {
+            return self.get_block_init(blkoff, |_| {}).map(Some);
+        }
+        self.ensure_loaded(blkoff)?;
+        Ok(match self.cache.get_mut(&blkoff) {
+            Some(Cached::Block { data, .. }) => Some(data.as_mut_slice()),
+            _ => None,
+        })
+    }
+
+    /// Block `blkoff`, created if it is a hole: zero-filled, then `init`
+    /// run on it (the kernel's `init_block` callback: group descriptors all
+    /// free, checkpoint slots all INVALID...).
+    pub fn get_block_init(
+        &mut self,
+        blkoff: u64,
+        init: impl FnOnce(&mut [u8]),
+    ) -> Result<&mut [u8]> {
+        self.ensure_loaded(blkoff)?;
+        let bs = self.block_size as usize;
+        let slot = self
+            .cache
+            .get_mut(&blkoff)
+            .expect("mdt: block cached by ensure_loaded");
+        if *slot == Cached::Hole {
+            let mut data = vec![0u8; bs];
+            init(&mut data);
+            *slot = Cached::Block {
+                data,
+                pristine: true,
+            };
+        }
+        match slot {
+            Cached::Block { data, .. } => Ok(data.as_mut_slice()),
+            Cached::Hole => unreachable!("mdt: hole replaced above"),
+        }
+    }
+
+    /// Block `blkoff` for a caller that needs it to exist: a hole is
+    /// `what`'s error with `errno` (the kernel's `-ENOENT` translated by
+    /// each caller: EIO for a missing header, EINVAL for a DAT entry...).
+    pub fn need_block(&mut self, blkoff: u64, errno: Errno, what: &str) -> Result<&mut [u8]> {
+        self.get_block(blkoff, false)?
+            .ok_or_else(|| Error::errno(errno, format!("{what}: block {blkoff} is a hole")))
+    }
+
+    /// `mark_buffer_dirty`: the block must be written by the next log.
+    /// Panics if the block is not present: dirtying a hole is a broken
+    /// invariant of the caller.
+    pub fn mark_dirty(&mut self, blkoff: u64) {
+        match self.cache.get_mut(&blkoff) {
+            Some(Cached::Block { pristine, .. }) => {
+                *pristine = false;
+                self.dirty.insert(blkoff);
+            }
+            _ => panic!("mdt: mark_dirty of block {blkoff}, which is not present"),
+        }
+    }
+
+    /// Whether `blkoff` is dirty.
+    pub fn is_dirty(&self, blkoff: u64) -> bool {
+        self.dirty.contains(&blkoff)
+    }
+
+    /// `nilfs_mdt_delete_block`: `blkoff` becomes a hole. Returns whether a
+    /// block was there (the kernel's `-ENOENT` otherwise).
+    pub fn delete_block(&mut self, blkoff: u64) -> Result<bool> {
+        self.ensure_loaded(blkoff)?;
+        let existed = matches!(self.cache.get(&blkoff), Some(Cached::Block { .. }));
+        self.cache.insert(blkoff, Cached::Hole);
+        self.dirty.remove(&blkoff);
+        if existed {
+            self.deleted.insert(blkoff);
+        }
+        Ok(existed)
+    }
+
+    /// Forget a block created by [`Mdt::get_block_init`] and never dirtied,
+    /// if it still holds exactly `initial`: it goes back to being the hole it
+    /// was. Aborts use this so that prepare + abort changes nothing.
+    pub fn discard_if_pristine(&mut self, blkoff: u64, initial: &[u8]) {
+        if let Some(Cached::Block {
+            data,
+            pristine: true,
+        }) = self.cache.get(&blkoff)
+        {
+            if data.as_slice() == initial {
+                self.cache.insert(blkoff, Cached::Hole);
+            }
+        }
+    }
+
+    /// Dirty block offsets, ascending.
+    pub fn dirty_blocks(&self) -> Vec<u64> {
+        self.dirty.iter().copied().collect()
+    }
+
+    /// Offsets that existed and were deleted since the last
+    /// [`Mdt::mark_clean`] and are still holes, ascending: the segment
+    /// constructor removes them from the file's bmap.
+    pub fn deleted_blocks(&self) -> Vec<u64> {
+        self.deleted
+            .iter()
+            .copied()
+            .filter(|b| matches!(self.cache.get(b), Some(Cached::Hole)))
+            .collect()
+    }
+
+    /// The dirty blocks and deletions have been written.
+    pub fn mark_clean(&mut self) {
+        self.dirty.clear();
+        self.deleted.clear();
+        for slot in self.cache.values_mut() {
+            if let Cached::Block { pristine, .. } = slot {
+                *pristine = false;
+            }
+        }
+    }
+
+    /// Offsets the store has looked at (loaded, created or deleted).
+    pub fn cached_offsets(&self) -> Vec<u64> {
+        self.cache.keys().copied().collect()
+    }
+
+    /// Whether `self` and `other` read the same at every offset either has
+    /// looked at, and have the same dirty and deleted sets. A block loaded
+    /// unchanged from the loader equals the loader's block; a pristine
+    /// block does not equal the hole it replaced (that is the point).
+    pub fn same_state(&self, other: &Mdt<'_>) -> Result<bool> {
+        if self.dirty != other.dirty || self.deleted_blocks() != other.deleted_blocks() {
+            return Ok(false);
+        }
+        let offsets: BTreeSet<u64> = self
+            .cache
+            .keys()
+            .chain(other.cache.keys())
+            .copied()
+            .collect();
+        for b in offsets {
+            if self.read(b)? != other.read(b)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
