@@ -15,6 +15,7 @@ pub mod device;
 pub mod dir;
 pub mod error;
 pub mod format;
+pub mod fs;
 pub mod ifile;
 pub mod inspect;
 pub mod mdt;

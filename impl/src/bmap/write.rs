@@ -603,6 +603,14 @@ impl Bmap {
         }
     }
 
+    /// Look `key` up using only the nodes already in memory: after a
+    /// construction prepared a block (updated its pointer and marked its
+    /// path dirty), every node on its path is loaded. A node that would
+    /// have to be read is an error, not a read.
+    pub fn lookup_in_memory(&mut self, key: u64) -> Result<Option<u64>> {
+        self.lookup(key, &mut InMemoryOnly)
+    }
+
     /// The largest mapped key, `None` if nothing is mapped
     /// (`nilfs_direct_last_key`, `nilfs_btree_do_lookup_last`).
     pub fn last_key(&mut self, src: &mut dyn NodeSource) -> Result<Option<u64>> {

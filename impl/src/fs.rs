@@ -1,0 +1,787 @@
+//! A read-write mount: the in-memory state of a mounted filesystem and the
+//! construction that turns it into a checkpoint on disk (the kernel's
+//! `nilfs_segctor_do_construct` in super-root mode).
+//!
+//! This first slice supports creating files and directories, writing file
+//! data at any offset, `sync` (one checkpoint per construction with every
+//! stage in the kernel's order: user files, ifile, cpfile, sufile, DAT,
+//! super root) and unmount. Unlink, rename, truncate, data-only logs, the
+//! transaction lock and recovery come next (issue 5).
+//!
+//! Each construction:
+//! 1. gives every dirty block of every file a new virtual block number
+//!    (`nilfs_bmap_propagate` / `nilfs_btree_prepare_update_v`: the old one
+//!    is ended at this checkpoint, single-version files' at once) and every
+//!    dirty B-tree node one too;
+//! 2. writes updated raw inodes into the ifile, creates the checkpoint
+//!    entry, and lays the logs out (segctor::layout), extending by more
+//!    segments when they do not fit;
+//! 3. assigns disk addresses: DAT entries of virtual blocks get
+//!    `de_blocknr`/`de_start`; the DAT's own blocks and nodes are pointed
+//!    at directly;
+//! 4. fills in segment usage, the checkpoint and the super root, and
+//!    writes the sealed logs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::bmap::write::Bmap;
+use crate::bmap::NodeSource;
+use crate::cpfile::{CheckpointFinal, Cpfile};
+use crate::dat::Dat;
+use crate::device::BlockDevice;
+use crate::dir::DirFile;
+use crate::format::btree::BtreeNode;
+use crate::format::dir::file_type_from_mode;
+use crate::format::inode::{Inode, S_IFDIR, S_IFMT, S_IFREG};
+use crate::format::segsum::Binfo;
+use crate::format::super_root::{super_root_bytes, SuperRoot};
+use crate::format::superblock::{SuperBlock, STATE_VALID_FS};
+use crate::format::{ino, BlockNr, Cno, FileBlk, Ino, SegNum, VBlockNr};
+use crate::ifile::Ifile;
+use crate::mdt::{ImageFile, Mdt};
+use crate::recovery::SegGeometry;
+use crate::segctor::layout::{Cursor, FileTag, Full, Layout, SegmentSource};
+use crate::segctor::write::{assemble, write};
+use crate::sufile::Sufile;
+use crate::the_nilfs::Nilfs;
+use crate::{Errno, Error, Result};
+
+/// Node reads for a virtual-pointer file: translate through the current DAT.
+struct VNodes<'x, 'a> {
+    dat: &'x mut Dat<'a>,
+    dev: &'x dyn BlockDevice,
+    bs: u32,
+}
+
+impl NodeSource for VNodes<'_, '_> {
+    fn node(&mut self, ptr: u64, _level: u8) -> Result<BtreeNode> {
+        let pbn = self.dat.translate(VBlockNr(ptr))?;
+        let b = crate::device::read_block(self.dev, self.bs, pbn.0)?;
+        BtreeNode::decode_block(&b, self.bs).map_err(|e| e.at_block(pbn.0))
+    }
+}
+
+/// Node reads for the DAT: pointers are disk blocks.
+struct PNodes<'x> {
+    dev: &'x dyn BlockDevice,
+    bs: u32,
+}
+
+impl NodeSource for PNodes<'_> {
+    fn node(&mut self, ptr: u64, _level: u8) -> Result<BtreeNode> {
+        let b = crate::device::read_block(self.dev, self.bs, ptr)?;
+        BtreeNode::decode_block(&b, self.bs).map_err(|e| e.at_block(ptr))
+    }
+}
+
+/// A user file or directory in memory.
+struct FileState {
+    raw: Inode,
+    bmap: Bmap,
+    /// Dirty data blocks by offset.
+    dirty: BTreeMap<u64, Vec<u8>>,
+    /// The directory's blocks, once loaded for a change.
+    dir: Option<DirFile>,
+    /// The raw inode must be written into the ifile.
+    inode_dirty: bool,
+}
+
+/// A metadata file's mapping and raw inode.
+struct MetaMap {
+    raw: Inode,
+    bmap: Bmap,
+}
+
+/// The sufile as the layout's segment source.
+struct Segs<'x, 'a>(&'x mut Sufile<'a>);
+
+impl SegmentSource for Segs<'_, '_> {
+    fn alloc(&mut self) -> Result<SegNum> {
+        self.0.alloc()
+    }
+    fn free(&mut self, s: SegNum) -> Result<()> {
+        self.0.free(s)
+    }
+    fn mark_dirty(&mut self, s: SegNum) -> Result<()> {
+        self.0.mark_dirty(s)
+    }
+}
+
+/// Which file a laid-out block belongs to, and which block it is.
+#[derive(Clone, Copy, Debug)]
+enum Src {
+    Data(Ino, u64),
+    Node(Ino, crate::bmap::write::NodeId),
+}
+
+/// A mounted, writable filesystem.
+pub struct Fs<'a> {
+    dev: &'a dyn BlockDevice,
+    sb: SuperBlock,
+    geo: SegGeometry,
+    bs: u32,
+    cursor: Cursor,
+    dat: Dat<'a>,
+    dat_map: MetaMap,
+    cpfile: Cpfile<'a>,
+    cp_map: MetaMap,
+    sufile: Sufile<'a>,
+    su_map: MetaMap,
+    ifile: Ifile<'a>,
+    if_map: MetaMap,
+    files: BTreeMap<Ino, FileState>,
+    /// Files in the order they were dirtied (the kernel's dirty list).
+    order: Vec<Ino>,
+    inodes_count: u64,
+    blocks_count: u64,
+    now: u64,
+    generation: u32,
+}
+
+/// Sectors per block, the unit the kernel keeps `i_blocks` in.
+fn sectors(bs: u32) -> u64 {
+    u64::from(bs) / 512
+}
+
+impl<'a> Fs<'a> {
+    /// Mount the latest checkpoint of `nilfs` read-write at time `now`
+    /// (seconds). The super block's VALID_FS bit is cleared on disk, as
+    /// `nilfs_setup_super` does, so a crash leaves an unclean filesystem.
+    pub fn mount(nilfs: &'a Nilfs<'a>, now: u64) -> Result<Self> {
+        let dev = nilfs.device();
+        let sb = nilfs.sb.clone();
+        if sb.requires_read_only() {
+            return Err(Error::errno(Errno::EROFS, "unsupported read-only-compatible features"));
+        }
+        let bs = nilfs.block_size();
+        let s = &nilfs.scan;
+        let cursor = Cursor { segnum: s.segnum, pseg_offset: s.pseg_offset, seq: s.seq, nextnum: s.nextnum };
+        let sr = &nilfs.super_root;
+        let cp = nilfs
+            .checkpoint(s.cno)?
+            .ok_or_else(|| Error::corrupt("cpfile", format!("latest checkpoint {} is missing", s.cno)))?;
+        let map = |raw: &Inode| -> Result<MetaMap> { Ok(MetaMap { raw: raw.clone(), bmap: Bmap::open(&raw.bmap, bs)? }) };
+        let dat = Dat::new(Mdt::from_image(nilfs, ImageFile::Dat), u32::from(sb.dat_entry_size))?;
+        let cpfile = Cpfile::new(Mdt::from_image(nilfs, ImageFile::Cpfile), sb.checkpoint_size, nilfs.next_cno())?;
+        let sufile = Sufile::new(Mdt::from_image(nilfs, ImageFile::Sufile), sb.segment_usage_size, sb.nsegments)?;
+        let ifile = Ifile::new(
+            Mdt::from_image(nilfs, ImageFile::Ifile(cp.ifile_inode.clone())),
+            u32::from(sb.inode_size),
+            Ino(u64::from(sb.first_ino)),
+        )?;
+        let mut fs = Fs {
+            dev,
+            geo: nilfs.geo,
+            bs,
+            cursor,
+            dat,
+            dat_map: map(&sr.dat)?,
+            cpfile,
+            cp_map: map(&sr.cpfile)?,
+            sufile,
+            su_map: map(&sr.sufile)?,
+            ifile,
+            if_map: map(&cp.ifile_inode)?,
+            files: BTreeMap::new(),
+            order: Vec::new(),
+            inodes_count: cp.inodes_count,
+            blocks_count: cp.blocks_count,
+            now,
+            generation: 0,
+            sb,
+        };
+        fs.sb.mnt_count = fs.sb.mnt_count.wrapping_add(1);
+        fs.sb.mtime = now;
+        fs.sb.state &= !STATE_VALID_FS;
+        fs.write_super_blocks()?;
+        Ok(fs)
+    }
+
+    /// Set the injected clock (seconds).
+    pub fn set_time(&mut self, now: u64) {
+        self.now = now;
+    }
+
+    fn write_super_blocks(&mut self) -> Result<()> {
+        self.sb.wtime = self.now;
+        self.sb.seal();
+        let raw = self.sb.encode();
+        self.dev.write_at(crate::format::SB_OFFSET_BYTES, &raw)?;
+        if let Some(off) = crate::format::superblock::sb2_offset_bytes(self.dev.size_bytes()) {
+            if !crate::format::superblock::secondary_is_inside_segments(&self.sb, self.dev.size_bytes()) {
+                self.dev.write_at(off, &raw)?;
+            }
+        }
+        self.dev.flush()
+    }
+
+    /// Load a file's state (its raw inode from the ifile).
+    fn file(&mut self, i: Ino) -> Result<&mut FileState> {
+        if !self.files.contains_key(&i) {
+            let raw = self.ifile.read_inode(i)?;
+            if raw.links_count == 0 {
+                return Err(Error::errno(Errno::ESTALE, format!("inode {i}")));
+            }
+            let bmap = Bmap::open(&raw.bmap, self.bs)?;
+            self.files.insert(i, FileState { raw, bmap, dirty: BTreeMap::new(), dir: None, inode_dirty: false });
+        }
+        Ok(self.files.get_mut(&i).expect("inserted above"))
+    }
+
+    fn touch(&mut self, i: Ino) {
+        if !self.order.contains(&i) {
+            self.order.push(i);
+        }
+    }
+
+    /// Block `key` of file `i` as it reads now.
+    fn read_file_block(&mut self, i: Ino, key: u64) -> Result<Vec<u8>> {
+        let bs = self.bs;
+        let dev = self.dev;
+        let f = self.files.get_mut(&i).expect("loaded");
+        if let Some(d) = f.dirty.get(&key) {
+            return Ok(d.clone());
+        }
+        let mut src = VNodes { dat: &mut self.dat, dev, bs };
+        match f.bmap.lookup(key, &mut src)? {
+            None => Ok(vec![0u8; bs as usize]),
+            Some(v) => {
+                let pbn = self.dat.translate(VBlockNr(v))?;
+                crate::device::read_block(dev, bs, pbn.0)
+            }
+        }
+    }
+
+    /// Load the directory `i`'s blocks for a change.
+    fn dir(&mut self, i: Ino) -> Result<&mut DirFile> {
+        self.file(i)?;
+        if self.files[&i].raw.mode & S_IFMT != S_IFDIR {
+            return Err(Error::errno(Errno::ENOTDIR, format!("inode {i}")));
+        }
+        if self.files[&i].dir.is_none() {
+            let n = self.files[&i].raw.size.div_ceil(u64::from(self.bs));
+            let mut blocks = Vec::new();
+            for b in 0..n {
+                blocks.push(self.read_file_block(i, b)?);
+            }
+            let d = DirFile::from_blocks(self.bs, blocks)?;
+            self.files.get_mut(&i).expect("loaded").dir = Some(d);
+        }
+        Ok(self.files.get_mut(&i).expect("loaded").dir.as_mut().expect("set above"))
+    }
+
+    /// Look `name` up in directory `parent`.
+    pub fn lookup(&mut self, parent: Ino, name: &[u8]) -> Result<Option<Ino>> {
+        Ok(self.dir(parent)?.find(name)?.map(|f| f.ino))
+    }
+
+    fn new_inode(&mut self, mode: u16, links: u16) -> Result<Ino> {
+        let i = self.ifile.create_inode()?;
+        self.generation = self.generation.wrapping_add(1);
+        let raw = Inode {
+            ctime: self.now,
+            mtime: self.now,
+            mode,
+            links_count: links,
+            generation: self.generation,
+            ..Inode::default()
+        };
+        let bmap = Bmap::new_empty(self.bs)?;
+        self.files.insert(i, FileState { raw, bmap, dirty: BTreeMap::new(), dir: None, inode_dirty: true });
+        self.inodes_count += 1;
+        self.touch(i);
+        Ok(i)
+    }
+
+    fn check_name(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
+        if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
+            return Err(Error::errno(Errno::EINVAL, String::from_utf8_lossy(name)));
+        }
+        if name.len() > crate::format::NAME_LEN {
+            return Err(Error::errno(Errno::ENAMETOOLONG, String::from_utf8_lossy(name)));
+        }
+        if self.lookup(parent, name)?.is_some() {
+            return Err(Error::errno(Errno::EEXIST, String::from_utf8_lossy(name)));
+        }
+        Ok(())
+    }
+
+    fn link_into(&mut self, parent: Ino, name: &[u8], child: Ino, mode: u16) -> Result<()> {
+        let now = self.now;
+        let d = self.dir(parent)?;
+        d.add_link(name, child, file_type_from_mode(mode))?;
+        let size = d.size();
+        let f = self.files.get_mut(&parent).expect("loaded");
+        // A directory grows by whole blocks (the kernel's chunk).
+        f.raw.size = size;
+        f.raw.mtime = now;
+        f.raw.ctime = now;
+        f.inode_dirty = true;
+        self.touch(parent);
+        Ok(())
+    }
+
+    /// `nilfs_create`: a new empty regular file `name` in `parent`.
+    pub fn create(&mut self, parent: Ino, name: &[u8], perm: u16) -> Result<Ino> {
+        self.check_name(parent, name)?;
+        let mode = S_IFREG | (perm & 0o7777);
+        let i = self.new_inode(mode, 1)?;
+        self.link_into(parent, name, i, mode)?;
+        Ok(i)
+    }
+
+    /// `nilfs_mkdir`: a new directory with "." and "..".
+    pub fn mkdir(&mut self, parent: Ino, name: &[u8], perm: u16) -> Result<Ino> {
+        self.check_name(parent, name)?;
+        if self.file(parent)?.raw.links_count >= crate::format::LINK_MAX as u16 {
+            return Err(Error::errno(Errno::EMLINK, String::from_utf8_lossy(name)));
+        }
+        let mode = S_IFDIR | (perm & 0o7777);
+        let i = self.new_inode(mode, 2)?;
+        let d = DirFile::make_empty(self.bs, i, parent);
+        let f = self.files.get_mut(&i).expect("created");
+        f.raw.size = d.size();
+        f.dir = Some(d);
+        self.file(parent)?.raw.links_count += 1;
+        self.link_into(parent, name, i, mode)?;
+        Ok(i)
+    }
+
+    /// Write `data` at `offset` of regular file `i` (beyond EOF leaves a hole).
+    pub fn write(&mut self, i: Ino, offset: u64, data: &[u8]) -> Result<()> {
+        if self.file(i)?.raw.mode & S_IFMT != S_IFREG {
+            return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
+        }
+        let bs = u64::from(self.bs);
+        let end = offset.checked_add(data.len() as u64).ok_or_else(|| Error::errno(Errno::EFBIG, "write"))?;
+        let mut pos = offset;
+        while pos < end {
+            let key = pos / bs;
+            let within = (pos % bs) as usize;
+            let n = ((bs - within as u64).min(end - pos)) as usize;
+            let mut block = if within == 0 && n as u64 == bs { vec![0u8; bs as usize] } else { self.read_file_block(i, key)? };
+            let from = (pos - offset) as usize;
+            block[within..within + n].copy_from_slice(&data[from..from + n]);
+            self.files.get_mut(&i).expect("loaded").dirty.insert(key, block);
+            pos += n as u64;
+        }
+        let now = self.now;
+        let f = self.files.get_mut(&i).expect("loaded");
+        f.raw.size = f.raw.size.max(end);
+        f.raw.mtime = now;
+        f.raw.ctime = now;
+        f.inode_dirty = true;
+        self.touch(i);
+        Ok(())
+    }
+
+    /// Give every dirty data block of user file `i` and every dirty node a
+    /// new virtual block number for checkpoint `cno`.
+    fn prepare_user_file(&mut self, i: Ino, cno: Cno) -> Result<()> {
+        let bs = self.bs;
+        let dev = self.dev;
+        let f = self.files.get_mut(&i).expect("dirty files are loaded");
+        if let Some(d) = &f.dir {
+            for b in d.dirty_blocks().collect::<Vec<_>>() {
+                f.dirty.insert(b, d.blocks()[b as usize].clone());
+            }
+        }
+        let target = self.dat.target_for_ino(i);
+        let keys: Vec<u64> = f.dirty.keys().copied().collect();
+        for key in keys {
+            let mut src = VNodes { dat: &mut self.dat, dev, bs };
+            match f.bmap.lookup(key, &mut src)? {
+                None => {
+                    let v = self.dat.alloc(target)?;
+                    let mut src = VNodes { dat: &mut self.dat, dev, bs };
+                    let out = f.bmap.insert(key, v.0, &mut src)?;
+                    let added = 1 + u64::from(out.nodes_added);
+                    f.raw.blocks += added * sectors(bs);
+                    self.blocks_count += added;
+                }
+                Some(old) => {
+                    let req = self.dat.prepare_update(VBlockNr(old), cno, target)?;
+                    let new = self.dat.commit_update(req, false);
+                    let mut src = VNodes { dat: &mut self.dat, dev, bs };
+                    f.bmap.update_ptr(key, new.0, &mut src)?;
+                }
+            }
+            let mut src = VNodes { dat: &mut self.dat, dev, bs };
+            f.bmap.mark_data_dirty(key, &mut src)?;
+        }
+        for dn in f.bmap.dirty_nodes() {
+            let new = match dn.old_ptr {
+                Some(old) => {
+                    let req = self.dat.prepare_update(VBlockNr(old), cno, target)?;
+                    self.dat.commit_update(req, false)
+                }
+                None => self.dat.alloc(target)?,
+            };
+            f.bmap.assign(dn.id, new.0)?;
+        }
+        f.raw.bmap = f.bmap.root_bmap()?;
+        Ok(())
+    }
+
+    /// The same for a metadata file's dirty blocks (`vs`: single version).
+    fn prepare_meta(dat: &mut Dat<'a>, map: &mut MetaMap, keys: &[u64], cno: Cno, vs: bool, dev: &dyn BlockDevice, bs: u32) -> Result<()> {
+        let target = VBlockNr(0);
+        for &key in keys {
+            let mut src = VNodes { dat, dev, bs };
+            match map.bmap.lookup(key, &mut src)? {
+                None => {
+                    let v = dat.alloc(target)?;
+                    let mut src = VNodes { dat, dev, bs };
+                    let out = map.bmap.insert(key, v.0, &mut src)?;
+                    map.raw.blocks += (1 + u64::from(out.nodes_added)) * sectors(bs);
+                }
+                Some(old) => {
+                    let req = dat.prepare_update(VBlockNr(old), cno, target)?;
+                    let new = dat.commit_update(req, vs);
+                    let mut src = VNodes { dat, dev, bs };
+                    map.bmap.update_ptr(key, new.0, &mut src)?;
+                }
+            }
+            let mut src = VNodes { dat, dev, bs };
+            map.bmap.mark_data_dirty(key, &mut src)?;
+        }
+        Ok(())
+    }
+
+    fn assign_meta_nodes(dat: &mut Dat<'a>, map: &mut MetaMap, cno: Cno, vs: bool) -> Result<()> {
+        for dn in map.bmap.dirty_nodes() {
+            let new = match dn.old_ptr {
+                Some(old) => {
+                    let req = dat.prepare_update(VBlockNr(old), cno, VBlockNr(0))?;
+                    dat.commit_update(req, vs)
+                }
+                None => dat.alloc(VBlockNr(0))?,
+            };
+            map.bmap.assign(dn.id, new.0)?;
+        }
+        map.raw.bmap = map.bmap.root_bmap()?;
+        Ok(())
+    }
+
+    /// Whether anything awaits a construction.
+    pub fn is_dirty(&self) -> bool {
+        !self.order.is_empty()
+    }
+
+    /// `sync`: write one checkpoint holding every change (nothing if clean).
+    /// Returns the new checkpoint number.
+    pub fn sync(&mut self) -> Result<Option<Cno>> {
+        if !self.is_dirty() {
+            return Ok(None);
+        }
+        let cno = self.cpfile.next_cno();
+        let (dev, bs) = (self.dev, self.bs);
+        let ctime = self.now;
+
+        // Stage 1: user files, in the order they were dirtied.
+        let order = std::mem::take(&mut self.order);
+        for &i in &order {
+            self.prepare_user_file(i, cno)?;
+        }
+        for &i in &order {
+            let f = &self.files[&i];
+            if f.inode_dirty || !f.dirty.is_empty() {
+                let raw = f.raw.clone();
+                self.ifile.write_inode(i, &raw)?;
+            }
+        }
+        // Stage 2: the ifile; then the checkpoint entry.
+        let if_keys = self.ifile.palloc.mdt.dirty_blocks();
+        Self::prepare_meta(&mut self.dat, &mut self.if_map, &if_keys, cno, false, dev, bs)?;
+        Self::assign_meta_nodes(&mut self.dat, &mut self.if_map, cno, false)?;
+        self.cpfile.create_checkpoint(cno)?;
+
+        // Lay out, extending as nilfs_segctor_collect does. The sufile and
+        // the DAT change as segments are added, so their stages are
+        // prepared inside the loop, once per block.
+        let mut layout = Layout::begin(self.geo, &mut self.cursor, &mut Segs(&mut self.sufile), ctime, cno, false, true)?;
+        let mut nadd = 1usize;
+        let mut prepared_su: BTreeSet<u64> = BTreeSet::new();
+        let mut prepared_cp = false;
+        let (plans, cursor, srcs) = loop {
+            if !prepared_cp {
+                let cp_keys = self.cpfile.mdt.dirty_blocks();
+                Self::prepare_meta(&mut self.dat, &mut self.cp_map, &cp_keys, cno, true, dev, bs)?;
+                Self::assign_meta_nodes(&mut self.dat, &mut self.cp_map, cno, true)?;
+                prepared_cp = true;
+            }
+            let su_keys: Vec<u64> =
+                self.sufile.mdt.dirty_blocks().into_iter().filter(|k| !prepared_su.contains(k)).collect();
+            if !su_keys.is_empty() {
+                if !prepared_su.is_empty() {
+                    return Err(Error::Invalid(
+                        "construction needs sufile blocks beyond its first extension (not supported yet)".into(),
+                    ));
+                }
+                Self::prepare_meta(&mut self.dat, &mut self.su_map, &su_keys, cno, true, dev, bs)?;
+                Self::assign_meta_nodes(&mut self.dat, &mut self.su_map, cno, true)?;
+                prepared_su.extend(su_keys);
+            }
+            // The DAT: mark its dirty blocks in its own (physical) map.
+            let dat_keys = self.dat.palloc.mdt.dirty_blocks();
+            {
+                let mut src = PNodes { dev, bs };
+                for &k in &dat_keys {
+                    if self.dat_map.bmap.lookup(k, &mut src)?.is_none() {
+                        let out = self.dat_map.bmap.insert(k, crate::bmap::write::TEMP_PTR_BIT | k, &mut src)?;
+                        self.dat_map.raw.blocks += (1 + u64::from(out.nodes_added)) * sectors(bs);
+                    }
+                    self.dat_map.bmap.mark_data_dirty(k, &mut src)?;
+                }
+            }
+            let mut srcs: Vec<Src> = Vec::new();
+            let attempt = self.collect(&mut layout, &order, cno, &if_keys, &dat_keys, &mut srcs)?;
+            match attempt {
+                Ok(()) => {
+                    let (plans, cursor) = layout.finish(&mut Segs(&mut self.sufile))?;
+                    break (plans, cursor, srcs);
+                }
+                Err(Full) => {
+                    layout.extend(&mut Segs(&mut self.sufile), nadd)?;
+                    nadd = (nadd * 2).min(64);
+                    layout.restart(true);
+                }
+            }
+        };
+        self.finish_construction(cno, ctime, &order, plans, cursor, srcs)
+    }
+
+    /// Add every block of the construction to the layout, in stage order.
+    /// Returns `Ok(Err(Full))` when the last segment buffer is full.
+    fn collect(
+        &mut self,
+        layout: &mut Layout,
+        order: &[Ino],
+        cno: Cno,
+        if_keys: &[u64],
+        dat_keys: &[u64],
+        srcs: &mut Vec<Src>,
+    ) -> Result<std::result::Result<(), Full>> {
+        // Every block as (file tag, binfo, source), in collection order.
+        let mut blocks: Vec<(FileTag, Binfo, Src)> = Vec::new();
+        for &i in order {
+            let tag = FileTag { ino: i, cno };
+            let f = self.files.get_mut(&i).expect("loaded");
+            let keys: Vec<u64> = f.dirty.keys().copied().collect();
+            for key in keys {
+                let v = map_lookup_cached(&mut f.bmap, key)?;
+                blocks.push((tag, Binfo::DataV { vblocknr: VBlockNr(v), blkoff: FileBlk(key) }, Src::Data(i, key)));
+            }
+            for dn in f.bmap.dirty_nodes() {
+                let (_, _, ptr) = f.bmap.node_info(dn.id).expect("dirty node exists");
+                blocks.push((tag, Binfo::NodeV { vblocknr: VBlockNr(ptr) }, Src::Node(i, dn.id)));
+            }
+        }
+        let cp_keys = self.cpfile.mdt.dirty_blocks();
+        let su_keys = self.sufile.mdt.dirty_blocks();
+        let meta: [(Ino, Cno, &mut MetaMap, Vec<u64>); 3] = [
+            (ino::IFILE, cno, &mut self.if_map, if_keys.to_vec()),
+            (ino::CPFILE, Cno(0), &mut self.cp_map, cp_keys),
+            (ino::SUFILE, Cno(0), &mut self.su_map, su_keys),
+        ];
+        for (i, fcno, map, keys) in meta {
+            let tag = FileTag { ino: i, cno: fcno };
+            for key in keys {
+                let v = map_lookup_cached(&mut map.bmap, key)?;
+                blocks.push((tag, Binfo::DataV { vblocknr: VBlockNr(v), blkoff: FileBlk(key) }, Src::Data(i, key)));
+            }
+            for dn in map.bmap.dirty_nodes() {
+                let (_, _, ptr) = map.bmap.node_info(dn.id).expect("dirty node exists");
+                blocks.push((tag, Binfo::NodeV { vblocknr: VBlockNr(ptr) }, Src::Node(i, dn.id)));
+            }
+        }
+        let tag = FileTag { ino: ino::DAT, cno: Cno(0) };
+        for &key in dat_keys {
+            blocks.push((tag, Binfo::DataDat { blkoff: FileBlk(key) }, Src::Data(ino::DAT, key)));
+        }
+        for dn in self.dat_map.bmap.dirty_nodes() {
+            blocks.push((
+                tag,
+                Binfo::NodeDat { blkoff: FileBlk(dn.first_key), level: dn.level },
+                Src::Node(ino::DAT, dn.id),
+            ));
+        }
+        // Feed them, closing each file's record when the file changes.
+        let mut prev: Option<FileTag> = None;
+        for (tag, binfo, s) in blocks {
+            if prev.is_some_and(|p| p != tag) {
+                layout.end_file(prev.expect("checked"));
+            }
+            prev = Some(tag);
+            srcs.push(s);
+            if let Err(full) = layout.add_block(tag, binfo, srcs.len() as u64 - 1) {
+                return Ok(Err(full));
+            }
+        }
+        if let Some(p) = prev {
+            layout.end_file(p);
+        }
+        Ok(layout.add_super_root())
+    }
+
+    /// Assign addresses, fill in the metadata, write the logs.
+    fn finish_construction(
+        &mut self,
+        cno: Cno,
+        ctime: u64,
+        order: &[Ino],
+        plans: Vec<crate::segctor::layout::LogPlan>,
+        cursor: Cursor,
+        srcs: Vec<Src>,
+    ) -> Result<Option<Cno>> {
+        let bs = self.bs;
+        // Where every block goes.
+        let mut pbn_of: Vec<BlockNr> = vec![BlockNr(0); srcs.len()];
+        for p in &plans {
+            for &(tag, b) in &p.payload {
+                pbn_of[tag as usize] = b;
+            }
+        }
+        // DAT entries of virtual blocks; the DAT's own blocks directly.
+        for (t, s) in srcs.iter().enumerate() {
+            let pbn = pbn_of[t];
+            match *s {
+                Src::Data(i, key) if i == ino::DAT => {
+                    let mut src = PNodes { dev: self.dev, bs };
+                    self.dat_map.bmap.update_ptr(key, pbn.0, &mut src)?;
+                }
+                Src::Node(i, id) if i == ino::DAT => {
+                    self.dat_map.bmap.assign(id, pbn.0)?;
+                }
+                Src::Data(i, key) => {
+                    let v = map_lookup_cached(self.bmap_of_mut(i), key)?;
+                    self.dat.start(VBlockNr(v), cno, pbn)?;
+                }
+                Src::Node(i, id) => {
+                    let (_, _, v) = self.bmap_of(i).node_info(id).expect("dirty node exists");
+                    self.dat.start(VBlockNr(v), cno, pbn)?;
+                }
+            }
+        }
+        self.dat_map.raw.bmap = self.dat_map.bmap.root_bmap()?;
+        // Segment usage and the checkpoint.
+        let nblk_inc: u64 = plans.iter().map(|p| u64::from(p.header.nblocks)).sum();
+        for p in &plans {
+            self.sufile.set_segment_usage(p.segnum, p.live_blocks as u32, ctime)?;
+        }
+        self.if_map.raw.bmap = self.if_map.bmap.root_bmap()?;
+        self.cpfile.finalize_checkpoint(
+            cno,
+            &CheckpointFinal {
+                inodes_count: self.inodes_count,
+                blocks_count: self.blocks_count,
+                nblk_inc,
+                create: ctime,
+                minor: false,
+                ifile_inode: self.if_map.raw.clone(),
+            },
+        )?;
+        // Contents, now final.
+        let mut payload: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        for (t, s) in srcs.iter().enumerate() {
+            let data = match *s {
+                Src::Data(i, key) => self.data_block(i, key)?,
+                Src::Node(i, id) => self.bmap_of(i).encode_node(id)?,
+            };
+            payload.insert(t as u64, data);
+        }
+        let isz = self.sb.inode_size;
+        let sr = SuperRoot {
+            sum: 0,
+            bytes: super_root_bytes(isz),
+            flags: 0,
+            nongc_ctime: ctime,
+            dat: self.dat_map.raw.clone(),
+            cpfile: self.cp_map.raw.clone(),
+            sufile: self.su_map.raw.clone(),
+        }
+        .encode(bs, isz);
+        for p in &plans {
+            let mine: BTreeMap<u64, Vec<u8>> =
+                p.payload.iter().map(|(t, _)| (*t, payload[t].clone())).collect();
+            let log = assemble(p, &mine, p.super_root.map(|_| &sr[..]), bs, self.sb.crc_seed)?;
+            write(self.dev, p, &log, bs)?;
+        }
+        self.dev.flush()?;
+        // The construction is on disk: clean everything, move the cursor.
+        let last = plans.last().expect("a construction writes a log");
+        self.sb.last_pseg = last.start;
+        self.sb.last_seq = last.header.seq;
+        self.sb.last_cno = cno;
+        self.cursor = cursor;
+        for i in order {
+            let f = self.files.get_mut(i).expect("loaded");
+            f.dirty.clear();
+            f.inode_dirty = false;
+            f.bmap.mark_clean()?;
+            if let Some(d) = &mut f.dir {
+                d.mark_clean();
+            }
+        }
+        for m in [&mut self.if_map, &mut self.cp_map, &mut self.su_map, &mut self.dat_map] {
+            m.bmap.mark_clean()?;
+        }
+        self.ifile.palloc.mdt.mark_clean();
+        self.cpfile.mdt.mark_clean();
+        self.sufile.mdt.mark_clean();
+        self.dat.palloc.mdt.mark_clean();
+        self.cpfile.set_next_cno(Cno(cno.0 + 1));
+        Ok(Some(cno))
+    }
+
+    fn bmap_of_mut(&mut self, i: Ino) -> &mut Bmap {
+        match i {
+            ino::IFILE => &mut self.if_map.bmap,
+            ino::CPFILE => &mut self.cp_map.bmap,
+            ino::SUFILE => &mut self.su_map.bmap,
+            ino::DAT => &mut self.dat_map.bmap,
+            _ => &mut self.files.get_mut(&i).expect("loaded").bmap,
+        }
+    }
+
+    fn bmap_of(&self, i: Ino) -> &Bmap {
+        match i {
+            ino::IFILE => &self.if_map.bmap,
+            ino::CPFILE => &self.cp_map.bmap,
+            ino::SUFILE => &self.su_map.bmap,
+            ino::DAT => &self.dat_map.bmap,
+            _ => &self.files[&i].bmap,
+        }
+    }
+
+    /// The final content of a data block being written.
+    fn data_block(&self, i: Ino, key: u64) -> Result<Vec<u8>> {
+        let from_mdt = |m: &Mdt<'_>| -> Result<Vec<u8>> {
+            m.read(key)?.ok_or_else(|| Error::Invalid(format!("dirty block {key} of inode {i} vanished")))
+        };
+        match i {
+            ino::IFILE => from_mdt(&self.ifile.palloc.mdt),
+            ino::CPFILE => from_mdt(&self.cpfile.mdt),
+            ino::SUFILE => from_mdt(&self.sufile.mdt),
+            ino::DAT => from_mdt(&self.dat.palloc.mdt),
+            _ => Ok(self.files[&i].dirty[&key].clone()),
+        }
+    }
+
+    /// `nilfs_put_super`: write what is dirty, then mark the filesystem
+    /// clean in the super blocks with the final log cursor.
+    pub fn unmount(mut self) -> Result<()> {
+        self.sync()?;
+        let ncleansegs = self.sufile.ncleansegs()?;
+        self.sb.free_blocks_count = ncleansegs * self.geo.blocks_per_segment;
+        self.sb.state |= STATE_VALID_FS;
+        self.write_super_blocks()
+    }
+}
+
+/// The pointer a prepared mapping holds for `key` (every node on the path
+/// is in memory after preparation).
+fn map_lookup_cached(map: &mut Bmap, key: u64) -> Result<u64> {
+    map.lookup_in_memory(key)?
+        .ok_or_else(|| Error::Invalid(format!("prepared block {key} is not mapped")))
+}

@@ -1,0 +1,163 @@
+//! The kernel reads what our write path writes. Peer tier (`NILFS_PEERS=1`).
+//!
+//! Our Fs makes files (direct maps, a 3 MiB B-tree, a sparse file), nested
+//! directories and a 200-entry directory on fresh 1, 2 and 4 KiB images,
+//! syncs twice and unmounts. Linux 6.1 then mounts each image read-only:
+//! its manifest, lscp and lssu must equal ours, with no nilfs2 complaint in
+//! dmesg. A second boot mounts them read-write, writes a file and unmounts;
+//! our reader must then open the kernel's new checkpoint and verify every
+//! checksum.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use nilfs::check::verify_checksums;
+use nilfs::device::{export_image, FileDevice, MemDevice};
+use nilfs::format::ino;
+use nilfs::fs::Fs;
+use nilfs::inspect::manifest::manifest;
+use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
+use nilfs::inspect::tools;
+use nilfs::mkfs::{self, MkfsOptions};
+use nilfs::posix::CheckpointView;
+use nilfs::the_nilfs::Nilfs;
+use nilfs_conformance::peers::{self, Scratch};
+
+const GEOMETRIES: &[(u64, u64)] = &[(1024, 256), (2048, 128), (4096, 512)];
+const DEVS: &[&str] = &["vda", "vdb", "vdc"];
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn populate(dev: &MemDevice, bs: u64, bps: u64) {
+    mkfs::mkfs(dev, &MkfsOptions { block_size: bs, blocks_per_segment: bps, ..MkfsOptions::from_seed(bs) }).unwrap();
+    let nilfs = Nilfs::open(dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+    let small = fs.create(ino::ROOT, b"small", 0o644).unwrap();
+    fs.write(small, 0, b"hello, nilfs\n").unwrap();
+    let mid = fs.create(ino::ROOT, b"mid", 0o600).unwrap();
+    fs.write(mid, 0, &pattern(1, 30_000)).unwrap();
+    let big = fs.create(ino::ROOT, b"big", 0o644).unwrap();
+    fs.write(big, 0, &pattern(2, 3 << 20)).unwrap();
+    let sparse = fs.create(ino::ROOT, b"sparse", 0o644).unwrap();
+    fs.write(sparse, 5_000_000, b"tail").unwrap();
+    let sub = fs.mkdir(ino::ROOT, b"sub", 0o755).unwrap();
+    let deeper = fs.mkdir(sub, b"deeper", 0o755).unwrap();
+    let leaf = fs.create(deeper, b"leaf", 0o644).unwrap();
+    fs.write(leaf, 0, b"leaf\n").unwrap();
+    fs.mkdir(ino::ROOT, b"empty", 0o700).unwrap();
+    for n in 0..200 {
+        let f = fs.create(sub, format!("f{n:03}").as_bytes(), 0o644).unwrap();
+        fs.write(f, 0, format!("entry {n}\n").as_bytes()).unwrap();
+    }
+    fs.sync().unwrap();
+    fs.set_time(1_800_000_100);
+    fs.write(big, 4096 * 100 + 10, b"OVERWRITE").unwrap();
+    fs.write(small, 13, b"more\n").unwrap();
+    fs.unmount().unwrap();
+}
+
+fn sections(out: &str) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    let mut cur: Option<String> = None;
+    for l in out.lines() {
+        if let Some(h) = l.strip_prefix("@@") {
+            cur = Some(h.to_string());
+            map.insert(h.to_string(), String::new());
+        } else if let Some(c) = &cur {
+            let s = map.get_mut(c).expect("section exists");
+            s.push_str(l);
+            s.push('\n');
+        }
+    }
+    map
+}
+
+fn kernel_run(images: &[std::path::PathBuf], script: &str, dir: &Scratch, name: &str, ro: bool) -> String {
+    let path = dir.file(name);
+    std::fs::write(&path, script).unwrap();
+    let disks: Vec<String> = images[1..].iter().map(|p| p.display().to_string()).collect();
+    let mut cmd = Command::new(peers::oracle_dir().join("kernel-run.sh"));
+    cmd.arg(&images[0]).arg(&path).env("DISKS", disks.join(" ")).env("TIMEOUT", "600");
+    if ro {
+        cmd.env("RO", "1");
+    }
+    let out = peers::run(&mut cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "kernel-run.sh {name} exited {}:\n{stdout}", out.status);
+    stdout
+}
+
+#[test]
+fn the_kernel_reads_what_we_write() {
+    let Some(()) = peers::require("the_kernel_reads_what_we_write", &["qemu-system-x86_64", "busybox", "cpio"]) else {
+        return;
+    };
+    let dir = Scratch::new("kernel-reads-ours");
+    let mut images = Vec::new();
+    let mut ours = Vec::new();
+    for (i, &(bs, bps)) in GEOMETRIES.iter().enumerate() {
+        let dev = MemDevice::new(128 << 20);
+        populate(&dev, bs, bps);
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let view = CheckpointView::open(&nilfs, None).unwrap();
+        ours.push((
+            manifest(&view).unwrap(),
+            tools::lscp(&dev, &LscpOptions::default()).unwrap(),
+            tools::lssu(&dev, &LssuOptions::default()).unwrap(),
+        ));
+        let img = dir.file(&format!("w{i}.img"));
+        export_image(&dev, &img).unwrap();
+        images.push(img);
+    }
+    let mut ro = String::from("set -e\n");
+    for d in DEVS {
+        ro.push_str(&format!(
+            "mount -t nilfs2 -o ro /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\necho @@LSCP {d}; lscp\necho @@LSSU {d}; lssu\numount /mnt\n"
+        ));
+    }
+    ro.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
+    let secs = sections(&kernel_run(&images, &ro, &dir, "ro.sh", true));
+    for (i, d) in DEVS.iter().enumerate() {
+        let ctx = format!("{d} (-b {} -B {})", GEOMETRIES[i].0, GEOMETRIES[i].1);
+        assert_eq!(secs[&format!("MANIFEST {d}")], ours[i].0, "{ctx}: manifest");
+        assert_eq!(secs[&format!("LSCP {d}")], ours[i].1, "{ctx}: lscp");
+        assert_eq!(secs[&format!("LSSU {d}")], ours[i].2, "{ctx}: lssu");
+    }
+    let dmesg = &secs["DMESG"];
+    for l in dmesg.lines() {
+        let lower = l.to_lowercase();
+        assert!(!(lower.contains("error") || lower.contains("corrupt") || lower.contains("invalid")), "dmesg: {l}\n{dmesg}");
+    }
+
+    // The kernel writes on top of our images; we read its result.
+    let mut rw = String::from("set -e\n");
+    for d in DEVS {
+        rw.push_str(&format!(
+            "mount -t nilfs2 /dev/{d} /mnt\nseq 1 5000 > /mnt/from-kernel\nmkdir /mnt/sub/kdir\nsync\numount /mnt\n"
+        ));
+    }
+    rw.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
+    let secs = sections(&kernel_run(&images, &rw, &dir, "rw.sh", false));
+    assert!(!secs["DMESG"].to_lowercase().contains("error"), "{}", secs["DMESG"]);
+    for (i, img) in images.iter().enumerate() {
+        let dev = FileDevice::open_read_only(img).unwrap();
+        verify_checksums(&dev).unwrap_or_else(|e| panic!("image {i} after the kernel wrote: {e}"));
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let view = CheckpointView::open(&nilfs, None).unwrap();
+        let (_, f) = view.resolve(b"/from-kernel", false).unwrap();
+        let expect: String = (1..=5000).map(|n| format!("{n}\n")).collect();
+        assert_eq!(view.read_all(&f).unwrap(), expect.as_bytes(), "image {i}");
+        assert!(view.resolve(b"/sub/kdir", false).is_ok(), "image {i}");
+        assert!(view.resolve(b"/sub/f199", false).is_ok(), "image {i}");
+    }
+}
