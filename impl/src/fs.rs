@@ -375,6 +375,51 @@ impl<'a> Fs<'a> {
         Ok(())
     }
 
+    /// The raw inode of `i` as it stands now (`stat`).
+    pub fn stat(&mut self, i: Ino) -> Result<Inode> {
+        Ok(self.file(i)?.raw.clone())
+    }
+
+    /// Up to `len` bytes of file `i` from `offset` (short at EOF; holes
+    /// read as zeros), as they stand now.
+    pub fn read(&mut self, i: Ino, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let size = self.file(i)?.raw.size;
+        if self.files[&i].raw.mode & S_IFMT == S_IFDIR {
+            return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
+        }
+        let end = size.min(offset.saturating_add(len));
+        let bs = u64::from(self.bs);
+        let mut out = Vec::with_capacity(end.saturating_sub(offset).min(1 << 30) as usize);
+        let mut pos = offset;
+        while pos < end {
+            let key = pos / bs;
+            let within = (pos % bs) as usize;
+            let n = ((bs - within as u64).min(end - pos)) as usize;
+            let b = self.read_file_block(i, key)?;
+            out.extend_from_slice(&b[within..within + n]);
+            pos += n as u64;
+        }
+        Ok(out)
+    }
+
+    /// The live entries of directory `i` (name, inode, type), "." and ".."
+    /// included, in on-disk order.
+    pub fn readdir(&mut self, i: Ino) -> Result<Vec<(Vec<u8>, Ino, u8)>> {
+        self.dir(i)?.entries()
+    }
+
+    /// Resolve an absolute path (no symlinks are followed yet: this slice
+    /// creates none).
+    pub fn resolve(&mut self, path: &[u8]) -> Result<Ino> {
+        let mut cur = ino::ROOT;
+        for part in path.split(|&c| c == b'/').filter(|p| !p.is_empty() && *p != b".") {
+            cur = self
+                .lookup(cur, part)?
+                .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(path)))?;
+        }
+        Ok(cur)
+    }
+
     /// Give every dirty data block of user file `i` and every dirty node a
     /// new virtual block number for checkpoint `cno`.
     fn prepare_user_file(&mut self, i: Ino, cno: Cno) -> Result<()> {
