@@ -151,19 +151,43 @@ impl<'a> Fs<'a> {
         let dev = nilfs.device();
         let sb = nilfs.sb.clone();
         if sb.requires_read_only() {
-            return Err(Error::errno(Errno::EROFS, "unsupported read-only-compatible features"));
+            return Err(Error::errno(
+                Errno::EROFS,
+                "unsupported read-only-compatible features",
+            ));
         }
         let bs = nilfs.block_size();
         let s = &nilfs.scan;
-        let cursor = Cursor { segnum: s.segnum, pseg_offset: s.pseg_offset, seq: s.seq, nextnum: s.nextnum };
+        let cursor = Cursor {
+            segnum: s.segnum,
+            pseg_offset: s.pseg_offset,
+            seq: s.seq,
+            nextnum: s.nextnum,
+        };
         let sr = &nilfs.super_root;
-        let cp = nilfs
-            .checkpoint(s.cno)?
-            .ok_or_else(|| Error::corrupt("cpfile", format!("latest checkpoint {} is missing", s.cno)))?;
-        let map = |raw: &Inode| -> Result<MetaMap> { Ok(MetaMap { raw: raw.clone(), bmap: Bmap::open(&raw.bmap, bs)? }) };
-        let dat = Dat::new(Mdt::from_image(nilfs, ImageFile::Dat), u32::from(sb.dat_entry_size))?;
-        let cpfile = Cpfile::new(Mdt::from_image(nilfs, ImageFile::Cpfile), sb.checkpoint_size, nilfs.next_cno())?;
-        let sufile = Sufile::new(Mdt::from_image(nilfs, ImageFile::Sufile), sb.segment_usage_size, sb.nsegments)?;
+        let cp = nilfs.checkpoint(s.cno)?.ok_or_else(|| {
+            Error::corrupt("cpfile", format!("latest checkpoint {} is missing", s.cno))
+        })?;
+        let map = |raw: &Inode| -> Result<MetaMap> {
+            Ok(MetaMap {
+                raw: raw.clone(),
+                bmap: Bmap::open(&raw.bmap, bs)?,
+            })
+        };
+        let dat = Dat::new(
+            Mdt::from_image(nilfs, ImageFile::Dat),
+            u32::from(sb.dat_entry_size),
+        )?;
+        let cpfile = Cpfile::new(
+            Mdt::from_image(nilfs, ImageFile::Cpfile),
+            sb.checkpoint_size,
+            nilfs.next_cno(),
+        )?;
+        let sufile = Sufile::new(
+            Mdt::from_image(nilfs, ImageFile::Sufile),
+            sb.segment_usage_size,
+            sb.nsegments,
+        )?;
         let ifile = Ifile::new(
             Mdt::from_image(nilfs, ImageFile::Ifile(cp.ifile_inode.clone())),
             u32::from(sb.inode_size),
@@ -208,7 +232,10 @@ impl<'a> Fs<'a> {
         let raw = self.sb.encode();
         self.dev.write_at(crate::format::SB_OFFSET_BYTES, &raw)?;
         if let Some(off) = crate::format::superblock::sb2_offset_bytes(self.dev.size_bytes()) {
-            if !crate::format::superblock::secondary_is_inside_segments(&self.sb, self.dev.size_bytes()) {
+            if !crate::format::superblock::secondary_is_inside_segments(
+                &self.sb,
+                self.dev.size_bytes(),
+            ) {
                 self.dev.write_at(off, &raw)?;
             }
         }
@@ -223,7 +250,16 @@ impl<'a> Fs<'a> {
                 return Err(Error::errno(Errno::ESTALE, format!("inode {i}")));
             }
             let bmap = Bmap::open(&raw.bmap, self.bs)?;
-            self.files.insert(i, FileState { raw, bmap, dirty: BTreeMap::new(), dir: None, inode_dirty: false });
+            self.files.insert(
+                i,
+                FileState {
+                    raw,
+                    bmap,
+                    dirty: BTreeMap::new(),
+                    dir: None,
+                    inode_dirty: false,
+                },
+            );
         }
         Ok(self.files.get_mut(&i).expect("inserted above"))
     }
@@ -242,7 +278,11 @@ impl<'a> Fs<'a> {
         if let Some(d) = f.dirty.get(&key) {
             return Ok(d.clone());
         }
-        let mut src = VNodes { dat: &mut self.dat, dev, bs };
+        let mut src = VNodes {
+            dat: &mut self.dat,
+            dev,
+            bs,
+        };
         match f.bmap.lookup(key, &mut src)? {
             None => Ok(vec![0u8; bs as usize]),
             Some(v) => {
@@ -267,7 +307,13 @@ impl<'a> Fs<'a> {
             let d = DirFile::from_blocks(self.bs, blocks)?;
             self.files.get_mut(&i).expect("loaded").dir = Some(d);
         }
-        Ok(self.files.get_mut(&i).expect("loaded").dir.as_mut().expect("set above"))
+        Ok(self
+            .files
+            .get_mut(&i)
+            .expect("loaded")
+            .dir
+            .as_mut()
+            .expect("set above"))
     }
 
     /// Look `name` up in directory `parent`.
@@ -287,7 +333,16 @@ impl<'a> Fs<'a> {
             ..Inode::default()
         };
         let bmap = Bmap::new_empty(self.bs)?;
-        self.files.insert(i, FileState { raw, bmap, dirty: BTreeMap::new(), dir: None, inode_dirty: true });
+        self.files.insert(
+            i,
+            FileState {
+                raw,
+                bmap,
+                dirty: BTreeMap::new(),
+                dir: None,
+                inode_dirty: true,
+            },
+        );
         self.inodes_count += 1;
         self.touch(i);
         Ok(i)
@@ -298,7 +353,10 @@ impl<'a> Fs<'a> {
             return Err(Error::errno(Errno::EINVAL, String::from_utf8_lossy(name)));
         }
         if name.len() > crate::format::NAME_LEN {
-            return Err(Error::errno(Errno::ENAMETOOLONG, String::from_utf8_lossy(name)));
+            return Err(Error::errno(
+                Errno::ENAMETOOLONG,
+                String::from_utf8_lossy(name),
+            ));
         }
         if self.lookup(parent, name)?.is_some() {
             return Err(Error::errno(Errno::EEXIST, String::from_utf8_lossy(name)));
@@ -353,16 +411,26 @@ impl<'a> Fs<'a> {
             return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
         }
         let bs = u64::from(self.bs);
-        let end = offset.checked_add(data.len() as u64).ok_or_else(|| Error::errno(Errno::EFBIG, "write"))?;
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or_else(|| Error::errno(Errno::EFBIG, "write"))?;
         let mut pos = offset;
         while pos < end {
             let key = pos / bs;
             let within = (pos % bs) as usize;
             let n = ((bs - within as u64).min(end - pos)) as usize;
-            let mut block = if within == 0 && n as u64 == bs { vec![0u8; bs as usize] } else { self.read_file_block(i, key)? };
+            let mut block = if within == 0 && n as u64 == bs {
+                vec![0u8; bs as usize]
+            } else {
+                self.read_file_block(i, key)?
+            };
             let from = (pos - offset) as usize;
             block[within..within + n].copy_from_slice(&data[from..from + n]);
-            self.files.get_mut(&i).expect("loaded").dirty.insert(key, block);
+            self.files
+                .get_mut(&i)
+                .expect("loaded")
+                .dirty
+                .insert(key, block);
             pos += n as u64;
         }
         let now = self.now;
@@ -412,12 +480,288 @@ impl<'a> Fs<'a> {
     /// creates none).
     pub fn resolve(&mut self, path: &[u8]) -> Result<Ino> {
         let mut cur = ino::ROOT;
-        for part in path.split(|&c| c == b'/').filter(|p| !p.is_empty() && *p != b".") {
+        for part in path
+            .split(|&c| c == b'/')
+            .filter(|p| !p.is_empty() && *p != b".")
+        {
             cur = self
                 .lookup(cur, part)?
                 .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(path)))?;
         }
         Ok(cur)
+    }
+
+    /// Unmap blocks `from..` of file `i` (`nilfs_bmap_truncate`): each
+    /// written version is ended in the DAT at the checkpoint under
+    /// construction (a version never written is freed there), dirty pages
+    /// past the end are dropped, and the block counts shrink.
+    fn release_blocks(&mut self, i: Ino, from: u64) -> Result<()> {
+        let cno = self.cpfile.next_cno();
+        let (dev, bs) = (self.dev, self.bs);
+        let f = self.files.get_mut(&i).expect("loaded");
+        let mut src = VNodes {
+            dat: &mut self.dat,
+            dev,
+            bs,
+        };
+        let out = f.bmap.truncate(from, &mut src)?;
+        for &(_, ptr) in &out.deleted {
+            self.dat.end(VBlockNr(ptr), cno, false)?;
+        }
+        for &ptr in &out.freed_nodes {
+            self.dat.end(VBlockNr(ptr), cno, false)?;
+        }
+        let n = out.deleted.len() as u64 + u64::from(out.nodes_removed);
+        f.raw.blocks = f.raw.blocks.saturating_sub(n * sectors(bs));
+        self.blocks_count = self.blocks_count.saturating_sub(n);
+        f.dirty.retain(|&k, _| k < from);
+        Ok(())
+    }
+
+    /// `nilfs_evict_inode` for an inode whose last link is gone: free its
+    /// blocks and its inode number.
+    fn evict(&mut self, i: Ino) -> Result<()> {
+        self.release_blocks(i, 0)?;
+        self.ifile.delete_inode(i)?;
+        self.files.remove(&i);
+        self.order.retain(|&x| x != i);
+        self.inodes_count = self.inodes_count.saturating_sub(1);
+        Ok(())
+    }
+
+    fn mark(&mut self, i: Ino) {
+        let now = self.now;
+        if let Some(f) = self.files.get_mut(&i) {
+            f.raw.ctime = now;
+            f.inode_dirty = true;
+        }
+        self.touch(i);
+    }
+
+    fn touch_dir(&mut self, d: Ino) {
+        let now = self.now;
+        let f = self.files.get_mut(&d).expect("loaded");
+        f.raw.mtime = now;
+        f.raw.ctime = now;
+        f.inode_dirty = true;
+        self.touch(d);
+    }
+
+    /// `nilfs_unlink`: remove `name` from `parent`; the inode goes with its
+    /// last link. EISDIR for a directory.
+    pub fn unlink(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
+        let found = self
+            .dir(parent)?
+            .find(name)?
+            .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(name)))?;
+        if self.file(found.ino)?.raw.mode & S_IFMT == S_IFDIR {
+            return Err(Error::errno(Errno::EISDIR, String::from_utf8_lossy(name)));
+        }
+        self.dir(parent)?.delete_entry(found.pos)?;
+        self.touch_dir(parent);
+        let f = self.files.get_mut(&found.ino).expect("loaded");
+        f.raw.links_count = f.raw.links_count.saturating_sub(1);
+        if f.raw.links_count == 0 {
+            self.evict(found.ino)?;
+        } else {
+            self.mark(found.ino);
+        }
+        Ok(())
+    }
+
+    /// `nilfs_rmdir`: remove the empty directory `name` (ENOTDIR,
+    /// ENOTEMPTY as the kernel gives them).
+    pub fn rmdir(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
+        let found = self
+            .dir(parent)?
+            .find(name)?
+            .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(name)))?;
+        if self.file(found.ino)?.raw.mode & S_IFMT != S_IFDIR {
+            return Err(Error::errno(Errno::ENOTDIR, String::from_utf8_lossy(name)));
+        }
+        if !self.dir(found.ino)?.is_empty(found.ino)? {
+            return Err(Error::errno(
+                Errno::ENOTEMPTY,
+                String::from_utf8_lossy(name),
+            ));
+        }
+        self.dir(parent)?.delete_entry(found.pos)?;
+        self.touch_dir(parent);
+        let p = self.files.get_mut(&parent).expect("loaded");
+        p.raw.links_count = p.raw.links_count.saturating_sub(1);
+        self.evict(found.ino)
+    }
+
+    /// `nilfs_link`: another name for `target` (EPERM for a directory,
+    /// EMLINK at the link limit).
+    pub fn link(&mut self, target: Ino, parent: Ino, name: &[u8]) -> Result<()> {
+        let raw = self.file(target)?.raw.clone();
+        if raw.mode & S_IFMT == S_IFDIR {
+            return Err(Error::errno(Errno::EPERM, String::from_utf8_lossy(name)));
+        }
+        if u32::from(raw.links_count) >= crate::format::LINK_MAX {
+            return Err(Error::errno(Errno::EMLINK, String::from_utf8_lossy(name)));
+        }
+        self.check_name(parent, name)?;
+        self.link_into(parent, name, target, raw.mode)?;
+        self.files.get_mut(&target).expect("loaded").raw.links_count += 1;
+        self.mark(target);
+        Ok(())
+    }
+
+    /// `nilfs_symlink`: a symlink whose target is stored as file data
+    /// (ENAMETOOLONG when it does not fit in one block with its NUL).
+    pub fn symlink(&mut self, parent: Ino, name: &[u8], target: &[u8]) -> Result<Ino> {
+        if target.len() + 1 > self.bs as usize {
+            return Err(Error::errno(
+                Errno::ENAMETOOLONG,
+                String::from_utf8_lossy(target),
+            ));
+        }
+        if target.is_empty() {
+            return Err(Error::errno(Errno::ENOENT, "empty symlink target"));
+        }
+        self.check_name(parent, name)?;
+        let mode = crate::format::inode::S_IFLNK | 0o777;
+        let i = self.new_inode(mode, 1)?;
+        let mut block = vec![0u8; self.bs as usize];
+        block[..target.len()].copy_from_slice(target);
+        let f = self.files.get_mut(&i).expect("created");
+        f.dirty.insert(0, block);
+        f.raw.size = target.len() as u64;
+        self.link_into(parent, name, i, mode)?;
+        Ok(i)
+    }
+
+    /// `nilfs_setattr` size change (`nilfs_truncate` and
+    /// `block_truncate_page`): shrinking drops blocks past the end and
+    /// zeroes the tail of the last one; growing leaves a hole.
+    pub fn truncate(&mut self, i: Ino, size: u64) -> Result<()> {
+        if self.file(i)?.raw.mode & S_IFMT != S_IFREG {
+            return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
+        }
+        let bs = u64::from(self.bs);
+        let old = self.files[&i].raw.size;
+        if size < old {
+            self.release_blocks(i, size.div_ceil(bs))?;
+            if size % bs != 0 {
+                let key = size / bs;
+                let mut b = self.read_file_block(i, key)?;
+                b[(size % bs) as usize..].fill(0);
+                self.files.get_mut(&i).expect("loaded").dirty.insert(key, b);
+            }
+        }
+        let now = self.now;
+        let f = self.files.get_mut(&i).expect("loaded");
+        f.raw.size = size;
+        f.raw.mtime = now;
+        f.raw.ctime = now;
+        f.inode_dirty = true;
+        self.touch(i);
+        Ok(())
+    }
+
+    /// Whether `anc` is `d` or one of its ancestors.
+    fn is_ancestor(&mut self, anc: Ino, mut d: Ino) -> Result<bool> {
+        for _ in 0..u32::from(u16::MAX) {
+            if d == anc {
+                return Ok(true);
+            }
+            if d == ino::ROOT {
+                return Ok(false);
+            }
+            d = self
+                .lookup(d, b"..")?
+                .ok_or_else(|| Error::corrupt("directory", "no \"..\" entry"))?;
+        }
+        Err(Error::corrupt(
+            "directory",
+            "\"..\" chain does not reach the root",
+        ))
+    }
+
+    /// `nilfs_rename` (with the VFS's checks): move `oname` of `odir` to
+    /// `nname` of `ndir`, replacing what is there.
+    pub fn rename(&mut self, odir: Ino, oname: &[u8], ndir: Ino, nname: &[u8]) -> Result<()> {
+        let shown = || String::from_utf8_lossy(oname).into_owned();
+        let old = self
+            .dir(odir)?
+            .find(oname)?
+            .ok_or_else(|| Error::errno(Errno::ENOENT, shown()))?;
+        if nname.len() > crate::format::NAME_LEN {
+            return Err(Error::errno(
+                Errno::ENAMETOOLONG,
+                String::from_utf8_lossy(nname),
+            ));
+        }
+        let is_dir = self.file(old.ino)?.raw.mode & S_IFMT == S_IFDIR;
+        if is_dir && self.is_ancestor(old.ino, ndir)? {
+            return Err(Error::errno(Errno::EINVAL, shown()));
+        }
+        let target = self.dir(ndir)?.find(nname)?;
+        if let Some(t) = target {
+            if t.ino == old.ino {
+                return Ok(());
+            }
+            let t_dir = self.file(t.ino)?.raw.mode & S_IFMT == S_IFDIR;
+            match (is_dir, t_dir) {
+                (true, false) => return Err(Error::errno(Errno::ENOTDIR, shown())),
+                (false, true) => return Err(Error::errno(Errno::EISDIR, shown())),
+                (true, true) if !self.dir(t.ino)?.is_empty(t.ino)? => {
+                    return Err(Error::errno(Errno::ENOTEMPTY, shown()))
+                }
+                _ => {}
+            }
+        } else if is_dir
+            && odir != ndir
+            && u32::from(self.file(ndir)?.raw.links_count) >= crate::format::LINK_MAX
+        {
+            return Err(Error::errno(Errno::EMLINK, shown()));
+        }
+        let mode = self.files[&old.ino].raw.mode;
+        match target {
+            Some(t) => {
+                self.dir(ndir)?
+                    .set_link(t.pos, old.ino, file_type_from_mode(mode))?;
+                self.touch_dir(ndir);
+                let tf = self.files.get_mut(&t.ino).expect("loaded");
+                let drop = if is_dir { 2 } else { 1 };
+                tf.raw.links_count = tf.raw.links_count.saturating_sub(drop);
+                if tf.raw.links_count == 0 {
+                    self.evict(t.ino)?;
+                } else {
+                    self.mark(t.ino);
+                }
+            }
+            None => {
+                self.link_into(ndir, nname, old.ino, mode)?;
+                if is_dir {
+                    self.files.get_mut(&ndir).expect("loaded").raw.links_count += 1;
+                }
+            }
+        }
+        self.mark(old.ino);
+        // The old entry's position is unchanged by the add above (records
+        // never move; at most its slack was split off).
+        let old_pos = self
+            .dir(odir)?
+            .find(oname)?
+            .map(|f| f.pos)
+            .unwrap_or(old.pos);
+        self.dir(odir)?.delete_entry(old_pos)?;
+        self.touch_dir(odir);
+        if is_dir {
+            let dotdot = self
+                .dir(old.ino)?
+                .find(b"..")?
+                .ok_or_else(|| Error::corrupt("directory", "no \"..\""))?;
+            self.dir(old.ino)?
+                .set_link(dotdot.pos, ndir, crate::format::dir::FT_DIR)?;
+            self.touch(old.ino);
+            let p = self.files.get_mut(&odir).expect("loaded");
+            p.raw.links_count = p.raw.links_count.saturating_sub(1);
+        }
+        Ok(())
     }
 
     /// Give every dirty data block of user file `i` and every dirty node a
@@ -434,11 +778,19 @@ impl<'a> Fs<'a> {
         let target = self.dat.target_for_ino(i);
         let keys: Vec<u64> = f.dirty.keys().copied().collect();
         for key in keys {
-            let mut src = VNodes { dat: &mut self.dat, dev, bs };
+            let mut src = VNodes {
+                dat: &mut self.dat,
+                dev,
+                bs,
+            };
             match f.bmap.lookup(key, &mut src)? {
                 None => {
                     let v = self.dat.alloc(target)?;
-                    let mut src = VNodes { dat: &mut self.dat, dev, bs };
+                    let mut src = VNodes {
+                        dat: &mut self.dat,
+                        dev,
+                        bs,
+                    };
                     let out = f.bmap.insert(key, v.0, &mut src)?;
                     let added = 1 + u64::from(out.nodes_added);
                     f.raw.blocks += added * sectors(bs);
@@ -447,11 +799,19 @@ impl<'a> Fs<'a> {
                 Some(old) => {
                     let req = self.dat.prepare_update(VBlockNr(old), cno, target)?;
                     let new = self.dat.commit_update(req, false);
-                    let mut src = VNodes { dat: &mut self.dat, dev, bs };
+                    let mut src = VNodes {
+                        dat: &mut self.dat,
+                        dev,
+                        bs,
+                    };
                     f.bmap.update_ptr(key, new.0, &mut src)?;
                 }
             }
-            let mut src = VNodes { dat: &mut self.dat, dev, bs };
+            let mut src = VNodes {
+                dat: &mut self.dat,
+                dev,
+                bs,
+            };
             f.bmap.mark_data_dirty(key, &mut src)?;
         }
         for dn in f.bmap.dirty_nodes() {
@@ -469,7 +829,15 @@ impl<'a> Fs<'a> {
     }
 
     /// The same for a metadata file's dirty blocks (`vs`: single version).
-    fn prepare_meta(dat: &mut Dat<'a>, map: &mut MetaMap, keys: &[u64], cno: Cno, vs: bool, dev: &dyn BlockDevice, bs: u32) -> Result<()> {
+    fn prepare_meta(
+        dat: &mut Dat<'a>,
+        map: &mut MetaMap,
+        keys: &[u64],
+        cno: Cno,
+        vs: bool,
+        dev: &dyn BlockDevice,
+        bs: u32,
+    ) -> Result<()> {
         let target = VBlockNr(0);
         for &key in keys {
             let mut src = VNodes { dat, dev, bs };
@@ -537,33 +905,70 @@ impl<'a> Fs<'a> {
         }
         // Stage 2: the ifile; then the checkpoint entry.
         let if_keys = self.ifile.palloc.mdt.dirty_blocks();
-        Self::prepare_meta(&mut self.dat, &mut self.if_map, &if_keys, cno, false, dev, bs)?;
+        Self::prepare_meta(
+            &mut self.dat,
+            &mut self.if_map,
+            &if_keys,
+            cno,
+            false,
+            dev,
+            bs,
+        )?;
         Self::assign_meta_nodes(&mut self.dat, &mut self.if_map, cno, false)?;
         self.cpfile.create_checkpoint(cno)?;
 
         // Lay out, extending as nilfs_segctor_collect does. The sufile and
         // the DAT change as segments are added, so their stages are
         // prepared inside the loop, once per block.
-        let mut layout = Layout::begin(self.geo, &mut self.cursor, &mut Segs(&mut self.sufile), ctime, cno, false, true)?;
+        let mut layout = Layout::begin(
+            self.geo,
+            &mut self.cursor,
+            &mut Segs(&mut self.sufile),
+            ctime,
+            cno,
+            false,
+            true,
+        )?;
         let mut nadd = 1usize;
         let mut prepared_su: BTreeSet<u64> = BTreeSet::new();
         let mut prepared_cp = false;
         let (plans, cursor, srcs) = loop {
             if !prepared_cp {
                 let cp_keys = self.cpfile.mdt.dirty_blocks();
-                Self::prepare_meta(&mut self.dat, &mut self.cp_map, &cp_keys, cno, true, dev, bs)?;
+                Self::prepare_meta(
+                    &mut self.dat,
+                    &mut self.cp_map,
+                    &cp_keys,
+                    cno,
+                    true,
+                    dev,
+                    bs,
+                )?;
                 Self::assign_meta_nodes(&mut self.dat, &mut self.cp_map, cno, true)?;
                 prepared_cp = true;
             }
-            let su_keys: Vec<u64> =
-                self.sufile.mdt.dirty_blocks().into_iter().filter(|k| !prepared_su.contains(k)).collect();
+            let su_keys: Vec<u64> = self
+                .sufile
+                .mdt
+                .dirty_blocks()
+                .into_iter()
+                .filter(|k| !prepared_su.contains(k))
+                .collect();
             if !su_keys.is_empty() {
                 if !prepared_su.is_empty() {
                     return Err(Error::Invalid(
                         "construction needs sufile blocks beyond its first extension (not supported yet)".into(),
                     ));
                 }
-                Self::prepare_meta(&mut self.dat, &mut self.su_map, &su_keys, cno, true, dev, bs)?;
+                Self::prepare_meta(
+                    &mut self.dat,
+                    &mut self.su_map,
+                    &su_keys,
+                    cno,
+                    true,
+                    dev,
+                    bs,
+                )?;
                 Self::assign_meta_nodes(&mut self.dat, &mut self.su_map, cno, true)?;
                 prepared_su.extend(su_keys);
             }
@@ -573,7 +978,11 @@ impl<'a> Fs<'a> {
                 let mut src = PNodes { dev, bs };
                 for &k in &dat_keys {
                     if self.dat_map.bmap.lookup(k, &mut src)?.is_none() {
-                        let out = self.dat_map.bmap.insert(k, crate::bmap::write::TEMP_PTR_BIT | k, &mut src)?;
+                        let out = self.dat_map.bmap.insert(
+                            k,
+                            crate::bmap::write::TEMP_PTR_BIT | k,
+                            &mut src,
+                        )?;
                         self.dat_map.raw.blocks += (1 + u64::from(out.nodes_added)) * sectors(bs);
                     }
                     self.dat_map.bmap.mark_data_dirty(k, &mut src)?;
@@ -615,11 +1024,24 @@ impl<'a> Fs<'a> {
             let keys: Vec<u64> = f.dirty.keys().copied().collect();
             for key in keys {
                 let v = map_lookup_cached(&mut f.bmap, key)?;
-                blocks.push((tag, Binfo::DataV { vblocknr: VBlockNr(v), blkoff: FileBlk(key) }, Src::Data(i, key)));
+                blocks.push((
+                    tag,
+                    Binfo::DataV {
+                        vblocknr: VBlockNr(v),
+                        blkoff: FileBlk(key),
+                    },
+                    Src::Data(i, key),
+                ));
             }
             for dn in f.bmap.dirty_nodes() {
                 let (_, _, ptr) = f.bmap.node_info(dn.id).expect("dirty node exists");
-                blocks.push((tag, Binfo::NodeV { vblocknr: VBlockNr(ptr) }, Src::Node(i, dn.id)));
+                blocks.push((
+                    tag,
+                    Binfo::NodeV {
+                        vblocknr: VBlockNr(ptr),
+                    },
+                    Src::Node(i, dn.id),
+                ));
             }
         }
         let cp_keys = self.cpfile.mdt.dirty_blocks();
@@ -633,21 +1055,46 @@ impl<'a> Fs<'a> {
             let tag = FileTag { ino: i, cno: fcno };
             for key in keys {
                 let v = map_lookup_cached(&mut map.bmap, key)?;
-                blocks.push((tag, Binfo::DataV { vblocknr: VBlockNr(v), blkoff: FileBlk(key) }, Src::Data(i, key)));
+                blocks.push((
+                    tag,
+                    Binfo::DataV {
+                        vblocknr: VBlockNr(v),
+                        blkoff: FileBlk(key),
+                    },
+                    Src::Data(i, key),
+                ));
             }
             for dn in map.bmap.dirty_nodes() {
                 let (_, _, ptr) = map.bmap.node_info(dn.id).expect("dirty node exists");
-                blocks.push((tag, Binfo::NodeV { vblocknr: VBlockNr(ptr) }, Src::Node(i, dn.id)));
+                blocks.push((
+                    tag,
+                    Binfo::NodeV {
+                        vblocknr: VBlockNr(ptr),
+                    },
+                    Src::Node(i, dn.id),
+                ));
             }
         }
-        let tag = FileTag { ino: ino::DAT, cno: Cno(0) };
+        let tag = FileTag {
+            ino: ino::DAT,
+            cno: Cno(0),
+        };
         for &key in dat_keys {
-            blocks.push((tag, Binfo::DataDat { blkoff: FileBlk(key) }, Src::Data(ino::DAT, key)));
+            blocks.push((
+                tag,
+                Binfo::DataDat {
+                    blkoff: FileBlk(key),
+                },
+                Src::Data(ino::DAT, key),
+            ));
         }
         for dn in self.dat_map.bmap.dirty_nodes() {
             blocks.push((
                 tag,
-                Binfo::NodeDat { blkoff: FileBlk(dn.first_key), level: dn.level },
+                Binfo::NodeDat {
+                    blkoff: FileBlk(dn.first_key),
+                    level: dn.level,
+                },
                 Src::Node(ino::DAT, dn.id),
             ));
         }
@@ -712,7 +1159,8 @@ impl<'a> Fs<'a> {
         // Segment usage and the checkpoint.
         let nblk_inc: u64 = plans.iter().map(|p| u64::from(p.header.nblocks)).sum();
         for p in &plans {
-            self.sufile.set_segment_usage(p.segnum, p.live_blocks as u32, ctime)?;
+            self.sufile
+                .set_segment_usage(p.segnum, p.live_blocks as u32, ctime)?;
         }
         self.if_map.raw.bmap = self.if_map.bmap.root_bmap()?;
         self.cpfile.finalize_checkpoint(
@@ -747,9 +1195,18 @@ impl<'a> Fs<'a> {
         }
         .encode(bs, isz);
         for p in &plans {
-            let mine: BTreeMap<u64, Vec<u8>> =
-                p.payload.iter().map(|(t, _)| (*t, payload[t].clone())).collect();
-            let log = assemble(p, &mine, p.super_root.map(|_| &sr[..]), bs, self.sb.crc_seed)?;
+            let mine: BTreeMap<u64, Vec<u8>> = p
+                .payload
+                .iter()
+                .map(|(t, _)| (*t, payload[t].clone()))
+                .collect();
+            let log = assemble(
+                p,
+                &mine,
+                p.super_root.map(|_| &sr[..]),
+                bs,
+                self.sb.crc_seed,
+            )?;
             write(self.dev, p, &log, bs)?;
         }
         self.dev.flush()?;
@@ -768,7 +1225,12 @@ impl<'a> Fs<'a> {
                 d.mark_clean();
             }
         }
-        for m in [&mut self.if_map, &mut self.cp_map, &mut self.su_map, &mut self.dat_map] {
+        for m in [
+            &mut self.if_map,
+            &mut self.cp_map,
+            &mut self.su_map,
+            &mut self.dat_map,
+        ] {
             m.bmap.mark_clean()?;
         }
         self.ifile.palloc.mdt.mark_clean();
@@ -802,7 +1264,8 @@ impl<'a> Fs<'a> {
     /// The final content of a data block being written.
     fn data_block(&self, i: Ino, key: u64) -> Result<Vec<u8>> {
         let from_mdt = |m: &Mdt<'_>| -> Result<Vec<u8>> {
-            m.read(key)?.ok_or_else(|| Error::Invalid(format!("dirty block {key} of inode {i} vanished")))
+            m.read(key)?
+                .ok_or_else(|| Error::Invalid(format!("dirty block {key} of inode {i} vanished")))
         };
         match i {
             ino::IFILE => from_mdt(&self.ifile.palloc.mdt),

@@ -30,14 +30,25 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 
 fn sha(d: &[u8]) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(d).iter().map(|b| format!("{b:02x}")).collect()
+    sha2::Sha256::digest(d)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[test]
 fn files_and_directories_survive_sync_and_remount() {
     for (bs, bps) in [(4096u64, 512u64), (1024, 256), (2048, 128)] {
         let dev = MemDevice::new(128 << 20);
-        mkfs::mkfs(&dev, &MkfsOptions { block_size: bs, blocks_per_segment: bps, ..Default::default() }).unwrap();
+        mkfs::mkfs(
+            &dev,
+            &MkfsOptions {
+                block_size: bs,
+                blocks_per_segment: bps,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let mut expect: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         {
             let nilfs = Nilfs::open(&dev).unwrap();
@@ -64,7 +75,9 @@ fn files_and_directories_survive_sync_and_remount() {
             fs.write(leaf, 0, b"leaf\n").unwrap();
             expect.insert("/sub/deeper/leaf".into(), b"leaf\n".to_vec());
             for n in 0..200 {
-                let f = fs.create(sub, format!("f{n:03}").as_bytes(), 0o644).unwrap();
+                let f = fs
+                    .create(sub, format!("f{n:03}").as_bytes(), 0o644)
+                    .unwrap();
                 fs.write(f, 0, format!("entry {n}\n").as_bytes()).unwrap();
                 expect.insert(format!("/sub/f{n:03}"), format!("entry {n}\n").into_bytes());
             }
@@ -72,9 +85,13 @@ fn files_and_directories_survive_sync_and_remount() {
             // A second construction on top: overwrite part of big, grow small.
             fs.set_time(1_800_000_100);
             fs.write(big, 4096 * 100 + 10, b"OVERWRITE").unwrap();
-            expect.get_mut("/big").unwrap()[4096 * 100 + 10..4096 * 100 + 19].copy_from_slice(b"OVERWRITE");
+            expect.get_mut("/big").unwrap()[4096 * 100 + 10..4096 * 100 + 19]
+                .copy_from_slice(b"OVERWRITE");
             fs.write(small, 13, b"more\n").unwrap();
-            expect.get_mut("/small").unwrap().extend_from_slice(b"more\n");
+            expect
+                .get_mut("/small")
+                .unwrap()
+                .extend_from_slice(b"more\n");
             fs.unmount().unwrap();
         }
         let ctx = format!("-b {bs} -B {bps}");
@@ -84,18 +101,123 @@ fn files_and_directories_survive_sync_and_remount() {
         assert_eq!(nilfs.scan.cno, Cno(3), "{ctx}");
         let view = CheckpointView::open(&nilfs, None).unwrap();
         for (path, data) in &expect {
-            let (_, inode) = view.resolve(path.as_bytes(), true).unwrap_or_else(|e| panic!("{ctx}: {path}: {e}"));
+            let (_, inode) = view
+                .resolve(path.as_bytes(), true)
+                .unwrap_or_else(|e| panic!("{ctx}: {path}: {e}"));
             let got = view.read_all(&inode).unwrap();
-            assert!(got == *data, "{ctx}: {path}: {} bytes read, {} expected", got.len(), data.len());
+            assert!(
+                got == *data,
+                "{ctx}: {path}: {} bytes read, {} expected",
+                got.len(),
+                data.len()
+            );
         }
         let m = manifest(&view).unwrap();
-        assert!(m.contains(&format!("{}  {}  /big\n", sha(&expect["/big"]), 3 << 20)), "{ctx}:\n{m}");
+        assert!(
+            m.contains(&format!("{}  {}  /big\n", sha(&expect["/big"]), 3 << 20)),
+            "{ctx}:\n{m}"
+        );
         assert!(m.contains("DIR  -  /sub/deeper/\n"), "{ctx}");
         // Checkpoint 1 still shows the fresh filesystem; 2 the first sync.
         let one = CheckpointView::open(&nilfs, Some(Cno(1))).unwrap();
-        assert_eq!(manifest(&one).unwrap(), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  0  /.nilfs\n");
+        assert_eq!(
+            manifest(&one).unwrap(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  0  /.nilfs\n"
+        );
         let two = CheckpointView::open(&nilfs, Some(Cno(2))).unwrap();
         let (_, small) = two.resolve(b"/small", false).unwrap();
         assert_eq!(two.read_all(&small).unwrap(), b"hello, nilfs\n");
     }
+}
+
+/// Unlink, rmdir, rename (plain, over a file, a directory across
+/// directories), hard links, symlinks and truncation across the
+/// direct/B-tree boundary, over two constructions; then the read path sees
+/// exactly the resulting tree, older checkpoints keep theirs, and the DAT
+/// ended the versions that went away.
+#[test]
+fn namespace_operations_and_truncate() {
+    let dev = MemDevice::new(128 << 20);
+    mkfs::mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 256,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let a = fs.create(ino::ROOT, b"a", 0o644).unwrap();
+        fs.write(a, 0, &pattern(3, 20_000)).unwrap();
+        let b = fs.create(ino::ROOT, b"b", 0o644).unwrap();
+        fs.write(b, 0, b"bee").unwrap();
+        let d1 = fs.mkdir(ino::ROOT, b"d1", 0o755).unwrap();
+        let d2 = fs.mkdir(ino::ROOT, b"d2", 0o755).unwrap();
+        fs.mkdir(d1, b"inner", 0o755).unwrap();
+        let gone = fs.create(d1, b"gone", 0o644).unwrap();
+        fs.write(gone, 0, &pattern(4, 9000)).unwrap();
+        fs.sync().unwrap();
+        // Checkpoint 3 changes everything around.
+        fs.link(b, d2, b"b-hardlink").unwrap();
+        fs.symlink(ino::ROOT, b"to-a", b"a").unwrap();
+        fs.unlink(d1, b"gone").unwrap();
+        fs.rename(ino::ROOT, b"b", d1, b"b-moved").unwrap();
+        fs.rename(d1, b"inner", d2, b"inner").unwrap();
+        let c = fs.create(ino::ROOT, b"c", 0o644).unwrap();
+        fs.write(c, 0, b"to be replaced").unwrap();
+        let e = fs.create(ino::ROOT, b"e", 0o644).unwrap();
+        fs.write(e, 0, b"replacement").unwrap();
+        fs.rename(ino::ROOT, b"e", ino::ROOT, b"c").unwrap();
+        fs.truncate(a, 4000).unwrap(); // B-tree back to a direct map
+        fs.truncate(a, 10_000).unwrap(); // and a hole after it
+        assert!(matches!(
+            fs.rmdir(ino::ROOT, b"d2"),
+            Err(nilfs::Error::Errno {
+                errno: nilfs::Errno::ENOTEMPTY,
+                ..
+            })
+        ));
+        assert!(matches!(
+            fs.rename(ino::ROOT, b"d2", d2, b"x"),
+            Err(nilfs::Error::Errno {
+                errno: nilfs::Errno::EINVAL,
+                ..
+            })
+        ));
+        fs.rmdir(d2, b"inner").unwrap();
+        fs.unmount().unwrap();
+    }
+    verify_checksums(&dev).unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let view = CheckpointView::open(&nilfs, None).unwrap();
+    let mut a = pattern(3, 4000);
+    a.resize(10_000, 0);
+    let expect = format!(
+        "{}  10000  /a\n{}  11  /c\nDIR  -  /d1/\n{}  3  /d1/b-moved\nDIR  -  /d2/\n{}  3  /d2/b-hardlink\nLNK  -  /to-a -> a\n",
+        sha(&a),
+        sha(b"replacement"),
+        sha(b"bee"),
+        sha(b"bee")
+    );
+    let got = manifest(&view).unwrap();
+    // .nilfs comes first in the listing.
+    assert_eq!(
+        got.lines()
+            .skip(1)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+        expect,
+        "{got}"
+    );
+    let (_, b) = view.resolve(b"/d1/b-moved", false).unwrap();
+    assert_eq!(b.links_count, 2);
+    let (_, d1) = view.resolve(b"/d1", false).unwrap();
+    assert_eq!(d1.links_count, 2, "d1 lost its subdirectory");
+    // Checkpoint 2 still has the tree before the changes.
+    let two = CheckpointView::open(&nilfs, Some(Cno(2))).unwrap();
+    let (_, gone) = two.resolve(b"/d1/gone", false).unwrap();
+    assert_eq!(two.read_all(&gone).unwrap(), pattern(4, 9000));
 }

@@ -2,7 +2,9 @@
 //!
 //! Our Fs makes files (direct maps, a 3 MiB B-tree, a sparse file), nested
 //! directories and a 200-entry directory on fresh 1, 2 and 4 KiB images,
-//! syncs twice and unmounts. Linux 6.1 then mounts each image read-only:
+//! syncs, overwrites, then links, symlinks, unlinks, renames (over a file,
+//! a directory across directories), truncates and removes a directory, and
+//! unmounts. Linux 6.1 then mounts each image read-only:
 //! its manifest, lscp and lssu must equal ours, with no nilfs2 complaint in
 //! dmesg. A second boot mounts them read-write, writes a file and unmounts;
 //! our reader must then open the kernel's new checkpoint and verify every
@@ -39,7 +41,15 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 }
 
 fn populate(dev: &MemDevice, bs: u64, bps: u64) {
-    mkfs::mkfs(dev, &MkfsOptions { block_size: bs, blocks_per_segment: bps, ..MkfsOptions::from_seed(bs) }).unwrap();
+    mkfs::mkfs(
+        dev,
+        &MkfsOptions {
+            block_size: bs,
+            blocks_per_segment: bps,
+            ..MkfsOptions::from_seed(bs)
+        },
+    )
+    .unwrap();
     let nilfs = Nilfs::open(dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     let small = fs.create(ino::ROOT, b"small", 0o644).unwrap();
@@ -56,13 +66,28 @@ fn populate(dev: &MemDevice, bs: u64, bps: u64) {
     fs.write(leaf, 0, b"leaf\n").unwrap();
     fs.mkdir(ino::ROOT, b"empty", 0o700).unwrap();
     for n in 0..200 {
-        let f = fs.create(sub, format!("f{n:03}").as_bytes(), 0o644).unwrap();
+        let f = fs
+            .create(sub, format!("f{n:03}").as_bytes(), 0o644)
+            .unwrap();
         fs.write(f, 0, format!("entry {n}\n").as_bytes()).unwrap();
     }
     fs.sync().unwrap();
     fs.set_time(1_800_000_100);
     fs.write(big, 4096 * 100 + 10, b"OVERWRITE").unwrap();
     fs.write(small, 13, b"more\n").unwrap();
+    fs.sync().unwrap();
+    // A third checkpoint of namespace changes and truncation.
+    fs.set_time(1_800_000_200);
+    fs.link(small, sub, b"small-link").unwrap();
+    fs.symlink(ino::ROOT, b"to-leaf", b"sub/deeper/leaf")
+        .unwrap();
+    for n in (0..200).step_by(3) {
+        fs.unlink(sub, format!("f{n:03}").as_bytes()).unwrap();
+    }
+    fs.rename(sub, b"deeper", ino::ROOT, b"moved").unwrap();
+    fs.rename(ino::ROOT, b"mid", sub, b"f001").unwrap();
+    fs.truncate(big, 10_000).unwrap();
+    fs.rmdir(ino::ROOT, b"empty").unwrap();
     fs.unmount().unwrap();
 }
 
@@ -82,24 +107,43 @@ fn sections(out: &str) -> BTreeMap<String, String> {
     map
 }
 
-fn kernel_run(images: &[std::path::PathBuf], script: &str, dir: &Scratch, name: &str, ro: bool) -> String {
+fn kernel_run(
+    images: &[std::path::PathBuf],
+    script: &str,
+    dir: &Scratch,
+    name: &str,
+    ro: bool,
+) -> String {
     let path = dir.file(name);
     std::fs::write(&path, script).unwrap();
-    let disks: Vec<String> = images[1..].iter().map(|p| p.display().to_string()).collect();
+    let disks: Vec<String> = images[1..]
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     let mut cmd = Command::new(peers::oracle_dir().join("kernel-run.sh"));
-    cmd.arg(&images[0]).arg(&path).env("DISKS", disks.join(" ")).env("TIMEOUT", "600");
+    cmd.arg(&images[0])
+        .arg(&path)
+        .env("DISKS", disks.join(" "))
+        .env("TIMEOUT", "600");
     if ro {
         cmd.env("RO", "1");
     }
     let out = peers::run(&mut cmd);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "kernel-run.sh {name} exited {}:\n{stdout}", out.status);
+    assert!(
+        out.status.success(),
+        "kernel-run.sh {name} exited {}:\n{stdout}",
+        out.status
+    );
     stdout
 }
 
 #[test]
 fn the_kernel_reads_what_we_write() {
-    let Some(()) = peers::require("the_kernel_reads_what_we_write", &["qemu-system-x86_64", "busybox", "cpio"]) else {
+    let Some(()) = peers::require(
+        "the_kernel_reads_what_we_write",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
         return;
     };
     let dir = Scratch::new("kernel-reads-ours");
@@ -136,7 +180,10 @@ fn the_kernel_reads_what_we_write() {
     let dmesg = &secs["DMESG"];
     for l in dmesg.lines() {
         let lower = l.to_lowercase();
-        assert!(!(lower.contains("error") || lower.contains("corrupt") || lower.contains("invalid")), "dmesg: {l}\n{dmesg}");
+        assert!(
+            !(lower.contains("error") || lower.contains("corrupt") || lower.contains("invalid")),
+            "dmesg: {l}\n{dmesg}"
+        );
     }
 
     // The kernel writes on top of our images; we read its result.
@@ -148,7 +195,11 @@ fn the_kernel_reads_what_we_write() {
     }
     rw.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
     let secs = sections(&kernel_run(&images, &rw, &dir, "rw.sh", false));
-    assert!(!secs["DMESG"].to_lowercase().contains("error"), "{}", secs["DMESG"]);
+    assert!(
+        !secs["DMESG"].to_lowercase().contains("error"),
+        "{}",
+        secs["DMESG"]
+    );
     for (i, img) in images.iter().enumerate() {
         let dev = FileDevice::open_read_only(img).unwrap();
         verify_checksums(&dev).unwrap_or_else(|e| panic!("image {i} after the kernel wrote: {e}"));
