@@ -22,6 +22,7 @@ pub mod mdt;
 pub mod mkfs;
 pub mod posix;
 pub mod recovery;
+pub mod sb_write;
 pub mod segctor;
 pub mod sim;
 pub mod sufile;

@@ -34,7 +34,9 @@ pub struct SbChoice {
     pub chosen: usize,
     /// Why that copy was chosen, in words.
     pub reason: String,
-    /// `ns_prot_seq`: the older copy's `s_last_seq`; GC protects newer segments.
+    /// `ns_prot_seq` as `nilfs_load_super_block` sets it: the secondary's
+    /// `s_last_seq` when that copy is valid, else the primary's. GC
+    /// protects the segments with newer sequence numbers.
     pub prot_seq: Seq,
 }
 
@@ -152,13 +154,14 @@ pub fn load_super_block(dev: &dyn BlockDevice) -> Result<SbChoice> {
             ),
         ));
     }
-    // ns_prot_seq comes from the older copy: the other one when it is valid.
-    let older = if valid[1 - chosen] {
-        1 - chosen
-    } else {
-        chosen
-    };
-    let prot_seq = copies[older]
+    // ns_prot_seq = sbp[valid[1] & !swp]->s_last_seq, indexing the copies
+    // after the swap: with the primary chosen that is the secondary when it
+    // is valid; with the secondary chosen, the secondary itself. Either
+    // way: the secondary when valid, else the primary. (A rw mount's first
+    // super block write recomputes it in nilfs_sync_super, from the copy
+    // with the smaller s_last_cno.)
+    let from = usize::from(valid[1]);
+    let prot_seq = copies[from]
         .as_ref()
         .and_then(|c| c.sb.as_ref())
         .map_or(Seq(0), |s| s.last_seq);
