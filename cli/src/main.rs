@@ -151,6 +151,44 @@ enum Cmd {
         #[arg(long)]
         cp: Option<u64>,
     },
+    /// Make a checkpoint (or snapshot) of the image, as mkcp does on a mounted filesystem.
+    Mkcp {
+        /// Image file (modified).
+        image: PathBuf,
+        /// Make it a snapshot.
+        #[arg(short = 's')]
+        snapshot: bool,
+        /// Print the checkpoint number.
+        #[arg(short = 'p')]
+        print: bool,
+        /// Time to stamp, seconds since the epoch (default: now).
+        #[arg(long)]
+        time: Option<u64>,
+    },
+    /// Change checkpoints to snapshots or back, as chcp does.
+    Chcp {
+        /// Image file (modified).
+        image: PathBuf,
+        /// `cp` or `ss`.
+        mode: String,
+        /// Checkpoint numbers.
+        #[arg(required = true)]
+        cnos: Vec<u64>,
+        /// Time to stamp, seconds since the epoch (default: now).
+        #[arg(long)]
+        time: Option<u64>,
+    },
+    /// Remove checkpoints, as rmcp does for single numbers.
+    Rmcp {
+        /// Image file (modified).
+        image: PathBuf,
+        /// Checkpoint numbers.
+        #[arg(required = true)]
+        cnos: Vec<u64>,
+        /// Time to stamp, seconds since the epoch (default: now).
+        #[arg(long)]
+        time: Option<u64>,
+    },
     /// Experiments on the simulated device (the seeds' figures).
     Sim {
         #[command(subcommand)]
@@ -356,6 +394,43 @@ fn run(cli: Cli) -> Result<String, String> {
         Cmd::Oracle {
             cmd: OracleCmd::Check { trace },
         } => oracle::check(&trace),
+        Cmd::Mkcp {
+            image,
+            snapshot,
+            print,
+            time,
+        } => with_rw(&image, time, |fs| {
+            let cno = fs.mkcp(snapshot)?;
+            Ok(if print {
+                format!("{cno}\n")
+            } else {
+                String::new()
+            })
+        }),
+        Cmd::Chcp {
+            image,
+            mode,
+            cnos,
+            time,
+        } => {
+            let snapshot = match mode.as_str() {
+                "ss" => true,
+                "cp" => false,
+                other => return Err(format!("chcp: invalid mode: {other}")),
+            };
+            with_rw(&image, time, |fs| {
+                for c in &cnos {
+                    fs.chcp(nilfs::format::Cno(*c), snapshot)?;
+                }
+                Ok(String::new())
+            })
+        }
+        Cmd::Rmcp { image, cnos, time } => with_rw(&image, time, |fs| {
+            for c in &cnos {
+                fs.rmcp(nilfs::format::Cno(*c))?;
+            }
+            Ok(String::new())
+        }),
         Cmd::Sim {
             cmd: SimCmd::CompletionOrder(args),
         } => sim::completion_order(&args),
@@ -367,6 +442,27 @@ fn run(cli: Cli) -> Result<String, String> {
             blocks_per_segment,
         } => demo(block_size, blocks_per_segment),
     }
+}
+
+/// Mount `image` read-write, run `f`, unmount (which writes what `f`
+/// changed as a new checkpoint).
+fn with_rw(
+    image: &Path,
+    time: Option<u64>,
+    f: impl FnOnce(&mut nilfs::fs::Fs<'_>) -> nilfs::Result<String>,
+) -> Result<String, String> {
+    let e = |e: nilfs::Error| e.to_string();
+    let now = time.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
+    let dev = FileDevice::open_read_write(image).map_err(e)?;
+    let nilfs = nilfs::the_nilfs::Nilfs::open(&dev).map_err(e)?;
+    let mut fs = nilfs::fs::Fs::mount(&nilfs, now).map_err(e)?;
+    let out = f(&mut fs).map_err(e)?;
+    fs.unmount().map_err(e)?;
+    Ok(out)
 }
 
 fn demo(block_size: u64, blocks_per_segment: u64) -> Result<String, String> {

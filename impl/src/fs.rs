@@ -218,6 +218,12 @@ impl<'a> Fs<'a> {
         fs.sb.mtime = now;
         fs.sb.state &= !STATE_VALID_FS;
         fs.write_super_blocks()?;
+        // nilfs_setup_super writes the cursor it found on disk; from now on
+        // the cursor is the one the scan found (load_nilfs takes ns_last_*
+        // from the recovery info), which the next super block write records.
+        fs.sb.last_pseg = s.sr_pseg;
+        fs.sb.last_seq = s.seq;
+        fs.sb.last_cno = s.cno;
         Ok(fs)
     }
 
@@ -410,6 +416,10 @@ impl<'a> Fs<'a> {
         if self.file(i)?.raw.mode & S_IFMT != S_IFREG {
             return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
         }
+        // generic_write_checks: a zero-length write changes nothing.
+        if data.is_empty() {
+            return Ok(());
+        }
         let bs = u64::from(self.bs);
         let end = offset
             .checked_add(data.len() as u64)
@@ -595,6 +605,9 @@ impl<'a> Fs<'a> {
     /// `nilfs_link`: another name for `target` (EPERM for a directory,
     /// EMLINK at the link limit).
     pub fn link(&mut self, target: Ino, parent: Ino, name: &[u8]) -> Result<()> {
+        // do_linkat looks the new name up (EEXIST) before vfs_link refuses
+        // a directory (EPERM) or a full link count (EMLINK).
+        self.check_name(parent, name)?;
         let raw = self.file(target)?.raw.clone();
         if raw.mode & S_IFMT == S_IFDIR {
             return Err(Error::errno(Errno::EPERM, String::from_utf8_lossy(name)));
@@ -602,7 +615,6 @@ impl<'a> Fs<'a> {
         if u32::from(raw.links_count) >= crate::format::LINK_MAX {
             return Err(Error::errno(Errno::EMLINK, String::from_utf8_lossy(name)));
         }
-        self.check_name(parent, name)?;
         self.link_into(parent, name, target, raw.mode)?;
         self.files.get_mut(&target).expect("loaded").raw.links_count += 1;
         self.mark(target);
@@ -702,6 +714,11 @@ impl<'a> Fs<'a> {
         if let Some(t) = target {
             if t.ino == old.ino {
                 return Ok(());
+            }
+            // do_renameat2: a target that is an ancestor of the source
+            // (lock_rename's trap) is ENOTEMPTY, before any type check.
+            if self.is_ancestor(t.ino, odir)? {
+                return Err(Error::errno(Errno::ENOTEMPTY, shown()));
             }
             let t_dir = self.file(t.ino)?.raw.mode & S_IFMT == S_IFDIR;
             match (is_dir, t_dir) {
@@ -876,9 +893,47 @@ impl<'a> Fs<'a> {
         Ok(())
     }
 
-    /// Whether anything awaits a construction.
+    /// Whether anything awaits a construction: a dirty file, or a dirty
+    /// block of a metadata file (a checkpoint mode change, say).
     pub fn is_dirty(&self) -> bool {
         !self.order.is_empty()
+            || !self.ifile.palloc.mdt.dirty_blocks().is_empty()
+            || !self.cpfile.mdt.dirty_blocks().is_empty()
+            || !self.sufile.mdt.dirty_blocks().is_empty()
+            || !self.dat.palloc.mdt.dirty_blocks().is_empty()
+    }
+
+    /// `mkcp [-s]` (`NILFS_IOCTL_SYNC`, then `CHANGE_CPMODE`): make a
+    /// checkpoint of everything (none if nothing changed) and return the
+    /// latest checkpoint number; with `snapshot`, make it a snapshot, which
+    /// the next construction records.
+    pub fn mkcp(&mut self, snapshot: bool) -> Result<Cno> {
+        self.sync()?;
+        let cno = Cno(self.cpfile.next_cno().0 - 1);
+        if snapshot {
+            self.cpfile
+                .change_mode(cno, crate::cpfile::CpMode::Snapshot, &[])?;
+        }
+        Ok(cno)
+    }
+
+    /// `chcp cp|ss CNO` (`nilfs_ioctl_change_cpmode`): ENOENT for a missing
+    /// checkpoint; EBUSY to turn the latest checkpoint into a plain one
+    /// (`nilfs_checkpoint_is_mounted`). Recorded by the next construction.
+    pub fn chcp(&mut self, cno: Cno, snapshot: bool) -> Result<()> {
+        let mode = if snapshot {
+            crate::cpfile::CpMode::Snapshot
+        } else {
+            crate::cpfile::CpMode::Checkpoint
+        };
+        self.cpfile.change_mode(cno, mode, &[])
+    }
+
+    /// `rmcp CNO` (`nilfs_ioctl_delete_checkpoint`): EBUSY for a snapshot,
+    /// ENOENT for a missing checkpoint. The kernel lets the latest
+    /// checkpoint go too; nilfs-utils' rmcp only protects it in ranges.
+    pub fn rmcp(&mut self, cno: Cno) -> Result<()> {
+        self.cpfile.delete_checkpoint(cno)
     }
 
     /// `sync`: write one checkpoint holding every change (nothing if clean).

@@ -8,6 +8,7 @@
 //! peer is a failure, never a silent skip.
 
 pub mod fuzz;
+pub mod lockstep;
 pub mod peers;
 
 use std::path::PathBuf;

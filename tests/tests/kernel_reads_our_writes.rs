@@ -71,11 +71,11 @@ fn populate(dev: &MemDevice, bs: u64, bps: u64) {
             .unwrap();
         fs.write(f, 0, format!("entry {n}\n").as_bytes()).unwrap();
     }
-    fs.sync().unwrap();
+    fs.mkcp(true).unwrap(); // snapshot of the first checkpoint we write
     fs.set_time(1_800_000_100);
     fs.write(big, 4096 * 100 + 10, b"OVERWRITE").unwrap();
     fs.write(small, 13, b"more\n").unwrap();
-    fs.sync().unwrap();
+    fs.mkcp(true).unwrap();
     // A third checkpoint of namespace changes and truncation.
     fs.set_time(1_800_000_200);
     fs.link(small, sub, b"small-link").unwrap();
@@ -166,7 +166,9 @@ fn the_kernel_reads_what_we_write() {
     let mut ro = String::from("set -e\n");
     for d in DEVS {
         ro.push_str(&format!(
-            "mount -t nilfs2 -o ro /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\necho @@LSCP {d}; lscp\necho @@LSSU {d}; lssu\numount /mnt\n"
+            "mount -t nilfs2 -o ro /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\necho @@LSCP {d}; lscp\necho @@LSSU {d}; lssu\n\
+             mkdir -p /snap\nfor c in $(lscp -s | awk 'NR>1 {{print $1}}'); do mount -t nilfs2 -o ro,cp=$c /dev/{d} /snap; echo @@SNAP {d} $c; manifest /snap; umount /snap; done\n\
+             umount /mnt\n"
         ));
     }
     ro.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
@@ -176,6 +178,23 @@ fn the_kernel_reads_what_we_write() {
         assert_eq!(secs[&format!("MANIFEST {d}")], ours[i].0, "{ctx}: manifest");
         assert_eq!(secs[&format!("LSCP {d}")], ours[i].1, "{ctx}: lscp");
         assert_eq!(secs[&format!("LSSU {d}")], ours[i].2, "{ctx}: lssu");
+        let snaps: Vec<&String> = secs
+            .keys()
+            .filter(|k| k.starts_with(&format!("SNAP {d} ")))
+            .collect();
+        assert_eq!(
+            snaps.len(),
+            2,
+            "{ctx}: the kernel sees {} snapshots",
+            snaps.len()
+        );
+        let dev = FileDevice::open_read_only(&images[i]).unwrap();
+        let nilfs = Nilfs::open(&dev).unwrap();
+        for k in snaps {
+            let cno: u64 = k.rsplit(' ').next().unwrap().parse().unwrap();
+            let view = CheckpointView::open(&nilfs, Some(nilfs::format::Cno(cno))).unwrap();
+            assert_eq!(&manifest(&view).unwrap(), &secs[k], "{ctx}: snapshot {cno}");
+        }
     }
     let dmesg = &secs["DMESG"];
     for l in dmesg.lines() {
@@ -190,7 +209,12 @@ fn the_kernel_reads_what_we_write() {
     let mut rw = String::from("set -e\n");
     for d in DEVS {
         rw.push_str(&format!(
-            "mount -t nilfs2 /dev/{d} /mnt\nseq 1 5000 > /mnt/from-kernel\nmkdir /mnt/sub/kdir\nsync\numount /mnt\n"
+            "mount -t nilfs2 /dev/{d} /mnt\nseq 1 5000 > /mnt/from-kernel\nmkdir /mnt/sub/kdir\nsync\n\
+             nilfs_cleanerd -p 0 /dev/{d} /mnt > /dev/null\nnilfs-clean -p 0 /dev/{d} || true\n\
+             i=0; while [ $i -lt 60 ]; do st=$(nilfs-clean -l /dev/{d} 2>&1 || true); case $st in *idle*) break;; esac; sleep 1; i=$((i+1)); done\n\
+             nilfs-clean -q /dev/{d} || true\nsleep 1\n\
+             echo @@AFTER {d}; manifest /mnt\nfor c in $(lscp -s | awk 'NR>1 {{print $1}}'); do mkdir -p /snap; mount -t nilfs2 -o ro,cp=$c /dev/{d} /snap; echo @@ASNAP {d} $c; manifest /snap; umount /snap; done\n\
+             umount /mnt\n"
         ));
     }
     rw.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
@@ -201,8 +225,32 @@ fn the_kernel_reads_what_we_write() {
         secs["DMESG"]
     );
     for (i, img) in images.iter().enumerate() {
+        let d = DEVS[i];
         let dev = FileDevice::open_read_only(img).unwrap();
         verify_checksums(&dev).unwrap_or_else(|e| panic!("image {i} after the kernel wrote: {e}"));
+        // After the kernel's own cleaner ran, we still read the latest
+        // checkpoint and every snapshot exactly as the kernel does.
+        {
+            let nilfs = Nilfs::open(&dev).unwrap();
+            let view = CheckpointView::open(&nilfs, None).unwrap();
+            assert_eq!(
+                manifest(&view).unwrap(),
+                secs[&format!("AFTER {d}")],
+                "image {i}: latest after GC"
+            );
+            for (k, theirs) in secs
+                .iter()
+                .filter(|(k, _)| k.starts_with(&format!("ASNAP {d} ")))
+            {
+                let cno: u64 = k.rsplit(' ').next().unwrap().parse().unwrap();
+                let view = CheckpointView::open(&nilfs, Some(nilfs::format::Cno(cno))).unwrap();
+                assert_eq!(
+                    &manifest(&view).unwrap(),
+                    theirs,
+                    "image {i}: snapshot {cno} after GC"
+                );
+            }
+        }
         let nilfs = Nilfs::open(&dev).unwrap();
         let view = CheckpointView::open(&nilfs, None).unwrap();
         let (_, f) = view.resolve(b"/from-kernel", false).unwrap();
