@@ -84,6 +84,10 @@ struct FileState {
     dir: Option<DirFile>,
     /// The raw inode must be written into the ifile.
     inode_dirty: bool,
+    /// `NILFS_I_INODE_SYNC`: the inode changed beyond its timestamps
+    /// (created, linked or unlinked, grown, truncated) since the last
+    /// checkpoint, so fdatasync needs a full construction.
+    inode_sync: bool,
 }
 
 /// A metadata file's mapping and raw inode.
@@ -214,6 +218,12 @@ impl<'a> Fs<'a> {
             generation: 0,
             sb,
         };
+        let salvaged = nilfs.sb.state & STATE_VALID_FS == 0 && fs.salvage_orphan_logs(nilfs)?;
+        let live = if salvaged {
+            (fs.sb.last_pseg, fs.sb.last_seq, fs.sb.last_cno)
+        } else {
+            (s.sr_pseg, s.seq, s.cno)
+        };
         fs.sb.mnt_count = fs.sb.mnt_count.wrapping_add(1);
         fs.sb.mtime = now;
         fs.sb.state &= !STATE_VALID_FS;
@@ -221,10 +231,158 @@ impl<'a> Fs<'a> {
         // nilfs_setup_super writes the cursor it found on disk; from now on
         // the cursor is the one the scan found (load_nilfs takes ns_last_*
         // from the recovery info), which the next super block write records.
-        fs.sb.last_pseg = s.sr_pseg;
-        fs.sb.last_seq = s.seq;
-        fs.sb.last_cno = s.cno;
+        (fs.sb.last_pseg, fs.sb.last_seq, fs.sb.last_cno) = live;
         Ok(fs)
+    }
+
+    /// `nilfs_salvage_orphan_logs` for an uncleanly unmounted filesystem:
+    /// replay the data-only logs written after the latest super root
+    /// (`nilfs_do_roll_forward`), then move the writer to a fresh segment
+    /// (`nilfs_prepare_segment_for_recovery`), write a checkpoint of the
+    /// salvaged blocks, and clear the first replayed summary when it shares
+    /// the super root's segment (`nilfs_finish_roll_forward`) so it is never
+    /// replayed again. The super blocks then record a clean state
+    /// (`nilfs_cleanup_super`), as `load_nilfs` does before the mount.
+    fn salvage_orphan_logs(&mut self, nilfs: &Nilfs<'_>) -> Result<bool> {
+        let scan = &nilfs.scan;
+        let (Some((start, start_seq)), Some(end)) = (scan.lsegs_start, scan.lsegs_end) else {
+            return Ok(false);
+        };
+        let (dev, bs) = (self.dev, self.bs);
+        let seed = self.sb.crc_seed;
+        let geo = self.geo;
+        let (last_pseg, last_seq, last_segnum, last_nextnum) = scan.last_valid;
+        let mut salvaged = 0u64;
+        let mut pending: Vec<(Ino, u64, BlockNr)> = Vec::new();
+        let mut in_dsync = false;
+        let mut pseg = start;
+        let mut seq = start_seq;
+        let mut segnum = geo.segnum_of(pseg);
+        let (_, mut seg_end) = geo.range(segnum);
+        let mut empty_seg = 0u32;
+        let mut nextnum = segnum;
+        let bound = geo
+            .nsegments
+            .saturating_mul(geo.blocks_per_segment)
+            .saturating_add(1);
+        for _ in 0..bound {
+            if segnum == last_segnum && pseg > last_pseg {
+                break;
+            }
+            let (h, verdict) = crate::recovery::validate_log(dev, &geo, seed, pseg, seq)?;
+            if verdict.is_ok() {
+                if h.flags & crate::format::segsum::SS_SR != 0 {
+                    return Err(Error::corrupt(
+                        "segment summary",
+                        "super root in the roll-forward range",
+                    )
+                    .at_block(pseg.0));
+                }
+                nextnum = geo.segnum_of(h.next);
+                empty_seg = 0;
+                let syndt = h.flags & crate::format::segsum::SS_SYNDT != 0;
+                if !in_dsync && syndt && h.flags & crate::format::segsum::SS_LOGBGN != 0 {
+                    in_dsync = true;
+                }
+                if in_dsync {
+                    if !syndt {
+                        return Err(Error::corrupt(
+                            "segment summary",
+                            "a non data-sync log inside a data-sync run",
+                        )
+                        .at_block(pseg.0));
+                    }
+                    let nsum = u64::from(h.sumbytes).div_ceil(u64::from(bs)).max(1);
+                    let mut buf = Vec::new();
+                    for b in 0..nsum {
+                        buf.extend_from_slice(&crate::device::read_block(dev, bs, pseg.0 + b)?);
+                    }
+                    let sum = crate::format::segsum::Summary::decode(&buf, bs)
+                        .map_err(|e| e.at_block(pseg.0))?;
+                    for e in sum.block_entries(bs) {
+                        if let Binfo::DataV { blkoff, .. } = e.binfo {
+                            pending.push((e.ino, blkoff.0, BlockNr(pseg.0 + e.index)));
+                        }
+                    }
+                    if h.flags & crate::format::segsum::SS_LOGEND != 0 {
+                        salvaged += self.recover_dsync_blocks(std::mem::take(&mut pending))?;
+                        in_dsync = false;
+                    }
+                }
+                if pseg == end {
+                    break;
+                }
+                pseg = BlockNr(pseg.0 + u64::from(h.nblocks));
+                if pseg < seg_end {
+                    continue;
+                }
+            } else if pseg == end {
+                break;
+            }
+            // feed_segment: on to the next full segment.
+            if empty_seg > 0 {
+                break;
+            }
+            empty_seg += 1;
+            seq = crate::format::Seq(seq.0 + 1);
+            segnum = nextnum;
+            let (s0, e0) = geo.range(segnum);
+            pseg = s0;
+            seg_end = e0;
+        }
+        if salvaged == 0 {
+            return Ok(false);
+        }
+        // nilfs_prepare_segment_for_recovery.
+        let sr_seg = scan.segnum;
+        self.sufile.free(scan.nextnum)?;
+        let mut scrap: Vec<SegNum> = scan.used_segments.clone();
+        scrap.extend([scan.nextnum, last_segnum, last_nextnum]);
+        for s in scrap {
+            if s != sr_seg {
+                self.sufile.scrap(s)?;
+            }
+        }
+        let fresh = self.sufile.alloc()?;
+        self.cursor = Cursor {
+            segnum: fresh,
+            pseg_offset: 0,
+            seq: crate::format::Seq(last_seq.0 + 2),
+            nextnum: fresh,
+        };
+        self.sync()?;
+        // nilfs_finish_roll_forward.
+        if geo.segnum_of(start) == geo.segnum_of(scan.super_root) {
+            dev.write_at(start.0 * u64::from(bs), &vec![0u8; bs as usize])?;
+        }
+        // nilfs_cleanup_super after recovery: clean, with the new cursor.
+        self.sb.state |= STATE_VALID_FS;
+        let ncleansegs = self.sufile.ncleansegs()?;
+        self.sb.free_blocks_count = ncleansegs * self.geo.blocks_per_segment;
+        self.write_super_blocks()?;
+        Ok(true)
+    }
+
+    /// `nilfs_recover_dsync_blocks`: copy each salvaged block into its file
+    /// at its offset, as a write that does not change the file's size (a
+    /// block past the end is dropped, `nilfs_write_failed`). Returns how
+    /// many were salvaged.
+    fn recover_dsync_blocks(&mut self, blocks: Vec<(Ino, u64, BlockNr)>) -> Result<u64> {
+        let bs = u64::from(self.bs);
+        let mut n = 0;
+        for (i, blkoff, pbn) in blocks {
+            let size = self.file(i)?.raw.size;
+            if blkoff.saturating_mul(bs) >= size {
+                continue;
+            }
+            let data = crate::device::read_block(self.dev, self.bs, pbn.0)?;
+            let f = self.files.get_mut(&i).expect("loaded");
+            f.dirty.insert(blkoff, data);
+            f.inode_dirty = true;
+            self.touch(i);
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// Set the injected clock (seconds).
@@ -264,6 +422,7 @@ impl<'a> Fs<'a> {
                     dirty: BTreeMap::new(),
                     dir: None,
                     inode_dirty: false,
+                    inode_sync: false,
                 },
             );
         }
@@ -347,6 +506,7 @@ impl<'a> Fs<'a> {
                 dirty: BTreeMap::new(),
                 dir: None,
                 inode_dirty: true,
+                inode_sync: true,
             },
         );
         self.inodes_count += 1;
@@ -381,6 +541,7 @@ impl<'a> Fs<'a> {
         f.raw.mtime = now;
         f.raw.ctime = now;
         f.inode_dirty = true;
+        f.inode_sync = true;
         self.touch(parent);
         Ok(())
     }
@@ -445,7 +606,11 @@ impl<'a> Fs<'a> {
         }
         let now = self.now;
         let f = self.files.get_mut(&i).expect("loaded");
-        f.raw.size = f.raw.size.max(end);
+        if end > f.raw.size {
+            // i_size_write + mark_inode_dirty: I_DIRTY_DATASYNC.
+            f.raw.size = end;
+            f.inode_sync = true;
+        }
         f.raw.mtime = now;
         f.raw.ctime = now;
         f.inode_dirty = true;
@@ -544,6 +709,7 @@ impl<'a> Fs<'a> {
         if let Some(f) = self.files.get_mut(&i) {
             f.raw.ctime = now;
             f.inode_dirty = true;
+            f.inode_sync = true;
         }
         self.touch(i);
     }
@@ -554,6 +720,7 @@ impl<'a> Fs<'a> {
         f.raw.mtime = now;
         f.raw.ctime = now;
         f.inode_dirty = true;
+        f.inode_sync = true;
         self.touch(d);
     }
 
@@ -669,6 +836,7 @@ impl<'a> Fs<'a> {
         f.raw.mtime = now;
         f.raw.ctime = now;
         f.inode_dirty = true;
+        f.inode_sync = true;
         self.touch(i);
         Ok(())
     }
@@ -890,6 +1058,145 @@ impl<'a> Fs<'a> {
             map.bmap.assign(dn.id, new.0)?;
         }
         map.raw.bmap = map.bmap.root_bmap()?;
+        Ok(())
+    }
+
+    /// `fsync` (`nilfs_sync_file` without datasync): a full construction
+    /// if the file has anything dirty.
+    pub fn fsync(&mut self, i: Ino) -> Result<()> {
+        let f = self.file(i)?;
+        if f.inode_dirty || !f.dirty.is_empty() {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// `fdatasync` (`nilfs_construct_dsync_segment`): nothing if the file is
+    /// clean; a full construction if its inode needs a sync
+    /// (`NILFS_I_INODE_SYNC`); otherwise a data-only log (`SS_SYNDT`) of
+    /// its dirty blocks. Their new DAT entries, B-tree nodes and inode stay
+    /// dirty in memory for the next checkpoint; after a crash, roll-forward
+    /// replays the blocks.
+    pub fn fdatasync(&mut self, i: Ino) -> Result<()> {
+        let f = self.file(i)?;
+        if !f.inode_dirty && f.dirty.is_empty() {
+            return Ok(());
+        }
+        if f.inode_sync || f.raw.mode & S_IFMT != S_IFREG {
+            return self.sync().map(|_| ());
+        }
+        if f.dirty.is_empty() {
+            // Only timestamps: the data-only construction finds no block
+            // and writes nothing ("Avoid empty segment").
+            return Ok(());
+        }
+        self.construct_dsync(i)
+    }
+
+    fn construct_dsync(&mut self, i: Ino) -> Result<()> {
+        let cno = self.cpfile.next_cno();
+        let (dev, bs) = (self.dev, self.bs);
+        let ctime = self.now;
+        // Propagate: each dirty block gets its new virtual block number now;
+        // the nodes stay dirty, unassigned, for the next construction.
+        let target = self.dat.target_for_ino(i);
+        let f = self.files.get_mut(&i).expect("loaded");
+        let keys: Vec<u64> = f.dirty.keys().copied().collect();
+        let mut blocks = Vec::with_capacity(keys.len());
+        for &key in &keys {
+            let mut src = VNodes {
+                dat: &mut self.dat,
+                dev,
+                bs,
+            };
+            let v = match f.bmap.lookup(key, &mut src)? {
+                None => {
+                    let v = self.dat.alloc(target)?;
+                    let mut src = VNodes {
+                        dat: &mut self.dat,
+                        dev,
+                        bs,
+                    };
+                    let out = f.bmap.insert(key, v.0, &mut src)?;
+                    let added = 1 + u64::from(out.nodes_added);
+                    f.raw.blocks += added * sectors(bs);
+                    self.blocks_count += added;
+                    v
+                }
+                Some(old) => {
+                    let req = self.dat.prepare_update(VBlockNr(old), cno, target)?;
+                    let new = self.dat.commit_update(req, false);
+                    let mut src = VNodes {
+                        dat: &mut self.dat,
+                        dev,
+                        bs,
+                    };
+                    f.bmap.update_ptr(key, new.0, &mut src)?;
+                    new
+                }
+            };
+            let mut src = VNodes {
+                dat: &mut self.dat,
+                dev,
+                bs,
+            };
+            f.bmap.mark_data_dirty(key, &mut src)?;
+            blocks.push((key, v));
+        }
+        let tag = FileTag { ino: i, cno };
+        let mut layout = Layout::begin(
+            self.geo,
+            &mut self.cursor,
+            &mut Segs(&mut self.sufile),
+            ctime,
+            cno,
+            false,
+            true,
+        )?;
+        layout.set_base_flags(crate::format::segsum::SS_SYNDT);
+        let mut nadd = 1usize;
+        loop {
+            let mut full = false;
+            for (t, &(key, v)) in blocks.iter().enumerate() {
+                let b = Binfo::DataV {
+                    vblocknr: v,
+                    blkoff: FileBlk(key),
+                };
+                if layout.add_block(tag, b, t as u64).is_err() {
+                    full = true;
+                    break;
+                }
+            }
+            if !full {
+                layout.end_file(tag);
+                layout.end_logical_segment(crate::format::segsum::SS_SYNDT);
+                break;
+            }
+            layout.extend(&mut Segs(&mut self.sufile), nadd)?;
+            nadd = (nadd * 2).min(64);
+            layout.restart(true);
+        }
+        let (plans, cursor) = layout.finish(&mut Segs(&mut self.sufile))?;
+        let f = &self.files[&i];
+        for p in &plans {
+            let mut payload = BTreeMap::new();
+            for &(t, pbn) in &p.payload {
+                let (key, v) = blocks[t as usize];
+                self.dat.start(v, cno, pbn)?;
+                payload.insert(t, f.dirty[&key].clone());
+            }
+            let log = assemble(p, &payload, None, bs, self.sb.crc_seed)?;
+            write(self.dev, p, &log, bs)?;
+        }
+        self.dev.flush()?;
+        self.cursor = cursor;
+        let f = self.files.get_mut(&i).expect("loaded");
+        for (key, _) in &blocks {
+            f.dirty.remove(key);
+        }
+        // The inode (its bmap, times) is still dirty for the next checkpoint.
+        f.inode_dirty = true;
+        self.touch(i);
         Ok(())
     }
 
@@ -1275,6 +1582,7 @@ impl<'a> Fs<'a> {
             let f = self.files.get_mut(i).expect("loaded");
             f.dirty.clear();
             f.inode_dirty = false;
+            f.inode_sync = false;
             f.bmap.mark_clean()?;
             if let Some(d) = &mut f.dir {
                 d.mark_clean();

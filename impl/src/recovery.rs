@@ -266,8 +266,10 @@ pub struct ScanResult {
     pub super_root_updated: bool,
 }
 
-/// Validate the log at `pseg` (`nilfs_validate_log`).
-fn validate_log(
+/// Validate the log at `pseg` (`nilfs_validate_log`): its header, and
+/// whether it is a valid log of sequence `seq` (magic, sequence, size,
+/// data checksum) or why not.
+pub fn validate_log(
     dev: &dyn BlockDevice,
     g: &SegGeometry,
     seed: u32,

@@ -221,3 +221,65 @@ fn namespace_operations_and_truncate() {
     let (_, gone) = two.resolve(b"/d1/gone", false).unwrap();
     assert_eq!(two.read_all(&gone).unwrap(), pattern(4, 9000));
 }
+
+/// fdatasync writes a data-only log; after a crash, a read-only look
+/// (no recovery) still shows the last checkpoint, and a read-write mount
+/// rolls the log forward into a new checkpoint, as nilfs_salvage_orphan_logs
+/// does. fsync and an fdatasync that needs an inode sync make checkpoints.
+#[test]
+fn fdatasync_survives_a_crash_by_roll_forward() {
+    let dev = MemDevice::new(64 << 20);
+    mkfs::mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 64,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let original = pattern(7, 10_000);
+    let mut updated = original.clone();
+    updated[100..200].copy_from_slice(&[0xAB; 100]);
+    updated[9000..9050].copy_from_slice(&[0xCD; 50]);
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, &original).unwrap();
+        // A new file needs an inode sync: fdatasync makes a checkpoint.
+        fs.fdatasync(f).unwrap();
+        fs.write(f, 100, &[0xAB; 100]).unwrap();
+        fs.write(f, 9000, &[0xCD; 50]).unwrap();
+        fs.fdatasync(f).unwrap(); // data only: an SS_SYNDT log
+                                  // Crash: the Fs is dropped without unmounting.
+    }
+    let nilfs = Nilfs::open(&dev).unwrap();
+    assert_eq!(
+        nilfs.scan.cno,
+        Cno(2),
+        "the data-only log made no checkpoint"
+    );
+    assert!(
+        nilfs.scan.lsegs_start.is_some() && nilfs.scan.lsegs_end.is_some(),
+        "no orphan log found"
+    );
+    let view = CheckpointView::open(&nilfs, None).unwrap();
+    let (_, f) = view.resolve(b"/f", false).unwrap();
+    assert_eq!(view.read_all(&f).unwrap(), original);
+    drop(view);
+    {
+        let mut fs = Fs::mount(&nilfs, 1_800_000_100).unwrap(); // rolls forward
+        let f = fs.resolve(b"/f").unwrap();
+        assert_eq!(fs.read(f, 0, 20_000).unwrap(), updated);
+        fs.unmount().unwrap();
+    }
+    verify_checksums(&dev).unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    assert_eq!(nilfs.scan.cno, Cno(3), "recovery wrote one checkpoint");
+    let view = CheckpointView::open(&nilfs, None).unwrap();
+    let (_, f) = view.resolve(b"/f", false).unwrap();
+    assert_eq!(view.read_all(&f).unwrap(), updated);
+    // The replayed log is never replayed again.
+    assert!(nilfs.scan.lsegs_start.is_none());
+}

@@ -110,6 +110,9 @@ pub struct Layout {
     ctime: u64,
     cno: Cno,
     gc: bool,
+    /// Flags every log of this construction carries (`SS_SYNDT` for a
+    /// data-only construction).
+    base_flags: u16,
     bufs: Vec<SegBuf>,
     cur: usize,
     finfo_ptr: SumPtr,
@@ -194,6 +197,7 @@ impl Layout {
             ctime,
             cno,
             gc,
+            base_flags: 0,
             bufs: vec![buf],
             cur: 0,
             finfo_ptr: SumPtr::default(),
@@ -250,17 +254,18 @@ impl Layout {
         self.reset_current();
         if logbgn {
             // NILFS_ST_INIT assigns the flags outright, dropping SS_GC.
-            self.bufs[0].flags = SS_LOGBGN;
+            self.bufs[0].flags = SS_LOGBGN | self.base_flags;
         }
     }
 
     /// `nilfs_segctor_reset_segment_buffer` + `nilfs_segbuf_reset`.
     fn reset_current(&mut self) {
         let gc = self.gc;
+        let base = self.base_flags;
         let b = &mut self.bufs[self.cur];
         b.nblocks = 1;
         b.nsumblk = 1;
-        b.flags = if gc { SS_GC } else { 0 };
+        b.flags = if gc { SS_GC } else { 0 } | base;
         b.sumbytes = SegmentSummary::SIZE as u32;
         b.files.clear();
         b.payload.clear();
@@ -378,6 +383,14 @@ impl Layout {
         b.super_root = true;
         b.flags |= SS_SR | SS_LOGEND;
         Ok(())
+    }
+
+    /// Flags for every log of this construction from now on (the data-only
+    /// construction's `SS_SYNDT`, which recovery requires on each of its
+    /// logs); applies to the current buffer too.
+    pub fn set_base_flags(&mut self, flags: u16) {
+        self.base_flags = flags;
+        self.bufs[self.cur].flags |= flags;
     }
 
     /// End a logical segment without a super root (`LOGEND` alone, as a
