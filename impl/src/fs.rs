@@ -1210,6 +1210,11 @@ impl<'a> Fs<'a> {
             || !self.dat.palloc.mdt.dirty_blocks().is_empty()
     }
 
+    /// The latest checkpoint number (`ns_cno - 1`).
+    pub fn latest_cno(&self) -> Cno {
+        Cno(self.cpfile.next_cno().0 - 1)
+    }
+
     /// `mkcp [-s]` (`NILFS_IOCTL_SYNC`, then `CHANGE_CPMODE`): make a
     /// checkpoint of everything (none if nothing changed) and return the
     /// latest checkpoint number; with `snapshot`, make it a snapshot, which

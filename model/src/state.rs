@@ -77,9 +77,11 @@ pub struct Pending {
     pub dirty: bool,
     /// Inodes changed since the latest checkpoint (`nilfs_inode_dirty`).
     pub dirty_inodes: OrdSet<Id>,
-    /// Files created, truncated or extended since the latest checkpoint:
-    /// `__nilfs_mark_inode_dirty` sets NILFS_I_INODE_SYNC for them, and
-    /// `nilfs_construct_dsync_segment` then makes a full checkpoint.
+    /// Inodes whose metadata changed since the latest checkpoint (created,
+    /// truncated, extended, linked, unlinked, renamed, parents of such
+    /// changes): `nilfs_mark_inode_dirty` passes I_DIRTY, which includes
+    /// I_DIRTY_DATASYNC, so `nilfs_update_inode` sets NILFS_I_INODE_SYNC,
+    /// and `nilfs_construct_dsync_segment` then makes a full checkpoint.
     pub inode_sync: OrdSet<Id>,
     /// The live namespace after each modification since the checkpoint.
     pub history: Vector<Namespace>,
@@ -492,8 +494,25 @@ fn namespace_op(
     match f(ns) {
         Err(e) => fail(s, e),
         Ok(_) if !s.writable(at) => fail(s, Errno::EROFS),
+        // An operation that changes nothing (a rename of a name onto itself:
+        // vfs_rename returns 0 when source and target are one inode) dirties
+        // nothing, so it makes no checkpoint later.
+        Ok(next_ns) if next_ns == *ns => ok(s.clone()),
         Ok(next_ns) => {
-            let mut out = ok(s.clone().modified(next_ns, blocks));
+            // Every inode this operation changed went through
+            // nilfs_mark_inode_dirty (I_DIRTY, which includes
+            // I_DIRTY_DATASYNC), so it needs an inode sync: an fdatasync
+            // of it makes a full checkpoint (nilfs_update_inode sets
+            // NILFS_I_INODE_SYNC). Link counts, ctime, parents' times.
+            let changed: Vec<Id> = next_ns
+                .inodes
+                .iter()
+                .filter(|(id, ino)| ns.inodes.get(*id) != Some(*ino))
+                .map(|(id, _)| *id)
+                .collect();
+            let mut next = s.clone().modified(next_ns, blocks);
+            next.pending.inode_sync.extend(changed);
+            let mut out = ok(next);
             if vacancy_check && s.may_enospc(blocks) {
                 out.push(Branch {
                     expect: Expect::Exact(Outcome::Err(Errno::ENOSPC)),
@@ -575,7 +594,19 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             namespace_op(s, *at, META_OP_BLOCKS, false, |ns| ns.rmdir(path, now))
         }
         Op::Rename { old, new, at } => {
-            namespace_op(s, *at, META_OP_BLOCKS, true, |ns| ns.rename(old, new, now))
+            // nilfs_rename marks the moved inode dirty (its ctime) even when
+            // the clock has not moved: it needs an inode sync as well.
+            let moved = s.view(*at).and_then(|ns| ns.lookup(old, false).ok());
+            let mut out = namespace_op(s, *at, META_OP_BLOCKS, true, |ns| ns.rename(old, new, now));
+            if let Some(id) = moved {
+                for b in &mut out {
+                    if matches!(b.expect, Expect::Exact(Outcome::Ok)) && b.next.live != s.live {
+                        b.next.pending.dirty_inodes.insert(id);
+                        b.next.pending.inode_sync.insert(id);
+                    }
+                }
+            }
+            out
         }
         Op::Write {
             path,

@@ -366,10 +366,9 @@ impl<'d> ImplUnderTest<'d> {
     }
 
     fn sync(&mut self) -> R<Cno> {
-        if let Some(c) = self.with(|fs| fs.sync())? {
-            self.latest = c;
-        }
-        Ok(self.latest)
+        let c = self.with(|fs| fs.sync().map(|_| fs.latest_cno()))?;
+        self.latest = c;
+        Ok(c)
     }
 
     /// Executes one operation (those of the generated alphabet; see
@@ -491,8 +490,16 @@ impl<'d> ImplUnderTest<'d> {
                 let t = self.with(|fs| fs.read(i, 0, raw.size))?;
                 Outcome::Target(String::from_utf8_lossy(&t).into_owned())
             }
-            // To add an operation once `Fs` has it (fsync, ...): one arm
-            // here and one generator line in tests/tests/lockstep.rs.
+            Op::Fsync { path, at: None } => {
+                let i = self.resolve(path, true)?;
+                self.with(|fs| fs.fsync(i)).map(ok)?
+            }
+            Op::Fdatasync { path, at: None } => {
+                let i = self.resolve(path, true)?;
+                self.with(|fs| fs.fdatasync(i)).map(ok)?
+            }
+            // To add an operation once `Fs` has it: one arm here and one
+            // generator line in tests/tests/lockstep.rs.
             other => panic!("the adapter does not support {other:?} yet"),
         })
     }

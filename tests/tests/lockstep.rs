@@ -169,6 +169,8 @@ fn step_strategy() -> impl Strategy<Value = Gen> {
             .prop_map(|(path, size)| Gen::Op(Op::Truncate { path, size, at: None })),
         1 => file_path().prop_map(|path| Gen::Op(Op::Readlink { path, at: None })),
         2 => Just(Gen::Op(Op::Sync)),
+        1 => file_path().prop_map(|path| Gen::Op(Op::Fsync { path, at: None })),
+        2 => file_path().prop_map(|path| Gen::Op(Op::Fdatasync { path, at: None })),
         1 => Just(Gen::Op(Op::Mkcp { snapshot: false })),
         1 => Just(Gen::Remount),
         1 => Just(Gen::Crash),
