@@ -1296,7 +1296,35 @@ impl<'a> Fs<'a> {
             false,
             true,
         )?;
+        // The sufile's blocks for every segment this construction will use
+        // must be dirty before its stage is prepared (its B-tree nodes get
+        // their new addresses once). nilfs_segctor_collect discovers the
+        // segments by retrying; we extend up front by a generous estimate
+        // of the construction's size, and free what goes unused (as
+        // nilfs_segctor_truncate_segments does).
         let mut nadd = 1usize;
+        {
+            let bs64 = u64::from(self.bs);
+            let mut known: u64 = order
+                .iter()
+                .map(|i| {
+                    let f = &self.files[i];
+                    f.dirty.len() as u64 + f.bmap.dirty_nodes().len() as u64
+                })
+                .sum();
+            known += if_keys.len() as u64 + self.if_map.bmap.dirty_nodes().len() as u64;
+            known += self.cpfile.mdt.dirty_blocks().len() as u64 + 2;
+            // DAT entries (32 bytes) of every block above, summaries, and a
+            // margin for the sufile, the DAT's nodes and the super root.
+            let estimate = known + known * 32 / bs64 + known * 16 / bs64 + 64;
+            let rest = layout.bufs()[0].rest_blocks;
+            if estimate > rest {
+                let more = (estimate - rest).div_ceil(self.geo.blocks_per_segment) as usize;
+                layout.extend(&mut Segs(&mut self.sufile), more)?;
+                layout.restart(true);
+                nadd = more.max(1);
+            }
+        }
         let mut prepared_su: BTreeSet<u64> = BTreeSet::new();
         let mut prepared_cp = false;
         let (plans, cursor, srcs) = loop {
@@ -1565,7 +1593,7 @@ impl<'a> Fs<'a> {
             let mine: BTreeMap<u64, Vec<u8>> = p
                 .payload
                 .iter()
-                .map(|(t, _)| (*t, payload[t].clone()))
+                .filter_map(|(t, _)| payload.remove(t).map(|d| (*t, d)))
                 .collect();
             let log = assemble(
                 p,

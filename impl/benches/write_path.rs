@@ -1,0 +1,354 @@
+//! Write-path benchmark (issue 5): sequential write and read of 1 GiB,
+//! random 4 KiB overwrites, creation of 100,000 small files, all through the
+//! library API on a `MemDevice`, next to the memcpy bandwidth measured in the
+//! same run. Results go to docs/benchmarks/write-path.md.
+//!
+//! A single-shot harness (`harness = false`), not criterion or divan: one
+//! pass of the 1 GiB phase takes many seconds and leaves a 1 GiB image
+//! behind, so the tens of samples those frameworks take would cost minutes
+//! and gigabytes without making a multi-second figure more precise. A
+//! warm-up pass of every phase at 1/16 scale runs first, on its own device.
+//!
+//! `cargo bench -p nilfs-impl --bench write_path` (full scale);
+//! append `-- --scale 16` to divide every size by 16.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use nilfs::device::MemDevice;
+use nilfs::format::{ino, Ino};
+use nilfs::fs::Fs;
+use nilfs::mkfs::{self, MkfsOptions};
+use nilfs::posix::CheckpointView;
+use nilfs::the_nilfs::Nilfs;
+
+const MIB: u64 = 1 << 20;
+const BLOCK: u64 = 4096;
+/// Sync policy for the sequential write: a sync per 64 MiB written.
+const SEQ_SYNC_BYTES: u64 = 64 * MIB;
+/// Sync policy for the overwrites: a sync per 1,000 (4 MiB dirty).
+const OVERWRITE_SYNC_EVERY: u64 = 1_000;
+/// Small files per directory; a sync after each directory.
+const FILES_PER_DIR: u64 = 1_000;
+/// 254 segments of 8 MiB (sparse: only written blocks take memory). It
+/// must hold 1 GiB of file, the overwrites, the small files and every log's
+/// metadata, as nothing is cleaned; and with at most 254 segments the
+/// segment usage table fits in one sufile block, because `Fs::sync` cannot
+/// yet extend a construction into a segment whose usage entry lies in a
+/// second sufile block (docs/benchmarks/write-path.md).
+const DEVICE_BYTES: u64 = 254 * 8 * MIB;
+const NOW: u64 = 1_800_000_000;
+
+/// SplitMix64: the deterministic source of every size, offset and byte.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) {
+        for c in buf.chunks_mut(8) {
+            let v = self.next().to_le_bytes();
+            c.copy_from_slice(&v[..c.len()]);
+        }
+    }
+}
+
+/// Content of the sequential file's 1 MiB chunk `n`: a seeded random MiB
+/// with `n` and the block index stamped at the start of every 4 KiB block,
+/// so no two blocks are equal and generating it costs almost nothing.
+fn seq_chunk(base: &[u8], n: u64, out: &mut [u8]) {
+    out.copy_from_slice(base);
+    for (b, blk) in out.chunks_mut(BLOCK as usize).enumerate() {
+        blk[..8].copy_from_slice(&n.to_le_bytes());
+        blk[8..16].copy_from_slice(&(b as u64).to_le_bytes());
+    }
+}
+
+/// Peak and current resident set of this process, from /proc (kB).
+fn rss_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// Prints table rows, unless it reports a warm-up.
+struct Report {
+    quiet: bool,
+}
+
+impl Report {
+    fn row(&self, what: &str, amount: String, t: Duration, rate: String, dev: &MemDevice) {
+        let (hwm, rss) = rss_kib();
+        let line = format!(
+            "| {what} | {amount} | {:.2} s | {rate} | {} MiB | {} MiB / {} MiB |",
+            t.as_secs_f64(),
+            dev.resident_bytes() / MIB,
+            rss / 1024,
+            hwm / 1024,
+        );
+        self.line(&line);
+    }
+
+    fn line(&self, line: &str) {
+        if !self.quiet {
+            println!("{line}");
+        }
+    }
+}
+
+fn mib_s(bytes: u64, t: Duration) -> String {
+    format!("{:.0} MiB/s", bytes as f64 / MIB as f64 / t.as_secs_f64())
+}
+
+fn ops_s(ops: u64, t: Duration) -> String {
+    format!("{:.0} ops/s", ops as f64 / t.as_secs_f64())
+}
+
+/// Copy a 256 MiB buffer 8 times; the best pass, in MiB/s copied.
+fn memcpy_bandwidth() -> (f64, f64) {
+    let len = (256 * MIB) as usize;
+    let mut src = vec![0u8; len];
+    Rng(7).fill(&mut src);
+    let mut dst = vec![0u8; len];
+    dst.copy_from_slice(&src); // fault the pages in
+    let mut times = Vec::new();
+    for pass in 0..8u8 {
+        src[0] = pass;
+        let t = Instant::now();
+        dst.copy_from_slice(black_box(&src));
+        times.push(t.elapsed());
+        black_box(&dst);
+    }
+    times.sort();
+    let rate = |t: Duration| len as f64 / MIB as f64 / t.as_secs_f64();
+    (rate(times[0]), rate(times[times.len() / 2]))
+}
+
+fn fresh_device(bytes: u64) -> MemDevice {
+    let dev = MemDevice::new(bytes);
+    mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
+    dev
+}
+
+/// Every phase at `1/scale` of the full sizes.
+fn run(scale: u64, report: &Report) {
+    let file_bytes = 1024 * MIB / scale;
+    let overwrites = 20_000 / scale;
+    let dirs = (100 / scale).max(1);
+    let dev = fresh_device(DEVICE_BYTES);
+    let nilfs = Nilfs::open(&dev).expect("open");
+    let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
+
+    // (1) Sequential write, 1 MiB per call, a sync per 64 MiB and at the end.
+    let mut base = vec![0u8; MIB as usize];
+    Rng(1).fill(&mut base);
+    let mut chunk = vec![0u8; MIB as usize];
+    let f = fs.create(ino::ROOT, b"big", 0o644).expect("create");
+    let mut sync_time = Duration::ZERO;
+    let t = Instant::now();
+    for n in 0..file_bytes / MIB {
+        seq_chunk(&base, n, &mut chunk);
+        fs.write(f, n * MIB, &chunk).expect("write");
+        if ((n + 1) * MIB).is_multiple_of(SEQ_SYNC_BYTES) {
+            let s = Instant::now();
+            fs.sync().expect("sync");
+            sync_time += s.elapsed();
+        }
+    }
+    let s = Instant::now();
+    fs.sync().expect("sync");
+    sync_time += s.elapsed();
+    let total = t.elapsed();
+    report.row(
+        "sequential write, 1 MiB writes, sync per 64 MiB",
+        format!("{} MiB", file_bytes / MIB),
+        total,
+        mib_s(file_bytes, total),
+        &dev,
+    );
+    report.row(
+        "  of which in sync",
+        format!("{} syncs", file_bytes / SEQ_SYNC_BYTES + 1),
+        sync_time,
+        mib_s(file_bytes, sync_time),
+        &dev,
+    );
+
+    // Sequential read back through Fs::read (every block from the device,
+    // through the bmap and the DAT), 1 MiB per call, checked.
+    let mut busy = Duration::ZERO;
+    for n in 0..file_bytes / MIB {
+        seq_chunk(&base, n, &mut chunk);
+        let t = Instant::now();
+        let got = fs.read(f, n * MIB, MIB).expect("read");
+        busy += t.elapsed();
+        assert!(got == chunk, "chunk {n} reads back wrong");
+    }
+    report.row(
+        "sequential read, Fs::read, 1 MiB reads",
+        format!("{} MiB", file_bytes / MIB),
+        busy,
+        mib_s(file_bytes, busy),
+        &dev,
+    );
+
+    // (2) Random 4 KiB overwrites at block-aligned offsets, seeded, a sync
+    // per 1,000 and at the end; the last value of each block is checked.
+    let mut rng = Rng(2);
+    let nblocks = file_bytes / BLOCK;
+    let mut latest = std::collections::BTreeMap::new();
+    let mut block = vec![0u8; BLOCK as usize];
+    let t = Instant::now();
+    for k in 0..overwrites {
+        let b = rng.next() % nblocks;
+        block.fill(k as u8);
+        block[..8].copy_from_slice(&k.to_le_bytes());
+        fs.write(f, b * BLOCK, &block).expect("overwrite");
+        latest.insert(b, k);
+        if (k + 1) % OVERWRITE_SYNC_EVERY == 0 {
+            fs.sync().expect("sync");
+        }
+    }
+    fs.sync().expect("sync");
+    let total = t.elapsed();
+    report.row(
+        "random 4 KiB overwrites, sync per 1,000",
+        format!("{overwrites} writes"),
+        total,
+        format!(
+            "{} ({})",
+            ops_s(overwrites, total),
+            mib_s(overwrites * BLOCK, total)
+        ),
+        &dev,
+    );
+    for (&b, &k) in &latest {
+        let got = fs.read(f, b * BLOCK, 8).expect("read");
+        assert_eq!(got, k.to_le_bytes(), "block {b}");
+    }
+
+    // (3) Small files: `dirs` directories of 1,000 files of 1-4 KiB each,
+    // a sync after each directory. Timed per tenth to expose growth.
+    let mut rng = Rng(3);
+    let mut data = vec![0u8; 4 * 1024];
+    let mut bytes = 0u64;
+    let mut tenths = Vec::new();
+    let t = Instant::now();
+    let mut mark = Instant::now();
+    for d in 0..dirs {
+        let dir = fs
+            .mkdir(ino::ROOT, format!("d{d:03}").as_bytes(), 0o755)
+            .expect("mkdir");
+        for n in 0..FILES_PER_DIR {
+            let len = 1024 + (rng.next() % (3 * 1024 + 1)) as usize;
+            rng.fill(&mut data[..len]);
+            let i: Ino = fs
+                .create(dir, format!("f{n:04}").as_bytes(), 0o644)
+                .expect("create");
+            fs.write(i, 0, &data[..len]).expect("write");
+            bytes += len as u64;
+        }
+        fs.sync().expect("sync");
+        if (d + 1) % (dirs / 10).max(1) == 0 {
+            tenths.push(mark.elapsed());
+            mark = Instant::now();
+        }
+    }
+    let total = t.elapsed();
+    let files = dirs * FILES_PER_DIR;
+    report.row(
+        "create + write small files (1-4 KiB), sync per directory",
+        format!("{files} files, {} MiB", bytes / MIB),
+        total,
+        format!("{} ({})", ops_s(files, total), mib_s(bytes, total)),
+        &dev,
+    );
+    let per: Vec<String> = tenths
+        .iter()
+        .map(|t| format!("{:.2}", t.as_secs_f64()))
+        .collect();
+    report.line(&format!(
+        "small files, seconds per tenth: {}",
+        per.join(" ")
+    ));
+
+    // Unmount, remount, read the big file back through the read path.
+    let t = Instant::now();
+    fs.unmount().expect("unmount");
+    drop(nilfs);
+    let nilfs = Nilfs::open(&dev).expect("reopen");
+    report.row(
+        "unmount + Nilfs::open (scan, recovery)",
+        "-".into(),
+        t.elapsed(),
+        "-".into(),
+        &dev,
+    );
+    let view = CheckpointView::open(&nilfs, None).expect("view");
+    let (_, inode) = view.resolve(b"/big", true).expect("resolve");
+    let t = Instant::now();
+    let all = view.read_all(&inode).expect("read_all");
+    let total = t.elapsed();
+    assert_eq!(all.len() as u64, file_bytes);
+    for (&b, &k) in &latest {
+        let at = (b * BLOCK) as usize;
+        assert_eq!(all[at..at + 8], k.to_le_bytes(), "block {b} after remount");
+    }
+    drop(all);
+    report.row(
+        "sequential read after remount, CheckpointView::read_all",
+        format!("{} MiB", file_bytes / MIB),
+        total,
+        mib_s(file_bytes, total),
+        &dev,
+    );
+    // CheckpointView::read in 1 MiB calls, over the first 16 MiB only:
+    // every call walks the whole file's block map (see the report).
+    let span = (16 * MIB).min(file_bytes);
+    let t = Instant::now();
+    for n in 0..span / MIB {
+        black_box(view.read(&inode, n * MIB, MIB).expect("read"));
+    }
+    let total = t.elapsed();
+    report.row(
+        "read after remount, CheckpointView::read, 1 MiB calls, first 16 MiB",
+        format!("{} MiB", span / MIB),
+        total,
+        mib_s(span, total),
+        &dev,
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let scale = args
+        .iter()
+        .position(|a| a == "--scale")
+        .and_then(|p| args.get(p + 1))
+        .map(|s| s.parse::<u64>().expect("--scale N"))
+        .unwrap_or(1)
+        .max(1);
+    println!("write-path benchmark, sizes / {scale}");
+    let (best, median) = memcpy_bandwidth();
+    println!("memcpy (start): best {best:.0} MiB/s, median {median:.0} MiB/s");
+    println!("warm-up at 1/16 of the sizes below...");
+    run(scale * 16, &Report { quiet: true });
+    println!("| phase | amount | time | rate | device resident | RSS now / peak |");
+    println!("|---|---|---|---|---|---|");
+    run(scale, &Report { quiet: false });
+    let (best, median) = memcpy_bandwidth();
+    println!("memcpy (end): best {best:.0} MiB/s, median {median:.0} MiB/s");
+}
