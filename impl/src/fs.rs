@@ -118,6 +118,16 @@ enum Src {
     Node(Ino, crate::bmap::write::NodeId),
 }
 
+/// A construction between [`Fs::sync_begin`] and [`Fs::sync_finish`].
+pub struct Construction {
+    cno: Cno,
+    ctime: u64,
+    order: Vec<Ino>,
+    plans: Vec<crate::segctor::layout::LogPlan>,
+    cursor: Cursor,
+    srcs: Vec<Src>,
+}
+
 /// A mounted, writable filesystem.
 pub struct Fs<'a> {
     dev: &'a dyn BlockDevice,
@@ -1251,6 +1261,19 @@ impl<'a> Fs<'a> {
     /// `sync`: write one checkpoint holding every change (nothing if clean).
     /// Returns the new checkpoint number.
     pub fn sync(&mut self) -> Result<Option<Cno>> {
+        match self.sync_begin()? {
+            None => Ok(None),
+            Some(c) => self.sync_finish(c),
+        }
+    }
+
+    /// The first half of a construction: collection, pointer preparation
+    /// and layout. Everything from here to [`Fs::sync_finish`] must run
+    /// under the exclusive side of the transaction lock (see `txn`): a
+    /// file operation in between would dirty blocks the layout did not
+    /// take, which the finish then marks clean — a lost write. The split
+    /// exists so that the known-bad variant can be tested.
+    pub fn sync_begin(&mut self) -> Result<Option<Construction>> {
         if !self.is_dirty() {
             return Ok(None);
         }
@@ -1397,7 +1420,19 @@ impl<'a> Fs<'a> {
                 }
             }
         };
-        self.finish_construction(cno, ctime, &order, plans, cursor, srcs)
+        Ok(Some(Construction {
+            cno,
+            ctime,
+            order,
+            plans,
+            cursor,
+            srcs,
+        }))
+    }
+
+    /// The second half: addresses, metadata, checksums, the write.
+    pub fn sync_finish(&mut self, c: Construction) -> Result<Option<Cno>> {
+        self.finish_construction(c.cno, c.ctime, &c.order, c.plans, c.cursor, c.srcs)
     }
 
     /// Add every block of the construction to the layout, in stage order.

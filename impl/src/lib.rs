@@ -28,5 +28,6 @@ pub mod sim;
 pub mod sufile;
 pub mod sync;
 pub mod the_nilfs;
+pub mod txn;
 
 pub use error::{Errno, Error, Result};

@@ -17,8 +17,8 @@
 //!   file exactly as it was. A pristine block holds only its initial
 //!   contents, which every reader treats like the hole it replaced.
 
+use crate::sync::StdArc as Arc;
 use std::collections::{BTreeMap, BTreeSet};
-use std::rc::Rc;
 
 use crate::format::inode::Inode;
 use crate::format::FileBlk;
@@ -26,7 +26,7 @@ use crate::the_nilfs::{MetaFile, Nilfs};
 use crate::{Errno, Error, Result};
 
 /// Reads block `blkoff` of the file as stored: `Ok(None)` for a hole.
-pub type Loader<'a> = Rc<dyn Fn(u64) -> Result<Option<Vec<u8>>> + 'a>;
+pub type Loader<'a> = Arc<dyn Fn(u64) -> Result<Option<Vec<u8>>> + Send + Sync + 'a>;
 
 /// Which metadata file of an image to load (see [`Mdt::from_image`]).
 #[derive(Clone, Debug)]
@@ -97,7 +97,7 @@ impl<'a> Mdt<'a> {
     /// A metadata file of an opened image, read through
     /// [`Nilfs::mdt_block`] as blocks are first needed.
     pub fn from_image<'d: 'a>(nilfs: &'a Nilfs<'d>, file: ImageFile) -> Self {
-        let loader: Loader<'a> = Rc::new(move |blk| {
+        let loader: Loader<'a> = Arc::new(move |blk| {
             let f = match &file {
                 ImageFile::Dat => MetaFile::Dat,
                 ImageFile::Cpfile => MetaFile::Cpfile,

@@ -30,6 +30,28 @@ pub use std::sync::{
 #[cfg(not(any(loom, shuttle)))]
 pub use std::thread;
 
+/// Reference counting outside every modelled interleaving: immutable,
+/// shared closures such as a metadata file's block loader. Always std's
+/// (loom's `Arc` cannot hold an unsized `dyn Fn`), and never used to share
+/// mutable state between threads.
+pub use std::sync::Arc as StdArc;
+
+/// Take the shared side of a reader-writer lock (poisoning as in [`lock`]).
+pub fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    match l.read() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Take the exclusive side of a reader-writer lock (poisoning as in [`lock`]).
+pub fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    match l.write() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
 /// Lock a mutex, treating poisoning as the broken internal invariant it is
 /// (a panic while holding a filesystem lock already lost the state).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
