@@ -7,6 +7,8 @@
 //! (`GET_CPINFO`, `GET_SUINFO`, `GET_SUSTAT`) from an image. It does no
 //! caching and no read-ahead (the read path adds those); it never writes.
 
+use std::collections::BTreeMap;
+
 use crate::bmap::{self, NodeSource};
 use crate::device::{read_block, BlockDevice};
 use crate::format::btree::BtreeNode;
@@ -19,6 +21,7 @@ use crate::format::super_root::{self, SuperRoot};
 use crate::format::superblock::{SuperBlock, STATE_VALID_FS};
 use crate::format::{BlockNr, Cno, FileBlk, Ino, SegNum, VBlockNr};
 use crate::recovery::{load_super_block, search_super_root, SbChoice, ScanResult, SegGeometry};
+use crate::sync::{lock, Mutex};
 use crate::{Error, Result};
 
 /// A metadata file, as the reader addresses it.
@@ -52,7 +55,13 @@ pub struct Nilfs<'d> {
     pub scan: ScanResult,
     /// The latest super root.
     pub super_root: SuperRoot,
+    /// DAT entry blocks already read, by DAT file offset (bounded). The
+    /// view is read-only, so a block never changes under it.
+    dat_blocks: Mutex<BTreeMap<u64, Option<Vec<u8>>>>,
 }
+
+/// DAT entry blocks kept by [`Nilfs`] (16 MiB at 4 KiB blocks).
+const DAT_CACHE_BLOCKS: usize = 4096;
 
 impl<'d> Nilfs<'d> {
     /// Open `dev` as the kernel's `load_nilfs` would, without recovery writes:
@@ -98,6 +107,7 @@ impl<'d> Nilfs<'d> {
             geo,
             scan,
             super_root,
+            dat_blocks: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -154,7 +164,20 @@ impl<'d> Nilfs<'d> {
         let blk = geo
             .entry_blkoff(v.0)
             .ok_or_else(|| Error::OutOfRange(format!("virtual block number {v}")))?;
-        let Some(data) = self.mdt_block(MetaFile::Dat, FileBlk(blk))? else {
+        let cached = lock(&self.dat_blocks).get(&blk).cloned();
+        let block = match cached {
+            Some(b) => b,
+            None => {
+                let b = self.mdt_block(MetaFile::Dat, FileBlk(blk))?;
+                let mut cache = lock(&self.dat_blocks);
+                if cache.len() >= DAT_CACHE_BLOCKS {
+                    cache.clear();
+                }
+                cache.insert(blk, b.clone());
+                b
+            }
+        };
+        let Some(data) = block else {
             return Ok(None);
         };
         let off = geo.entry_offset_in_block(v.0);

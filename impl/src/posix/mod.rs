@@ -111,7 +111,21 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
             return Ok(Vec::new());
         }
         let bs = u64::from(self.fs.block_size());
-        let map = self.block_map(inode)?;
+        // A read of a small part of a large file looks its blocks up one by
+        // one; a large read maps the whole file in one walk of its tree.
+        let nblocks = (end - off).div_ceil(bs) + 1;
+        let map = if nblocks * 8 < inode.size.div_ceil(bs) {
+            let first = off / bs;
+            let mut m = BTreeMap::new();
+            for k in first..(end - 1) / bs + 1 {
+                if let Some(v) = bmap::lookup(&inode.bmap, k, &mut Nodes { fs: self.fs })? {
+                    m.insert(k, self.fs.dat_translate(VBlockNr(v))?);
+                }
+            }
+            m
+        } else {
+            self.block_map(inode)?
+        };
         let mut out = Vec::with_capacity((end - off).min(1 << 30) as usize);
         let mut pos = off;
         while pos < end {
