@@ -5,6 +5,7 @@
 //! `tune -l` print exactly what the nilfs-tools programs of the same names
 //! print; `demo` runs all of it on an in-memory device.
 
+mod apply;
 mod listings;
 mod oracle;
 mod sim;
@@ -188,6 +189,20 @@ enum Cmd {
         /// Time to stamp, seconds since the epoch (default: now).
         #[arg(long)]
         time: Option<u64>,
+    },
+    /// Run a workload in the model's trace format against an image and
+    /// record the observed outcomes (for `nilref oracle check`).
+    Apply {
+        /// Image file (written back unless --dry-run).
+        image: PathBuf,
+        /// The trace (JSON Lines; `out` fields are ignored).
+        trace: PathBuf,
+        /// Where to write the observed trace (default: stdout).
+        #[arg(short = 'o')]
+        out: Option<PathBuf>,
+        /// Leave the image unchanged.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Experiments on the simulated device (the seeds' figures).
     Sim {
@@ -431,6 +446,12 @@ fn run(cli: Cli) -> Result<String, String> {
             }
             Ok(String::new())
         }),
+        Cmd::Apply {
+            image,
+            trace,
+            out,
+            dry_run,
+        } => apply::run(&image, &trace, out.as_deref(), dry_run),
         Cmd::Sim {
             cmd: SimCmd::CompletionOrder(args),
         } => sim::completion_order(&args),

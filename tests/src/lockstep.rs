@@ -10,7 +10,10 @@
 //! - [`ImplUnderTest`], the adapter for nilfs-ref: a [`MemDevice`] with a
 //!   mounted [`Fs`]. The `Fs` API is inode based, so the adapter plays the
 //!   VFS's part: path walk (`.`, `..`, symlinks), the create-or-open rule,
-//!   and the errno of each refusal.
+//!   and the errno of each refusal. `nilref apply` (cli/src/apply.rs) uses
+//!   it on its own: [`ImplUnderTest::from_device`] and
+//!   [`ImplUnderTest::try_apply`], which reports an operation it cannot run
+//!   as [`Unsupported`] instead of panicking.
 //! - [`run`], the harness: it keeps every model state the observations so
 //!   far allow (a crash leaves several), steps each with [`step`] and keeps
 //!   the branches whose [`Branch::accept`] takes the observed outcome, checks
@@ -156,13 +159,39 @@ pub struct ImplUnderTest<'d> {
 impl<'d> ImplUnderTest<'d> {
     /// An adapter for the file system [`format`] made on `dev` (unmounted).
     pub fn new(dev: &'d MemDevice, spec: &ImageSpec) -> Self {
+        Self::from_device(dev, spec.ctime)
+    }
+
+    /// An adapter for whatever file system `dev` holds (unmounted; the
+    /// first `mount` operation opens it), with the injected clock at `now`
+    /// seconds. `Op::Clock` moves the clock on; nothing else does, so the
+    /// observed times are deterministic.
+    pub fn from_device(dev: &'d MemDevice, now: u64) -> Self {
         ImplUnderTest {
             dev,
             fs: None,
-            now: spec.ctime,
+            now,
             latest: Cno(1),
             last_error: None,
         }
+    }
+
+    /// Executes `op` and returns the observed outcome (an errno is
+    /// `Outcome::Err`), or [`Unsupported`] for an operation this adapter
+    /// cannot run yet (nothing is executed then). [`Sut::apply`] is this,
+    /// panicking on `Unsupported`.
+    pub fn try_apply(&mut self, op: &Op) -> Result<Outcome, Unsupported> {
+        self.last_error = None;
+        match self.exec(op) {
+            Ok(o) => Ok(o),
+            Err(Stop::Errno(e)) => Ok(Outcome::Err(e)),
+            Err(Stop::Unsupported) => Err(Unsupported(op.clone())),
+        }
+    }
+
+    /// Whether a file system is mounted (the trace has not unmounted it).
+    pub fn is_mounted(&self) -> bool {
+        self.fs.is_some()
     }
 
     /// Records an implementation error and maps it to the model's errno.
@@ -373,7 +402,7 @@ impl<'d> ImplUnderTest<'d> {
 
     /// Executes one operation (those of the generated alphabet; see
     /// tests/tests/lockstep.rs for which).
-    fn exec(&mut self, op: &Op) -> R<Outcome> {
+    fn exec(&mut self, op: &Op) -> Result<Outcome, Stop> {
         Ok(match op {
             Op::Clock { now } => {
                 self.now = (*now / NS) as u64;
@@ -485,7 +514,7 @@ impl<'d> ImplUnderTest<'d> {
                 let i = self.resolve(path, false)?;
                 let raw = self.stat(i)?;
                 if raw.mode & S_IFMT != S_IFLNK {
-                    return Err(Errno::EINVAL);
+                    return Err(Errno::EINVAL.into());
                 }
                 let t = self.with(|fs| fs.read(i, 0, raw.size))?;
                 Outcome::Target(String::from_utf8_lossy(&t).into_owned())
@@ -500,7 +529,7 @@ impl<'d> ImplUnderTest<'d> {
             }
             // To add an operation once `Fs` has it: one arm here and one
             // generator line in tests/tests/lockstep.rs.
-            other => panic!("the adapter does not support {other:?} yet"),
+            _ => return Err(Stop::Unsupported),
         })
     }
 
@@ -529,14 +558,41 @@ impl<'d> ImplUnderTest<'d> {
 
 impl Sut for ImplUnderTest<'_> {
     fn apply(&mut self, op: &Op) -> Outcome {
-        self.last_error = None;
-        self.exec(op).unwrap_or_else(Outcome::Err)
+        self.try_apply(op).unwrap_or_else(|u| panic!("{u}"))
     }
     fn durable(&mut self) -> Result<Durable, String> {
         ImplUnderTest::durable(self)
     }
     fn detail(&self) -> Option<String> {
         self.last_error.clone()
+    }
+}
+
+/// An operation [`ImplUnderTest`] cannot execute (yet): a read-only or
+/// checkpoint mount, remount, chcp, rmcp, lscp, the cleaner, a snapshot
+/// mkcp, an operation on a checkpoint (`at`), or a second mkfs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported(pub Op);
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = serde_json::to_string(&self.0).expect("an operation serialises");
+        write!(f, "the adapter does not support {op} yet")
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
+/// Why [`ImplUnderTest::exec`] stopped: the operation's errno (an outcome),
+/// or an operation it cannot run (no outcome at all).
+enum Stop {
+    Errno(Errno),
+    Unsupported,
+}
+
+impl From<Errno> for Stop {
+    fn from(e: Errno) -> Self {
+        Stop::Errno(e)
     }
 }
 

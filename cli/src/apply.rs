@@ -1,0 +1,215 @@
+//! `nilref apply IMAGE TRACE [-o OUT] [--dry-run]`: runs a workload written
+//! in the model's trace format (docs/model.md, "Traces and the checker")
+//! against an image, through nilfs-ref's file system, and records what it
+//! observed, so that `nilref oracle check OUT` can judge it.
+//!
+//! - The trace is JSON Lines; each line's `out` field is optional and
+//!   ignored (the output carries the observed outcomes instead).
+//! - IMAGE (raw, or `.xz` with `--dry-run`) is loaded into memory; nothing
+//!   is written to it unless every line ran, and then it is written back as
+//!   a sparse raw image (not with `--dry-run`).
+//! - A leading `mkfs` line formats the image with our mkfs at the image's
+//!   size and the line's geometry, refusing a geometry whose segment count
+//!   the image size does not give. Without one, the output starts with an
+//!   `mkfs` line describing the image's super block, since the checker
+//!   starts from one (its model is a fresh file system: the output is
+//!   judgeable only for an image as mkfs left it).
+//! - The operations run through the lockstep adapter
+//!   (`nilfs_conformance::lockstep::ImplUnderTest`), which plays the VFS's
+//!   part; an operation it does not support stops the run with an error
+//!   naming the trace line, before anything is written.
+//! - The injected clock starts at 0 ns, as the checker's model clock does at
+//!   `mkfs`, and moves only with `clock` lines; a leading `mkfs` also stamps
+//!   creation time 0. Observed times are therefore deterministic and on the
+//!   checker's clock.
+//! - A trace that ends mounted leaves the image as a power cut there would:
+//!   end it with `umount` (or `sync`) to keep everything.
+
+use std::path::Path;
+
+use nilfs::device::{export_image, import_image, BlockDevice, MemDevice};
+use nilfs::mkfs::{self, MkfsOptions};
+use nilfs::posix::CheckpointView;
+use nilfs::the_nilfs::Nilfs;
+use nilfs_conformance::lockstep::ImplUnderTest;
+use nilfs_model::{Line, Op, Outcome};
+
+const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
+
+/// Runs `trace` against `image`; see the module documentation. Returns the
+/// observed trace when `out` is `None`, else writes it to `out` and returns
+/// a one-line summary.
+pub fn run(
+    image: &Path,
+    trace: &Path,
+    out: Option<&Path>,
+    dry_run: bool,
+) -> Result<String, String> {
+    let text = std::fs::read_to_string(trace).map_err(|e| format!("{}: {e}", trace.display()))?;
+    let ops = parse(&text).map_err(|(n, m)| format!("{} line {n}: {m}", trace.display()))?;
+
+    let bytes = std::fs::read(image).map_err(|e| format!("{}: {e}", image.display()))?;
+    if !dry_run && bytes.starts_with(&XZ_MAGIC) {
+        return Err(format!(
+            "{}: xz-compressed; apply writes raw images back, so decompress it first or use --dry-run",
+            image.display()
+        ));
+    }
+    drop(bytes);
+    let dev = import_image(image).map_err(|e| e.to_string())?;
+
+    let mut lines = Vec::with_capacity(ops.len() + 1);
+    let rest = match ops.first() {
+        Some((n, op @ Op::Mkfs { .. })) => {
+            format_image(&dev, op, image)
+                .map_err(|m| format!("{} line {n}: {m}", trace.display()))?;
+            lines.push(Line {
+                op: op.clone(),
+                out: Outcome::Ok,
+            });
+            &ops[1..]
+        }
+        _ => {
+            lines.push(Line {
+                op: describe_image(&dev).map_err(|m| {
+                    format!(
+                        "{}: {m} (and the trace does not start with mkfs)",
+                        image.display()
+                    )
+                })?,
+                out: Outcome::Ok,
+            });
+            &ops[..]
+        }
+    };
+
+    let mut sut = ImplUnderTest::from_device(&dev, 0);
+    for (n, op) in rest {
+        if matches!(op, Op::Mkfs { .. }) {
+            return Err(format!(
+                "{} line {n}: mkfs is valid only as the first line; nothing was written",
+                trace.display()
+            ));
+        }
+        let observed = sut
+            .try_apply(op)
+            .map_err(|u| format!("{} line {n}: {u}; nothing was written", trace.display()))?;
+        lines.push(Line {
+            op: op.clone(),
+            out: observed,
+        });
+    }
+    let note = if sut.is_mounted() {
+        " (the trace ends mounted: what it did not sync is lost, as in a power cut)"
+    } else {
+        ""
+    };
+
+    let observed: String = lines.iter().map(|l| l.to_json() + "\n").collect();
+    if !dry_run {
+        export_image(&dev, image).map_err(|e| e.to_string())?;
+    }
+    match out {
+        None => Ok(observed),
+        Some(o) => {
+            std::fs::write(o, &observed).map_err(|e| format!("{}: {e}", o.display()))?;
+            Ok(format!(
+                "{}: applied {} operations{}{note}; observed trace in {}\n",
+                image.display(),
+                lines.len(),
+                if dry_run {
+                    " (dry run, image unchanged)"
+                } else {
+                    ""
+                },
+                o.display()
+            ))
+        }
+    }
+}
+
+/// The trace's operations with their 1-based line numbers (blank lines
+/// skipped, `out` fields dropped), or the first bad line and why.
+fn parse(text: &str) -> Result<Vec<(usize, Op)>, (usize, String)> {
+    let mut ops = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let mut v: serde_json::Value =
+            serde_json::from_str(raw).map_err(|e| (i + 1, format!("not JSON: {e}")))?;
+        if let Some(obj) = v.as_object_mut() {
+            obj.remove("out");
+        }
+        let op: Op =
+            serde_json::from_value(v).map_err(|e| (i + 1, format!("not an operation: {e}")))?;
+        ops.push((i + 1, op));
+    }
+    if ops.is_empty() {
+        return Err((0, "empty trace".into()));
+    }
+    Ok(ops)
+}
+
+/// Formats `dev` for a trace's `mkfs` line: our mkfs at the device's size
+/// with the line's geometry, creation time 0 (the checker's model clock),
+/// CRC seed and UUID from seed 0. Refuses when the image size does not give
+/// the line's segment count, naming the size that would.
+fn format_image(dev: &MemDevice, op: &Op, image: &Path) -> Result<(), String> {
+    let Op::Mkfs {
+        block_size,
+        blocks_per_segment,
+        nsegments,
+        r_segments_percentage,
+        dot_nilfs,
+    } = op
+    else {
+        unreachable!("called for mkfs lines only");
+    };
+    let o = MkfsOptions {
+        block_size: u64::from(*block_size),
+        blocks_per_segment: u64::from(*blocks_per_segment),
+        reserved_percentage: u64::from(*r_segments_percentage),
+        dot_nilfs: *dot_nilfs,
+        ctime: 0,
+        ..MkfsOptions::from_seed(0)
+    };
+    mkfs::check_options(&o).map_err(|m| format!("mkfs refuses the geometry: {m}"))?;
+    let size = dev.size_bytes();
+    let layout = mkfs::mkfs(dev, &o).map_err(|e| format!("mkfs: {e}"))?;
+    if layout.nsegments == *nsegments {
+        return Ok(());
+    }
+    // The smallest whole-segment size that gives the asked count, if any
+    // (the super blocks take room, so it is a segment or two more).
+    let seg_bytes = o.blocks_per_segment * o.block_size;
+    let fits = (*nsegments..nsegments + 3)
+        .map(|n| n * seg_bytes)
+        .find(|&b| mkfs::mkfs(&MemDevice::new(b), &o).is_ok_and(|l| l.nsegments == *nsegments));
+    Err(format!(
+        "the geometry does not fit: mkfs asks for {nsegments} segments of {} blocks of {} bytes, \
+         but {} ({size} bytes) holds {}{}",
+        o.blocks_per_segment,
+        o.block_size,
+        image.display(),
+        layout.nsegments,
+        fits.map_or(String::new(), |b| format!(
+            "; an image of {b} bytes holds {nsegments}"
+        ))
+    ))
+}
+
+/// The `mkfs` line for the file system already on `dev`: the geometry from
+/// its super block, `dot_nilfs` from whether the latest checkpoint has
+/// `/.nilfs`.
+fn describe_image(dev: &MemDevice) -> Result<Op, String> {
+    let nilfs = Nilfs::open(dev).map_err(|e| format!("not a NILFS2 image: {e}"))?;
+    let view = CheckpointView::open(&nilfs, None).map_err(|e| e.to_string())?;
+    Ok(Op::Mkfs {
+        block_size: nilfs.block_size(),
+        blocks_per_segment: nilfs.sb.blocks_per_segment,
+        nsegments: nilfs.sb.nsegments,
+        r_segments_percentage: nilfs.sb.r_segments_percentage,
+        dot_nilfs: view.resolve(b"/.nilfs", false).is_ok(),
+    })
+}
