@@ -833,7 +833,7 @@ impl<'a> Fs<'a> {
         let old = self.files[&i].raw.size;
         if size < old {
             self.release_blocks(i, size.div_ceil(bs))?;
-            if size % bs != 0 {
+            if !size.is_multiple_of(bs) {
                 let key = size / bs;
                 let mut b = self.read_file_block(i, key)?;
                 b[(size % bs) as usize..].fill(0);

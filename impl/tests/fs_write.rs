@@ -267,7 +267,6 @@ fn fdatasync_survives_a_crash_by_roll_forward() {
     let view = CheckpointView::open(&nilfs, None).unwrap();
     let (_, f) = view.resolve(b"/f", false).unwrap();
     assert_eq!(view.read_all(&f).unwrap(), original);
-    drop(view);
     {
         let mut fs = Fs::mount(&nilfs, 1_800_000_100).unwrap(); // rolls forward
         let f = fs.resolve(b"/f").unwrap();

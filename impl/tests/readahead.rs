@@ -171,8 +171,11 @@ fn reader_config(readahead: ReadAhead) -> ReaderConfig {
     }
 }
 
+/// The answers of `lookup` and `lookup_contig` for one query.
+type Answers = (Result<Option<u64>>, Result<Option<(u64, u32)>>);
+
 /// Run `queries` (key, maxblocks) through a fresh cache; returns the
-/// answers of lookup and lookup_contig for each.
+/// answers for each, the device, and the waits of the first (cold) query.
 fn run_queries(
     bs: u32,
     config: SimConfig,
@@ -181,11 +184,7 @@ fn run_queries(
     layout: Layout,
     ra: ReadAhead,
     queries: &[(u64, u32)],
-) -> (
-    Vec<(Result<Option<u64>>, Result<Option<(u64, u32)>>)>,
-    SimDevice,
-    u64,
-) {
+) -> (Vec<Answers>, SimDevice, u64) {
     let r = rig(bs, config);
     let t = build(&r.dev, bs, entries, fill, layout);
     let locate = |p: u64| lookup_locate(&t, p);
@@ -376,7 +375,10 @@ fn corrupt_node_via_readahead(check: NodeCheck, damage: fn(&mut [u8])) -> Option
     }
 }
 
-const DAMAGES: &[(&str, fn(&mut [u8]))] = &[
+/// A way to damage a node block, by name.
+type Damage = (&'static str, fn(&mut [u8]));
+
+const DAMAGES: &[Damage] = &[
     ("level 0", |b| b[1] = 0),
     ("level 14", |b| b[1] = 14),
     ("root flag", |b| b[0] |= 1),

@@ -11,7 +11,9 @@
 
 mod buffer_scenarios;
 
-use buffer_scenarios::{lock_trylock_wait_evict, lookup_contig_vs_lookup_vs_evict, read_vs_readahead_vs_evict};
+use buffer_scenarios::{
+    lock_trylock_wait_evict, lookup_contig_vs_lookup_vs_evict, read_vs_readahead_vs_evict,
+};
 use nilfs::cache::{BufferRules, EvictRule, WaitRule};
 
 /// Explore `f` exhaustively with at most `LOOM_MAX_PREEMPTIONS` (default 3)
@@ -130,7 +132,10 @@ fn lookup_contig_vs_lookup_vs_evict_kernel_check() {
 
 #[test]
 fn lookup_contig_vs_lookup_catches_unchecked_readahead() {
-    must_fail("bad_lookup_contig_vs_lookup_unchecked", "an unchecked corrupt node was used");
+    must_fail(
+        "bad_lookup_contig_vs_lookup_unchecked",
+        "an unchecked corrupt node was used",
+    );
 }
 
 #[test]

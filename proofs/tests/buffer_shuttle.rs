@@ -17,7 +17,9 @@ mod buffer_scenarios;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use buffer_scenarios::{lock_trylock_wait_evict, lookup_contig_vs_lookup_vs_evict, read_vs_readahead_vs_evict};
+use buffer_scenarios::{
+    lock_trylock_wait_evict, lookup_contig_vs_lookup_vs_evict, read_vs_readahead_vs_evict,
+};
 use nilfs::cache::{BufferRules, EvictRule, WaitRule};
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::{Config, Runner};

@@ -128,6 +128,7 @@ fn the_kernel_rolls_our_data_only_logs_forward() {
             .map(|l| format!("{l}\n"))
             .collect()
     };
+    #[allow(clippy::needless_range_loop)] // i also names the images
     for i in 0..2 {
         assert_eq!(
             section(2 * i),
