@@ -150,6 +150,8 @@ pub struct Fs<'a> {
     blocks_count: u64,
     now: u64,
     generation: u32,
+    /// A read-only mount: every change is EROFS, nothing is written.
+    read_only: bool,
 }
 
 /// Sectors per block, the unit the kernel keeps `i_blocks` in.
@@ -161,10 +163,22 @@ impl<'a> Fs<'a> {
     /// Mount the latest checkpoint of `nilfs` read-write at time `now`
     /// (seconds). The super block's VALID_FS bit is cleared on disk, as
     /// `nilfs_setup_super` does, so a crash leaves an unclean filesystem.
+    /// Mount the latest checkpoint read-only (`mount -o ro`): no super
+    /// block is written and no recovery runs (as with `norecovery`); every
+    /// change is EROFS.
+    pub fn mount_read_only(nilfs: &'a Nilfs<'a>, now: u64) -> Result<Self> {
+        Self::mount_with(nilfs, now, true)
+    }
+
+    /// Mount the latest checkpoint read-write.
     pub fn mount(nilfs: &'a Nilfs<'a>, now: u64) -> Result<Self> {
+        Self::mount_with(nilfs, now, false)
+    }
+
+    fn mount_with(nilfs: &'a Nilfs<'a>, now: u64, read_only: bool) -> Result<Self> {
         let dev = nilfs.device();
         let sb = nilfs.sb.clone();
-        if sb.requires_read_only() {
+        if sb.requires_read_only() && !read_only {
             return Err(Error::errno(
                 Errno::EROFS,
                 "unsupported read-only-compatible features",
@@ -226,8 +240,12 @@ impl<'a> Fs<'a> {
             blocks_count: cp.blocks_count,
             now,
             generation: 0,
+            read_only,
             sb,
         };
+        if read_only {
+            return Ok(fs);
+        }
         let salvaged = nilfs.sb.state & STATE_VALID_FS == 0 && fs.salvage_orphan_logs(nilfs)?;
         let live = if salvaged {
             (fs.sb.last_pseg, fs.sb.last_seq, fs.sb.last_cno)
@@ -395,6 +413,30 @@ impl<'a> Fs<'a> {
         Ok(n)
     }
 
+    /// `nilfs_transaction_begin`: EROFS on a read-only mount; with
+    /// `vacancy_check` (operations that add blocks: create, mkdir, symlink,
+    /// link, rename, write), ENOSPC when `nilfs_near_disk_full` says the
+    /// clean segments left, beyond the reserved ones, cannot take what is
+    /// already dirty. Nothing has changed when it refuses.
+    fn begin(&mut self, vacancy_check: bool) -> Result<()> {
+        if self.read_only {
+            return Err(Error::errno(Errno::EROFS, "read-only mount"));
+        }
+        if vacancy_check {
+            let ncleansegs = self.sufile.ncleansegs()?;
+            let nrsv = crate::sufile::nrsvsegs(
+                self.geo.nsegments,
+                u64::from(self.sb.r_segments_percentage),
+            );
+            let ndirty: u64 = self.files.values().map(|f| f.dirty.len() as u64).sum();
+            if crate::sufile::near_disk_full(ncleansegs, nrsv, ndirty, self.geo.blocks_per_segment)
+            {
+                return Err(Error::errno(Errno::ENOSPC, "no room for another log"));
+            }
+        }
+        Ok(())
+    }
+
     /// Set the injected clock (seconds).
     pub fn set_time(&mut self, now: u64) {
         self.now = now;
@@ -559,6 +601,7 @@ impl<'a> Fs<'a> {
     /// `nilfs_create`: a new empty regular file `name` in `parent`.
     pub fn create(&mut self, parent: Ino, name: &[u8], perm: u16) -> Result<Ino> {
         self.check_name(parent, name)?;
+        self.begin(true)?;
         let mode = S_IFREG | (perm & 0o7777);
         let i = self.new_inode(mode, 1)?;
         self.link_into(parent, name, i, mode)?;
@@ -568,6 +611,7 @@ impl<'a> Fs<'a> {
     /// `nilfs_mkdir`: a new directory with "." and "..".
     pub fn mkdir(&mut self, parent: Ino, name: &[u8], perm: u16) -> Result<Ino> {
         self.check_name(parent, name)?;
+        self.begin(true)?;
         if self.file(parent)?.raw.links_count >= crate::format::LINK_MAX as u16 {
             return Err(Error::errno(Errno::EMLINK, String::from_utf8_lossy(name)));
         }
@@ -591,6 +635,7 @@ impl<'a> Fs<'a> {
         if data.is_empty() {
             return Ok(());
         }
+        self.begin(true)?;
         let bs = u64::from(self.bs);
         let end = offset
             .checked_add(data.len() as u64)
@@ -737,6 +782,7 @@ impl<'a> Fs<'a> {
     /// `nilfs_unlink`: remove `name` from `parent`; the inode goes with its
     /// last link. EISDIR for a directory.
     pub fn unlink(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.begin(false)?;
         let found = self
             .dir(parent)?
             .find(name)?
@@ -759,6 +805,7 @@ impl<'a> Fs<'a> {
     /// `nilfs_rmdir`: remove the empty directory `name` (ENOTDIR,
     /// ENOTEMPTY as the kernel gives them).
     pub fn rmdir(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.begin(false)?;
         let found = self
             .dir(parent)?
             .find(name)?
@@ -785,6 +832,7 @@ impl<'a> Fs<'a> {
         // do_linkat looks the new name up (EEXIST) before vfs_link refuses
         // a directory (EPERM) or a full link count (EMLINK).
         self.check_name(parent, name)?;
+        self.begin(true)?;
         let raw = self.file(target)?.raw.clone();
         if raw.mode & S_IFMT == S_IFDIR {
             return Err(Error::errno(Errno::EPERM, String::from_utf8_lossy(name)));
@@ -811,6 +859,7 @@ impl<'a> Fs<'a> {
             return Err(Error::errno(Errno::ENOENT, "empty symlink target"));
         }
         self.check_name(parent, name)?;
+        self.begin(true)?;
         let mode = crate::format::inode::S_IFLNK | 0o777;
         let i = self.new_inode(mode, 1)?;
         let mut block = vec![0u8; self.bs as usize];
@@ -826,6 +875,7 @@ impl<'a> Fs<'a> {
     /// `block_truncate_page`): shrinking drops blocks past the end and
     /// zeroes the tail of the last one; growing leaves a hole.
     pub fn truncate(&mut self, i: Ino, size: u64) -> Result<()> {
+        self.begin(false)?;
         if self.file(i)?.raw.mode & S_IFMT != S_IFREG {
             return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
         }
@@ -873,6 +923,7 @@ impl<'a> Fs<'a> {
     /// `nilfs_rename` (with the VFS's checks): move `oname` of `odir` to
     /// `nname` of `ndir`, replacing what is there.
     pub fn rename(&mut self, odir: Ino, oname: &[u8], ndir: Ino, nname: &[u8]) -> Result<()> {
+        self.begin(true)?;
         let shown = || String::from_utf8_lossy(oname).into_owned();
         let old = self
             .dir(odir)?
@@ -1230,6 +1281,7 @@ impl<'a> Fs<'a> {
     /// latest checkpoint number; with `snapshot`, make it a snapshot, which
     /// the next construction records.
     pub fn mkcp(&mut self, snapshot: bool) -> Result<Cno> {
+        self.begin(false)?;
         self.sync()?;
         let cno = Cno(self.cpfile.next_cno().0 - 1);
         if snapshot {
@@ -1243,6 +1295,7 @@ impl<'a> Fs<'a> {
     /// checkpoint; EBUSY to turn the latest checkpoint into a plain one
     /// (`nilfs_checkpoint_is_mounted`). Recorded by the next construction.
     pub fn chcp(&mut self, cno: Cno, snapshot: bool) -> Result<()> {
+        self.begin(false)?;
         let mode = if snapshot {
             crate::cpfile::CpMode::Snapshot
         } else {
@@ -1255,6 +1308,7 @@ impl<'a> Fs<'a> {
     /// ENOENT for a missing checkpoint. The kernel lets the latest
     /// checkpoint go too; nilfs-utils' rmcp only protects it in ranges.
     pub fn rmcp(&mut self, cno: Cno) -> Result<()> {
+        self.begin(false)?;
         self.cpfile.delete_checkpoint(cno)
     }
 
@@ -1274,7 +1328,7 @@ impl<'a> Fs<'a> {
     /// take, which the finish then marks clean — a lost write. The split
     /// exists so that the known-bad variant can be tested.
     pub fn sync_begin(&mut self) -> Result<Option<Construction>> {
-        if !self.is_dirty() {
+        if self.read_only || !self.is_dirty() {
             return Ok(None);
         }
         let cno = self.cpfile.next_cno();
@@ -1710,6 +1764,9 @@ impl<'a> Fs<'a> {
     /// `nilfs_put_super`: write what is dirty, then mark the filesystem
     /// clean in the super blocks with the final log cursor.
     pub fn unmount(mut self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         self.sync()?;
         let ncleansegs = self.sufile.ncleansegs()?;
         self.sb.free_blocks_count = ncleansegs * self.geo.blocks_per_segment;

@@ -330,3 +330,132 @@ fn many_segments_and_sufile_blocks() {
     let (_, f) = view.resolve(b"/f", false).unwrap();
     assert!(view.read_all(&f).unwrap() == expect);
 }
+
+/// A read-only mount refuses every change with EROFS and writes nothing.
+#[test]
+fn a_read_only_mount_refuses_changes_and_writes_nothing() {
+    let dev = MemDevice::new(32 << 20);
+    mkfs::mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 64,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, b"data").unwrap();
+        fs.mkdir(ino::ROOT, b"d", 0o755).unwrap();
+        fs.unmount().unwrap();
+    }
+    let before = nilfs_image_bytes(&dev);
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount_read_only(&nilfs, 1_800_000_100).unwrap();
+        let f = fs.resolve(b"/f").unwrap();
+        let d = fs.resolve(b"/d").unwrap();
+        let erofs = |r: nilfs::Result<()>| {
+            matches!(
+                r,
+                Err(nilfs::Error::Errno {
+                    errno: nilfs::Errno::EROFS,
+                    ..
+                })
+            )
+        };
+        assert!(erofs(fs.write(f, 0, b"x")));
+        assert!(erofs(fs.truncate(f, 0)));
+        assert!(erofs(fs.create(ino::ROOT, b"g", 0o644).map(|_| ())));
+        assert!(erofs(fs.mkdir(ino::ROOT, b"e", 0o755).map(|_| ())));
+        assert!(erofs(fs.unlink(ino::ROOT, b"f")));
+        assert!(erofs(fs.rmdir(ino::ROOT, b"d")));
+        assert!(erofs(fs.rename(ino::ROOT, b"f", d, b"f")));
+        assert!(erofs(fs.link(f, d, b"l")));
+        assert!(erofs(fs.symlink(ino::ROOT, b"s", b"f").map(|_| ())));
+        assert!(erofs(fs.mkcp(false).map(|_| ())));
+        // An existing name is still EEXIST, as the VFS looks it up first.
+        assert!(matches!(
+            fs.create(ino::ROOT, b"f", 0o644),
+            Err(nilfs::Error::Errno {
+                errno: nilfs::Errno::EEXIST,
+                ..
+            })
+        ));
+        assert_eq!(fs.read(f, 0, 10).unwrap(), b"data");
+        assert_eq!(fs.sync().unwrap(), None);
+        fs.unmount().unwrap();
+    }
+    assert!(
+        nilfs_image_bytes(&dev) == before,
+        "a read-only mount wrote to the device"
+    );
+}
+
+fn nilfs_image_bytes(dev: &MemDevice) -> Vec<u8> {
+    use nilfs::device::BlockDevice;
+    let mut v = vec![0u8; dev.size_bytes() as usize];
+    dev.read_at(0, &mut v).unwrap();
+    v
+}
+
+/// Filling the device: operations that add blocks get ENOSPC once the
+/// clean segments beyond the reserved ones cannot take more
+/// (nilfs_near_disk_full); nothing already accepted is lost, the image
+/// stays consistent, and it mounts again.
+#[test]
+fn a_full_device_gives_enospc_and_stays_consistent() {
+    let dev = MemDevice::new(2 << 20);
+    mkfs::mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 16,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut accepted: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut enospc = false;
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        for n in 0..400u64 {
+            let name = format!("f{n}");
+            let data = pattern(n, 9000);
+            let r = fs
+                .create(ino::ROOT, name.as_bytes(), 0o644)
+                .and_then(|f| fs.write(f, 0, &data).map(|_| f));
+            match r {
+                Ok(_) => accepted.push((name, data)),
+                Err(nilfs::Error::Errno {
+                    errno: nilfs::Errno::ENOSPC,
+                    ..
+                }) => {
+                    enospc = true;
+                    break;
+                }
+                Err(e) => panic!("file {n}: {e}"),
+            }
+            if n % 4 == 3 {
+                fs.sync().unwrap();
+            }
+        }
+        fs.unmount().unwrap();
+    }
+    assert!(enospc, "the device never filled up");
+    verify_checksums(&dev).unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let view = CheckpointView::open(&nilfs, None).unwrap();
+    // A create that succeeded before its write hit ENOSPC leaves an empty
+    // file; every accepted write is there.
+    for (name, data) in &accepted {
+        let (_, inode) = view.resolve(format!("/{name}").as_bytes(), false).unwrap();
+        assert!(view.read_all(&inode).unwrap() == *data, "{name}");
+    }
+    // And it mounts read-write again.
+    Fs::mount(&nilfs, 1_800_000_100).unwrap().unmount().unwrap();
+}

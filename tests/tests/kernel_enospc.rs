@@ -1,0 +1,88 @@
+//! After our write path hit ENOSPC on a full device, Linux 6.1 mounts the
+//! image read-write cleanly and sees the same tree as we do. Peer tier.
+
+use std::process::Command;
+
+use nilfs::device::{export_image, MemDevice};
+use nilfs::format::ino;
+use nilfs::fs::Fs;
+use nilfs::inspect::manifest::manifest;
+use nilfs::mkfs::{self, MkfsOptions};
+use nilfs::posix::CheckpointView;
+use nilfs::the_nilfs::Nilfs;
+use nilfs_conformance::peers::{self, Scratch};
+
+#[test]
+fn the_kernel_mounts_an_image_we_filled() {
+    let Some(()) = peers::require(
+        "the_kernel_mounts_an_image_we_filled",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
+        return;
+    };
+    let dev = MemDevice::new(2 << 20);
+    mkfs::mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 16,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut hit = false;
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        for n in 0..400u64 {
+            let data: Vec<u8> = (0..9000u64).map(|i| (i * 31 + n) as u8).collect();
+            match fs
+                .create(ino::ROOT, format!("f{n}").as_bytes(), 0o644)
+                .and_then(|f| fs.write(f, 0, &data))
+            {
+                Ok(()) => {}
+                Err(nilfs::Error::Errno {
+                    errno: nilfs::Errno::ENOSPC,
+                    ..
+                }) => {
+                    hit = true;
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+            if n % 4 == 3 {
+                fs.sync().unwrap();
+            }
+        }
+        fs.unmount().unwrap();
+    }
+    assert!(hit);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let ours = manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap();
+    let dir = Scratch::new("kernel-enospc");
+    let img = dir.file("full.img");
+    export_image(&dev, &img).unwrap();
+    let script = dir.file("run.sh");
+    std::fs::write(&script, "set -e\nmount -t nilfs2 /dev/vda /mnt\necho @@M; manifest /mnt\numount /mnt\necho @@D; dmesg | grep -i nilfs || true\n").unwrap();
+    let out = peers::run(
+        Command::new(peers::oracle_dir().join("kernel-run.sh"))
+            .arg(&img)
+            .arg(&script),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}");
+    let theirs: String = stdout
+        .lines()
+        .skip_while(|l| *l != "@@M")
+        .skip(1)
+        .take_while(|l| *l != "@@D")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(theirs, ours);
+    let dmesg: String = stdout
+        .lines()
+        .skip_while(|l| *l != "@@D")
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!dmesg.to_lowercase().contains("error"), "{dmesg}");
+}
