@@ -152,6 +152,19 @@ pub struct Fs<'a> {
     generation: u32,
     /// A read-only mount: every change is EROFS, nothing is written.
     read_only: bool,
+    /// `NILFS_SC_HAVE_DELTA`: a log since the last checkpoint recorded
+    /// blocks of a file that belongs to the checkpoint (a user file or the
+    /// ifile). A checkpoint without one is MINOR (hidden by `lscp`).
+    have_delta: bool,
+}
+
+/// Does the log record blocks of a file with a checkpoint root
+/// (`nilfs_segctor_begin_finfo` sets `NILFS_SC_HAVE_DELTA` for inodes with
+/// `i_root`): anything but the DAT, cpfile and sufile.
+fn has_delta(p: &crate::segctor::layout::LogPlan) -> bool {
+    p.files
+        .iter()
+        .any(|r| ![ino::DAT, ino::CPFILE, ino::SUFILE].contains(&r.finfo.ino))
 }
 
 /// Sectors per block, the unit the kernel keeps `i_blocks` in.
@@ -241,6 +254,7 @@ impl<'a> Fs<'a> {
             now,
             generation: 0,
             read_only,
+            have_delta: false,
             sb,
         };
         if read_only {
@@ -1251,6 +1265,7 @@ impl<'a> Fs<'a> {
         }
         self.dev.flush()?;
         self.cursor = cursor;
+        self.have_delta |= plans.iter().any(has_delta);
         let f = self.files.get_mut(&i).expect("loaded");
         for (key, _) in &blocks {
             f.dirty.remove(key);
@@ -1310,6 +1325,22 @@ impl<'a> Fs<'a> {
     pub fn rmcp(&mut self, cno: Cno) -> Result<()> {
         self.begin(false)?;
         self.cpfile.delete_checkpoint(cno)
+    }
+
+    /// `lscp` on the mounted file system (`NILFS_IOCTL_GET_CPINFO`): the
+    /// valid checkpoints as the live cpfile has them, changes since the
+    /// last construction included.
+    pub fn lscp(&mut self) -> Result<Vec<crate::format::cpfile::Checkpoint>> {
+        let mut out = Vec::new();
+        let mut from = Cno(1);
+        loop {
+            let (batch, next) = self.cpfile.cpinfos(from, 64)?;
+            if batch.is_empty() {
+                return Ok(out);
+            }
+            out.extend(batch);
+            from = next;
+        }
     }
 
     /// `sync`: write one checkpoint holding every change (nothing if clean).
@@ -1654,7 +1685,9 @@ impl<'a> Fs<'a> {
                 blocks_count: self.blocks_count,
                 nblk_inc,
                 create: ctime,
-                minor: false,
+                // nilfs_segctor_do_construct ->
+                // nilfs_cpfile_finalize_checkpoint(.., !HAVE_DELTA).
+                minor: !(self.have_delta || plans.iter().any(has_delta)),
                 ifile_inode: self.if_map.raw.clone(),
             },
         )?;
@@ -1700,6 +1733,7 @@ impl<'a> Fs<'a> {
         self.sb.last_seq = last.header.seq;
         self.sb.last_cno = cno;
         self.cursor = cursor;
+        self.have_delta = false; // nilfs_segctor_complete_write, update_sr
         for i in order {
             let f = self.files.get_mut(i).expect("loaded");
             f.dirty.clear();

@@ -51,6 +51,10 @@ pub struct Checkpoint {
     /// A cleaner run may have removed it (plain, not the latest, older
     /// than the protection period); resolved by the next `lscp`.
     pub may_be_gone: bool,
+    /// MINOR: made for metadata changes alone (chcp, rmcp, mkcp -s), no
+    /// file blocks (`nilfs_cpfile_finalize_checkpoint(.., !HAVE_DELTA)`).
+    /// `lscp` hides it unless it is a snapshot.
+    pub minor: bool,
 }
 
 /// How the latest checkpoint is mounted.
@@ -376,6 +380,7 @@ impl State {
                 created: now,
                 bound: true,
                 may_be_gone: false,
+                minor: false,
             },
         );
         State {
@@ -426,6 +431,7 @@ impl State {
         }
         let cno = self.next_cno;
         self.next_cno += 1;
+        let minor = self.pending.history.is_empty() && self.pending.dsync.is_empty();
         self.checkpoints.insert(
             cno,
             Checkpoint {
@@ -434,6 +440,7 @@ impl State {
                 created: self.clock,
                 bound: false,
                 may_be_gone: false,
+                minor,
             },
         );
         self.consumed_blocks += CHECKPOINT_BLOCKS;
@@ -466,6 +473,18 @@ impl State {
         self.pending.history.push_back(self.live.clone());
         self.consumed_blocks += blocks;
         self
+    }
+
+    /// `mkcp -s` after its construction (`NILFS_IOCTL_CHANGE_CPMODE`): a
+    /// cpfile change, durable only at the next construction, which it
+    /// makes happen. Already a snapshot: nothing changes.
+    fn make_snapshot(&mut self, cno: Cno) {
+        if self.checkpoints[&cno].snapshot {
+            return;
+        }
+        self.remember_table();
+        self.checkpoints.get_mut(&cno).expect("present").snapshot = true;
+        self.pending.dirty = true;
     }
 
     fn remember_table(&mut self) {
@@ -730,14 +749,27 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                 Some(Mount::ReadOnly) => return fail(s, Errno::EROFS),
                 Some(Mount::ReadWrite) => {}
             }
+            // nilfs_cpfile_change_cpmode -> nilfs_checkpoint_is_mounted:
+            // the latest checkpoint and `ns_cno` are "mounted" (EBUSY to
+            // make a checkpoint) before the number is even looked up.
+            let (latest, _) = s.latest();
+            if !*snapshot && (*cno == latest || *cno == latest + 1) {
+                return fail(s, Errno::EBUSY);
+            }
             cp_op(s, *cno, |next, cno| {
-                // nilfs_cpfile_change_cpmode: clearing a mounted snapshot is
-                // EBUSY; setting or clearing twice is a no-op.
+                // Clearing a mounted snapshot is EBUSY; setting or clearing
+                // twice is a no-op that dirties nothing.
                 if !*snapshot && next.snapshot_mounts.contains(&cno) {
                     return Err(Errno::EBUSY);
                 }
                 let cp = next.checkpoints.get_mut(&cno).expect("cp_op found it");
-                cp.snapshot = *snapshot;
+                if cp.snapshot != *snapshot {
+                    cp.snapshot = *snapshot;
+                    // A dirty cpfile: the next construction makes a
+                    // checkpoint (nilfs_segctor_do_construct ->
+                    // nilfs_test_metadata_dirty).
+                    next.pending.dirty = true;
+                }
                 Ok(())
             })
         }
@@ -756,6 +788,7 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                     return Err(Errno::EBUSY);
                 }
                 next.checkpoints.remove(&cno);
+                next.pending.dirty = true; // a dirty cpfile, as for chcp
                 Ok(())
             })
         }
@@ -1030,22 +1063,37 @@ pub fn crash(s: &State) -> Vec<State> {
             n.snapshot_mounts = OrdSet::new();
             n.pending = Pending::default();
             n.live = ns.clone();
-            if k > 0 || salvaged {
-                let cno = n.next_cno;
-                n.next_cno += 1;
-                n.checkpoints.insert(
-                    cno,
-                    Checkpoint {
-                        ns: ns.clone(),
-                        snapshot: false,
-                        created: s.clock,
-                        bound: false,
-                        may_be_gone: false,
-                    },
-                );
-            }
-            if !out.contains(&n) {
-                out.push(n);
+            // k = 0 with chcp/rmcp since the last construction: the timer
+            // may have written the dirty cpfile as a checkpoint of the
+            // unchanged namespace.
+            let timer_cp = k == 0 && p.dirty && p.table_at_construction.is_some();
+            let made = if k > 0 || salvaged {
+                vec![true]
+            } else if timer_cp {
+                vec![false, true]
+            } else {
+                vec![false]
+            };
+            for made in made {
+                let mut n = n.clone();
+                if made {
+                    let cno = n.next_cno;
+                    n.next_cno += 1;
+                    n.checkpoints.insert(
+                        cno,
+                        Checkpoint {
+                            ns: ns.clone(),
+                            snapshot: false,
+                            created: s.clock,
+                            bound: false,
+                            may_be_gone: false,
+                            minor: !(k > 0 || salvaged),
+                        },
+                    );
+                }
+                if !out.contains(&n) {
+                    out.push(n);
+                }
             }
         }
     }
@@ -1062,7 +1110,7 @@ impl Branch {
                 let mut n = self.next.clone();
                 let (c, _) = n.latest();
                 if *snapshot {
-                    n.checkpoints.get_mut(&c).expect("latest").snapshot = true;
+                    n.make_snapshot(c);
                 }
                 Some(n)
             }
@@ -1093,10 +1141,9 @@ impl Branch {
                     return None;
                 }
                 n.next_cno = n.next_cno.max(c + 1);
-                let cp = n.checkpoints.get_mut(c).expect("just placed");
-                cp.bound = true;
+                n.checkpoints.get_mut(c).expect("just placed").bound = true;
                 if *snapshot {
-                    cp.snapshot = true;
+                    n.make_snapshot(*c);
                 }
                 Some(n)
             }
@@ -1127,6 +1174,7 @@ impl Branch {
                     .next
                     .checkpoints
                     .iter()
+                    .filter(|(_, cp)| !cp.minor || cp.snapshot)
                     .map(|(c, cp)| CpEntry {
                         cno: *c,
                         ss: cp.snapshot,
@@ -1175,11 +1223,21 @@ pub fn outcome_matches(want: &Outcome, got: &Outcome) -> bool {
 /// are the segment constructor's timer checkpoints. Returns the state with
 /// the cleaner's removals resolved and the latest bound to the listed cno.
 fn lscp_accept(s: &State, list: &[CpEntry]) -> Option<State> {
-    if list.windows(2).any(|w| w[0].cno >= w[1].cno) || list.is_empty() {
+    if list.windows(2).any(|w| w[0].cno >= w[1].cno) {
         return None;
     }
     let mut n = s.clone();
-    let (latest_cno, latest_cp) = s.latest();
+    // lscp without -a hides MINOR checkpoints that are not snapshots.
+    let shown = |cp: &Checkpoint| !cp.minor || cp.snapshot;
+    let Some((latest_cno, latest_cp)) = s
+        .checkpoints
+        .iter()
+        .rev()
+        .find(|(_, cp)| shown(cp))
+        .map(|(c, cp)| (*c, cp))
+    else {
+        return list.is_empty().then_some(n);
+    };
     let last = list.last()?;
     if last.ss != latest_cp.snapshot || last.cno < latest_cno {
         return None;
@@ -1189,7 +1247,7 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Option<State> {
     }
     let mut used = vec![false; list.len()];
     for (c, cp) in s.checkpoints.iter() {
-        if !cp.bound || *c == latest_cno {
+        if !cp.bound || *c == latest_cno || !shown(cp) {
             continue;
         }
         match list.iter().position(|e| e.cno == *c) {
@@ -1202,15 +1260,13 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Option<State> {
         }
     }
     *used.last_mut()? = true;
-    if list.iter().zip(&used).any(|(e, u)| e.ss && !u) {
-        return None;
-    }
     let mut from = 0;
     for (c, cp) in s.checkpoints.iter() {
-        if cp.bound || *c == latest_cno {
+        if cp.bound || *c == latest_cno || !shown(cp) {
             continue;
         }
-        let found = (from..list.len()).find(|&i| !used[i] && !list[i].ss && list[i].cno >= *c);
+        let found = (from..list.len())
+            .find(|&i| !used[i] && list[i].ss == cp.snapshot && list[i].cno >= *c);
         match found {
             Some(i) => {
                 used[i] = true;
@@ -1225,11 +1281,28 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Option<State> {
             None => return None,
         }
     }
+    // Every listed snapshot is one the model knows.
+    if list.iter().zip(&used).any(|(e, u)| e.ss && !u) {
+        return None;
+    }
     let cnos: Vec<Cno> = n.checkpoints.keys().copied().collect();
     for c in cnos {
-        n.checkpoints.get_mut(&c).expect("listed").may_be_gone = false;
+        let cp = n.checkpoints.get_mut(&c).expect("listed");
+        if shown(cp) {
+            cp.may_be_gone = false;
+        }
     }
     if last.cno != latest_cno {
+        // A hidden checkpoint after the listed latest has an unknown
+        // number too: if the observed one does not fit below it, nothing
+        // is learnt.
+        if n.checkpoints
+            .range(latest_cno + 1..)
+            .next()
+            .is_some_and(|(c, _)| last.cno >= *c)
+        {
+            return Some(n);
+        }
         let cp = n.checkpoints.remove(&latest_cno).expect("latest");
         n.checkpoints.insert(last.cno, cp);
         n.next_cno = n.next_cno.max(last.cno + 1);
