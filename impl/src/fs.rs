@@ -156,6 +156,8 @@ pub struct Fs<'a> {
     /// blocks of a file that belongs to the checkpoint (a user file or the
     /// ifile). A checkpoint without one is MINOR (hidden by `lscp`).
     have_delta: bool,
+    /// The kernel's super block write policy (which copy, when).
+    sbw: crate::sb_write::SbWriter,
 }
 
 /// Does the log record blocks of a file with a checkpoint root
@@ -255,25 +257,37 @@ impl<'a> Fs<'a> {
             generation: 0,
             read_only,
             have_delta: false,
+            sbw: crate::sb_write::SbWriter::from_mount(&nilfs.sb_choice, dev.size_bytes())?,
             sb,
         };
         if read_only {
             return Ok(fs);
         }
-        let salvaged = nilfs.sb.state & STATE_VALID_FS == 0 && fs.salvage_orphan_logs(nilfs)?;
+        fs.sbw.store_recovered_cursor(s.sr_pseg, s.seq, s.cno);
+        let unclean = nilfs.sb.state & STATE_VALID_FS == 0;
+        let salvaged = unclean && fs.salvage_orphan_logs(nilfs)?;
         let live = if salvaged {
             (fs.sb.last_pseg, fs.sb.last_seq, fs.sb.last_cno)
         } else {
             (s.sr_pseg, s.seq, s.cno)
         };
-        fs.sb.mnt_count = fs.sb.mnt_count.wrapping_add(1);
-        fs.sb.mtime = now;
-        fs.sb.state &= !STATE_VALID_FS;
-        fs.write_super_blocks()?;
-        // nilfs_setup_super writes the cursor it found on disk; from now on
-        // the cursor is the one the scan found (load_nilfs takes ns_last_*
-        // from the recovery info), which the next super block write records.
+        // load_nilfs -> nilfs_store_log_cursor: from here on the cursor is
+        // the one recovery found; a super block write records it.
         (fs.sb.last_pseg, fs.sb.last_seq, fs.sb.last_cno) = live;
+        if unclean {
+            // load_nilfs after nilfs_salvage_orphan_logs (which runs, and
+            // may find nothing, for every unclean mount): mark clean and
+            // nilfs_cleanup_super.
+            fs.sbw.set_mount_state_valid();
+            let free = fs.free_blocks()?;
+            fs.sbw.set_free_blocks(free);
+            let w = fs.sbw.cleanup_at_unmount(now);
+            fs.write_sb(w)?;
+        }
+        // nilfs_fill_super -> nilfs_setup_super(sb, 1): both copies, with
+        // the mount count and time, VALID_FS cleared, cursor untouched.
+        let w = fs.sbw.setup_rw_mount(now);
+        fs.write_sb(w)?;
         Ok(fs)
     }
 
@@ -392,16 +406,15 @@ impl<'a> Fs<'a> {
             seq: crate::format::Seq(last_seq.0 + 2),
             nextnum: fresh,
         };
-        self.sync()?;
+        // nilfs_salvage_orphan_logs: set_nilfs_discontinued, then
+        // nilfs_construct_segment (which therefore commits a super block).
+        self.sbw.set_discontinued();
+        self.construct()?;
         // nilfs_finish_roll_forward.
         if geo.segnum_of(start) == geo.segnum_of(scan.super_root) {
             dev.write_at(start.0 * u64::from(bs), &vec![0u8; bs as usize])?;
         }
-        // nilfs_cleanup_super after recovery: clean, with the new cursor.
-        self.sb.state |= STATE_VALID_FS;
-        let ncleansegs = self.sufile.ncleansegs()?;
-        self.sb.free_blocks_count = ncleansegs * self.geo.blocks_per_segment;
-        self.write_super_blocks()?;
+        // The super block is written by the caller (nilfs_cleanup_super).
         Ok(true)
     }
 
@@ -456,20 +469,20 @@ impl<'a> Fs<'a> {
         self.now = now;
     }
 
-    fn write_super_blocks(&mut self) -> Result<()> {
-        self.sb.wtime = self.now;
-        self.sb.seal();
-        let raw = self.sb.encode();
-        self.dev.write_at(crate::format::SB_OFFSET_BYTES, &raw)?;
-        if let Some(off) = crate::format::superblock::sb2_offset_bytes(self.dev.size_bytes()) {
-            if !crate::format::superblock::secondary_is_inside_segments(
-                &self.sb,
-                self.dev.size_bytes(),
-            ) {
-                self.dev.write_at(off, &raw)?;
-            }
+    /// Put the policy's super block writes on the device, in order.
+    fn write_sb(&mut self, writes: Vec<crate::sb_write::SbWrite>) -> Result<()> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        for (off, buf) in &writes {
+            self.dev.write_at(*off, buf)?;
         }
         self.dev.flush()
+    }
+
+    /// `nilfs_count_free_blocks`: clean segments times blocks per segment.
+    fn free_blocks(&mut self) -> Result<u64> {
+        Ok(self.sufile.ncleansegs()? * self.geo.blocks_per_segment)
     }
 
     /// Load a file's state (its raw inode from the ifile).
@@ -1141,7 +1154,7 @@ impl<'a> Fs<'a> {
     pub fn fsync(&mut self, i: Ino) -> Result<()> {
         let f = self.file(i)?;
         if f.inode_dirty || !f.dirty.is_empty() {
-            self.sync()?;
+            self.construct()?;
         }
         Ok(())
     }
@@ -1158,7 +1171,7 @@ impl<'a> Fs<'a> {
             return Ok(());
         }
         if f.inode_sync || f.raw.mode & S_IFMT != S_IFREG {
-            return self.sync().map(|_| ());
+            return self.construct().map(|_| ());
         }
         if f.dirty.is_empty() {
             // Only timestamps: the data-only construction finds no block
@@ -1297,7 +1310,7 @@ impl<'a> Fs<'a> {
     /// the next construction records.
     pub fn mkcp(&mut self, snapshot: bool) -> Result<Cno> {
         self.begin(false)?;
-        self.sync()?;
+        self.construct()?; // NILFS_IOCTL_SYNC: nilfs_construct_segment
         let cno = Cno(self.cpfile.next_cno().0 - 1);
         if snapshot {
             self.cpfile
@@ -1346,6 +1359,20 @@ impl<'a> Fs<'a> {
     /// `sync`: write one checkpoint holding every change (nothing if clean).
     /// Returns the new checkpoint number.
     pub fn sync(&mut self) -> Result<Option<Cno>> {
+        let cno = self.construct()?;
+        if !self.read_only {
+            // nilfs_sync_fs: after the construction, one super block copy
+            // if it is dirty (the log moved to another segment).
+            let w = self.sbw.sync_fs(self.now);
+            self.write_sb(w)?;
+        }
+        Ok(cno)
+    }
+
+    /// A segment construction (`nilfs_construct_segment`, as the sync
+    /// ioctl, fsync and recovery request it): no `sync_fs` super block
+    /// commit.
+    fn construct(&mut self) -> Result<Option<Cno>> {
         match self.sync_begin()? {
             None => Ok(None),
             Some(c) => self.sync_finish(c),
@@ -1362,6 +1389,9 @@ impl<'a> Fs<'a> {
         if self.read_only || !self.is_dirty() {
             return Ok(None);
         }
+        // nilfs_segctor_thread on waking: a dirty super block that is due
+        // for an update marks the file system discontinued.
+        self.sbw.log_writer_wakeup(self.now);
         let cno = self.cpfile.next_cno();
         let (dev, bs) = (self.dev, self.bs);
         let ctime = self.now;
@@ -1734,6 +1764,13 @@ impl<'a> Fs<'a> {
         self.sb.last_cno = cno;
         self.cursor = cursor;
         self.have_delta = false; // nilfs_segctor_complete_write, update_sr
+                                 // nilfs_set_last_segment, then the end of nilfs_segctor_construct:
+                                 // a "discontinued" file system commits one super block copy.
+        let free = self.sufile.ncleansegs()? * self.geo.blocks_per_segment;
+        self.sbw
+            .set_log_cursor(last.start, last.header.seq, cno, free);
+        let w = self.sbw.after_super_root_log(self.now);
+        self.write_sb(w)?;
         for i in order {
             let f = self.files.get_mut(i).expect("loaded");
             f.dirty.clear();
@@ -1801,11 +1838,13 @@ impl<'a> Fs<'a> {
         if self.read_only {
             return Ok(());
         }
+        // sync_filesystem -> nilfs_sync_fs, then nilfs_put_super ->
+        // nilfs_cleanup_super (the final construction found nothing).
         self.sync()?;
-        let ncleansegs = self.sufile.ncleansegs()?;
-        self.sb.free_blocks_count = ncleansegs * self.geo.blocks_per_segment;
-        self.sb.state |= STATE_VALID_FS;
-        self.write_super_blocks()
+        let free = self.free_blocks()?;
+        self.sbw.set_free_blocks(free);
+        let w = self.sbw.cleanup_at_unmount(self.now);
+        self.write_sb(w)
     }
 }
 

@@ -290,6 +290,22 @@ impl SbWriter {
         self.prev_seq = self.last_seq;
     }
 
+    /// The end of `nilfs_search_super_root` at mount: the cursor becomes the
+    /// latest super root found by the scan, which may be newer than the
+    /// super block's. `ns_prev_seq` and the dirty flag are left alone.
+    pub fn store_recovered_cursor(&mut self, last_pseg: BlockNr, last_seq: Seq, last_cno: Cno) {
+        self.last_pseg = last_pseg;
+        self.last_seq = last_seq;
+        self.last_cno = last_cno;
+    }
+
+    /// `nilfs->ns_mount_state |= NILFS_VALID_FS`, as `load_nilfs` does after
+    /// recovering an uncleanly unmounted file system (the next
+    /// [`SbWriter::cleanup_at_unmount`] then records it as clean).
+    pub fn set_mount_state_valid(&mut self) {
+        self.mount_state |= STATE_VALID_FS;
+    }
+
     /// Update the free block count without moving the cursor (segments were
     /// freed or allocated); it reaches disk at the next commit.
     pub fn set_free_blocks(&mut self, free_blocks: u64) {

@@ -183,21 +183,32 @@ fn every_cut_point_recovers_the_last_completed_sync() {
     let points = sync_points(total);
     assert_eq!(points.len(), 4);
     let completed = |k: u64| points.iter().filter(|&&p| p <= k).count();
-    // The state each number of completed syncs leaves (0: the fresh image).
-    let mut states: Vec<Option<String>> = vec![None; 5];
+    // The state each number of completed syncs leaves (0: the fresh image),
+    // taken where the n-th sync has just returned.
+    let states: Vec<Option<String>> = (0..=4)
+        .map(|n| {
+            let dev = cut_device(if n == 0 { 0 } else { points[n - 1] }, false);
+            let _ = workload(&dev);
+            Some(latest_manifest(&dev.inner))
+        })
+        .collect();
+    // A cut never loses a completed sync. The sync in flight may already be
+    // durable: its logs are on disk before it returns (nilfs_sync_fs
+    // writes a super block copy after the construction), and recovery
+    // finds them from the older cursor.
     for k in 0..=total {
         let dev = cut_device(k, false);
         let _ = workload(&dev);
         let n = completed(k);
         let got = latest_manifest(&dev.inner);
-        match &states[n] {
-            None => states[n] = Some(got),
-            Some(want) => assert!(
-                got == *want,
-                "cut after {k} block writes: recovered a state other than that of {n} \
-                 completed syncs\ngot:\n{got}\nexpected:\n{want}"
-            ),
-        }
+        let ok =
+            states[n].as_ref() == Some(&got) || (n < 4 && states[n + 1].as_ref() == Some(&got));
+        assert!(
+            ok,
+            "cut after {k} block writes: recovered a state other than that of {n} \
+             completed syncs (or of the sync in flight)\ngot:\n{got}\nexpected:\n{}",
+            states[n].as_deref().unwrap_or("")
+        );
     }
     // A torn k-th write may or may not have landed whole (a super root
     // block is zero past its 400 bytes, so its first sector is all of
@@ -207,8 +218,9 @@ fn every_cut_point_recovers_the_last_completed_sync() {
         let _ = workload(&dev);
         let got = latest_manifest(&dev.inner);
         let (before, after) = (completed(k - 1), completed(k));
+        let after = (after + 1).min(4); // or the sync in flight, as above
         assert!(
-            states[before].as_ref() == Some(&got) || states[after].as_ref() == Some(&got),
+            (before..=after).any(|n| states[n].as_ref() == Some(&got)),
             "torn write {k}: recovered neither the state of {before} nor of {after} completed syncs\n{got}"
         );
     }
