@@ -263,26 +263,16 @@ impl<'a> Fs<'a> {
         if read_only {
             return Ok(fs);
         }
+        // The end of nilfs_search_super_root: from here on the cursor is the
+        // one the scan found (a salvage construction moves it again).
         fs.sbw.store_recovered_cursor(s.sr_pseg, s.seq, s.cno);
-        let unclean = nilfs.sb.state & STATE_VALID_FS == 0;
-        let salvaged = unclean && fs.salvage_orphan_logs(nilfs)?;
-        let live = if salvaged {
-            (fs.sb.last_pseg, fs.sb.last_seq, fs.sb.last_cno)
-        } else {
-            (s.sr_pseg, s.seq, s.cno)
-        };
-        // load_nilfs -> nilfs_store_log_cursor: from here on the cursor is
-        // the one recovery found; a super block write records it.
-        (fs.sb.last_pseg, fs.sb.last_seq, fs.sb.last_cno) = live;
-        if unclean {
-            // load_nilfs after nilfs_salvage_orphan_logs (which runs, and
-            // may find nothing, for every unclean mount): mark clean and
+        if nilfs.sb.state & STATE_VALID_FS == 0 {
+            // load_nilfs: nilfs_salvage_orphan_logs (which runs, and may
+            // find nothing, for every unclean mount), then mark clean and
             // nilfs_cleanup_super.
+            fs.salvage_orphan_logs(nilfs)?;
             fs.sbw.set_mount_state_valid();
-            let free = fs.free_blocks()?;
-            fs.sbw.set_free_blocks(free);
-            let w = fs.sbw.cleanup_at_unmount(now);
-            fs.write_sb(w)?;
+            fs.cleanup_super()?;
         }
         // nilfs_fill_super -> nilfs_setup_super(sb, 1): both copies, with
         // the mount count and time, VALID_FS cleared, cursor untouched.
@@ -297,12 +287,12 @@ impl<'a> Fs<'a> {
     /// (`nilfs_prepare_segment_for_recovery`), write a checkpoint of the
     /// salvaged blocks, and clear the first replayed summary when it shares
     /// the super root's segment (`nilfs_finish_roll_forward`) so it is never
-    /// replayed again. The super blocks then record a clean state
+    /// replayed again. The caller then records a clean state
     /// (`nilfs_cleanup_super`), as `load_nilfs` does before the mount.
-    fn salvage_orphan_logs(&mut self, nilfs: &Nilfs<'_>) -> Result<bool> {
+    fn salvage_orphan_logs(&mut self, nilfs: &Nilfs<'_>) -> Result<()> {
         let scan = &nilfs.scan;
         let (Some((start, start_seq)), Some(end)) = (scan.lsegs_start, scan.lsegs_end) else {
-            return Ok(false);
+            return Ok(());
         };
         let (dev, bs) = (self.dev, self.bs);
         let seed = self.sb.crc_seed;
@@ -387,7 +377,7 @@ impl<'a> Fs<'a> {
             seg_end = e0;
         }
         if salvaged == 0 {
-            return Ok(false);
+            return Ok(());
         }
         // nilfs_prepare_segment_for_recovery.
         let sr_seg = scan.segnum;
@@ -415,7 +405,7 @@ impl<'a> Fs<'a> {
             dev.write_at(start.0 * u64::from(bs), &vec![0u8; bs as usize])?;
         }
         // The super block is written by the caller (nilfs_cleanup_super).
-        Ok(true)
+        Ok(())
     }
 
     /// `nilfs_recover_dsync_blocks`: copy each salvaged block into its file
@@ -483,6 +473,14 @@ impl<'a> Fs<'a> {
     /// `nilfs_count_free_blocks`: clean segments times blocks per segment.
     fn free_blocks(&mut self) -> Result<u64> {
         Ok(self.sufile.ncleansegs()? * self.geo.blocks_per_segment)
+    }
+
+    /// `nilfs_cleanup_super`, with the free block count of now.
+    fn cleanup_super(&mut self) -> Result<()> {
+        let free = self.free_blocks()?;
+        self.sbw.set_free_blocks(free);
+        let w = self.sbw.cleanup_at_unmount(self.now);
+        self.write_sb(w)
     }
 
     /// Load a file's state (its raw inode from the ifile).
@@ -1759,14 +1757,13 @@ impl<'a> Fs<'a> {
         self.dev.flush()?;
         // The construction is on disk: clean everything, move the cursor.
         let last = plans.last().expect("a construction writes a log");
-        self.sb.last_pseg = last.start;
-        self.sb.last_seq = last.header.seq;
-        self.sb.last_cno = cno;
         self.cursor = cursor;
-        self.have_delta = false; // nilfs_segctor_complete_write, update_sr
-                                 // nilfs_set_last_segment, then the end of nilfs_segctor_construct:
-                                 // a "discontinued" file system commits one super block copy.
-        let free = self.sufile.ncleansegs()? * self.geo.blocks_per_segment;
+        // nilfs_segctor_complete_write with a super root: HAVE_DELTA is
+        // cleared and nilfs_set_last_segment moves the cursor; at the end of
+        // nilfs_segctor_construct a "discontinued" file system commits one
+        // super block copy.
+        self.have_delta = false;
+        let free = self.free_blocks()?;
         self.sbw
             .set_log_cursor(last.start, last.header.seq, cno, free);
         let w = self.sbw.after_super_root_log(self.now);
@@ -1841,10 +1838,7 @@ impl<'a> Fs<'a> {
         // sync_filesystem -> nilfs_sync_fs, then nilfs_put_super ->
         // nilfs_cleanup_super (the final construction found nothing).
         self.sync()?;
-        let free = self.free_blocks()?;
-        self.sbw.set_free_blocks(free);
-        let w = self.sbw.cleanup_at_unmount(self.now);
-        self.write_sb(w)
+        self.cleanup_super()
     }
 }
 

@@ -475,15 +475,17 @@ impl State {
         self
     }
 
-    /// `mkcp -s` after its construction (`NILFS_IOCTL_CHANGE_CPMODE`): a
-    /// cpfile change, durable only at the next construction, which it
-    /// makes happen. Already a snapshot: nothing changes.
-    fn make_snapshot(&mut self, cno: Cno) {
-        if self.checkpoints[&cno].snapshot {
+    /// `NILFS_IOCTL_CHANGE_CPMODE` on an existing checkpoint (chcp, and
+    /// mkcp -s after its construction): a cpfile change, durable only at
+    /// the next construction, which it makes happen
+    /// (`nilfs_segctor_do_construct` -> `nilfs_test_metadata_dirty`).
+    /// Already in that mode: nothing changes.
+    fn set_mode(&mut self, cno: Cno, snapshot: bool) {
+        if self.checkpoints[&cno].snapshot == snapshot {
             return;
         }
         self.remember_table();
-        self.checkpoints.get_mut(&cno).expect("present").snapshot = true;
+        self.checkpoints.get_mut(&cno).expect("present").snapshot = snapshot;
         self.pending.dirty = true;
     }
 
@@ -762,14 +764,7 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                 if !*snapshot && next.snapshot_mounts.contains(&cno) {
                     return Err(Errno::EBUSY);
                 }
-                let cp = next.checkpoints.get_mut(&cno).expect("cp_op found it");
-                if cp.snapshot != *snapshot {
-                    cp.snapshot = *snapshot;
-                    // A dirty cpfile: the next construction makes a
-                    // checkpoint (nilfs_segctor_do_construct ->
-                    // nilfs_test_metadata_dirty).
-                    next.pending.dirty = true;
-                }
+                next.set_mode(cno, *snapshot);
                 Ok(())
             })
         }
@@ -1067,14 +1062,14 @@ pub fn crash(s: &State) -> Vec<State> {
             // may have written the dirty cpfile as a checkpoint of the
             // unchanged namespace.
             let timer_cp = k == 0 && p.dirty && p.table_at_construction.is_some();
-            let made = if k > 0 || salvaged {
-                vec![true]
+            let made: &[bool] = if k > 0 || salvaged {
+                &[true]
             } else if timer_cp {
-                vec![false, true]
+                &[false, true]
             } else {
-                vec![false]
+                &[false]
             };
-            for made in made {
+            for &made in made {
                 let mut n = n.clone();
                 if made {
                     let cno = n.next_cno;
@@ -1110,7 +1105,7 @@ impl Branch {
                 let mut n = self.next.clone();
                 let (c, _) = n.latest();
                 if *snapshot {
-                    n.make_snapshot(c);
+                    n.set_mode(c, true);
                 }
                 Some(n)
             }
@@ -1143,7 +1138,7 @@ impl Branch {
                 n.next_cno = n.next_cno.max(c + 1);
                 n.checkpoints.get_mut(c).expect("just placed").bound = true;
                 if *snapshot {
-                    n.make_snapshot(*c);
+                    n.set_mode(*c, true);
                 }
                 Some(n)
             }

@@ -426,9 +426,8 @@ impl<'d> ImplUnderTest<'d> {
                 Outcome::Ok
             }
             Op::Sync => self.sync().map(ok)?,
-            Op::Mkcp { snapshot: false } => Outcome::Cno(self.sync()?.0),
-            Op::Mkcp { snapshot: true } => {
-                let c = self.with(|fs| fs.mkcp(true))?;
+            Op::Mkcp { snapshot } => {
+                let c = self.with(|fs| fs.mkcp(*snapshot))?;
                 self.latest = c;
                 Outcome::Cno(c.0)
             }

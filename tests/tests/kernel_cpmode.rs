@@ -8,7 +8,7 @@
 //! blocks, so they are MINOR (`!NILFS_SC_HAVE_DELTA`): plain `lscp` hides
 //! them. Peer tier.
 
-use std::process::Command;
+mod kernel_common;
 
 use nilfs::device::{export_image, MemDevice};
 use nilfs::format::{ino, Cno};
@@ -18,6 +18,8 @@ use nilfs::inspect::tools;
 use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::the_nilfs::Nilfs;
 use nilfs_conformance::peers::{self, Scratch};
+
+use kernel_common::{kernel_run, sections};
 
 /// The guest's side: each step prints `ok` or `fail`, then lscp's number
 /// and mode columns.
@@ -101,31 +103,16 @@ fn checkpoint_mode_changes_match_the_kernel() {
     };
     let (ours_lscp, ours_all) = (listing(false), listing(true));
 
-    let script = dir.file("run.sh");
-    std::fs::write(&script, SCRIPT).unwrap();
-    let out = peers::run(
-        Command::new(peers::oracle_dir().join("kernel-run.sh"))
-            .arg(&img)
-            .arg(&script),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{stdout}");
-    let section = |from: &str, to: &str| -> Vec<String> {
-        stdout
-            .lines()
-            .skip_while(|l| *l != from)
-            .skip(1)
-            .take_while(|l| *l != to)
-            .map(str::to_string)
-            .collect()
-    };
-    assert_eq!(section("@@S", "@@L"), steps, "step outcomes\n{stdout}");
-    assert_eq!(section("@@L", "@@A"), ours_lscp, "lscp\n{stdout}");
-    assert_eq!(section("@@A", "@@D"), ours_all, "lscp -a\n{stdout}");
+    let stdout = kernel_run(&[img], SCRIPT, &dir, "cpmode.sh");
+    let secs = sections(&stdout);
+    let lines = |name: &str| -> Vec<String> { secs[name].lines().map(String::from).collect() };
+    assert_eq!(lines("S"), steps, "step outcomes\n{stdout}");
+    assert_eq!(lines("L"), ours_lscp, "lscp\n{stdout}");
+    assert_eq!(lines("A"), ours_all, "lscp -a\n{stdout}");
     // The expected shape, so that agreeing on something else fails: the
     // checkpoints made only for the cpfile changes are MINOR (flag `i`,
     // hidden without -a).
     assert_eq!(ours_all, ["1 cp -", "2 ss -", "3 cp i", "4 cp i"]);
-    let dmesg = section("@@D", "@@@").join("\n");
+    let dmesg = &secs["D"];
     assert!(!dmesg.to_lowercase().contains("error"), "{dmesg}");
 }

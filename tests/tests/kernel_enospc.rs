@@ -1,7 +1,7 @@
 //! After our write path hit ENOSPC on a full device, Linux 6.1 mounts the
 //! image read-write cleanly and sees the same tree as we do. Peer tier.
 
-use std::process::Command;
+mod kernel_common;
 
 use nilfs::device::{export_image, MemDevice};
 use nilfs::format::ino;
@@ -11,6 +11,8 @@ use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs_conformance::peers::{self, Scratch};
+
+use kernel_common::{kernel_run, sections};
 
 #[test]
 fn the_kernel_mounts_an_image_we_filled() {
@@ -62,27 +64,9 @@ fn the_kernel_mounts_an_image_we_filled() {
     let dir = Scratch::new("kernel-enospc");
     let img = dir.file("full.img");
     export_image(&dev, &img).unwrap();
-    let script = dir.file("run.sh");
-    std::fs::write(&script, "set -e\nmount -t nilfs2 /dev/vda /mnt\necho @@M; manifest /mnt\numount /mnt\necho @@D; dmesg | grep -i nilfs || true\n").unwrap();
-    let out = peers::run(
-        Command::new(peers::oracle_dir().join("kernel-run.sh"))
-            .arg(&img)
-            .arg(&script),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{stdout}");
-    let theirs: String = stdout
-        .lines()
-        .skip_while(|l| *l != "@@M")
-        .skip(1)
-        .take_while(|l| *l != "@@D")
-        .map(|l| format!("{l}\n"))
-        .collect();
-    assert_eq!(theirs, ours);
-    let dmesg: String = stdout
-        .lines()
-        .skip_while(|l| *l != "@@D")
-        .collect::<Vec<_>>()
-        .join("\n");
+    let script = "set -e\nmount -t nilfs2 /dev/vda /mnt\necho @@M; manifest /mnt\numount /mnt\necho @@D; dmesg | grep -i nilfs || true\n";
+    let secs = sections(&kernel_run(&[img], script, &dir, "run.sh"));
+    assert_eq!(secs["M"], ours);
+    let dmesg = &secs["D"];
     assert!(!dmesg.to_lowercase().contains("error"), "{dmesg}");
 }

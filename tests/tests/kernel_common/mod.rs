@@ -1,5 +1,6 @@
 //! Helpers shared by the kernel peer tests that mount images we wrote
-//! (kernel_crash.rs, kernel_big_workload.rs): a deterministic byte
+//! (kernel_crash.rs, kernel_big_workload.rs, kernel_cpmode.rs,
+//! kernel_enospc.rs): a deterministic byte
 //! pattern, one guest boot over several images, and the `@@NAME` sections
 //! a guest script prints.
 
