@@ -19,13 +19,25 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// ../shared/fixtures/kernel-6.1 beside the repository, else
+/// $NILFS_SHARED_DIR or /work/shared (as nilfs_conformance::shared_dir).
+fn fixtures() -> PathBuf {
+    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared");
+    let shared = match std::env::var_os("NILFS_SHARED_DIR") {
+        Some(d) => PathBuf::from(d),
+        None if beside.exists() => beside,
+        None => PathBuf::from("/work/shared"),
+    };
+    shared.join("fixtures/kernel-6.1")
+}
+
 fn fixture() -> String {
-    let p = root().join("../../shared/fixtures/kernel-6.1/scenario-gc-128M.manifest");
+    let p = fixtures().join("scenario-gc-128M.manifest");
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn scenario_log() -> String {
-    let p = root().join("../../shared/fixtures/kernel-6.1/scenario-gc-128M.scenario.log");
+    let p = fixtures().join("scenario-gc-128M.scenario.log");
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

@@ -15,8 +15,19 @@ use std::path::PathBuf;
 
 /// The shared/ folder beside the project (read-only in CI).
 pub fn shared_dir() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    here.join("..").join("..").join("shared")
+    if let Some(d) = std::env::var_os("NILFS_SHARED_DIR") {
+        return PathBuf::from(d);
+    }
+    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("..")
+        .join("shared");
+    if beside.exists() {
+        beside
+    } else {
+        // A clone made elsewhere (say /tmp/fresh) on this machine.
+        PathBuf::from("/work/shared")
+    }
 }
 
 /// The kernel-written fixture image (xz-compressed) and its manifest.
