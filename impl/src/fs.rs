@@ -46,6 +46,9 @@ use crate::sufile::Sufile;
 use crate::the_nilfs::Nilfs;
 use crate::{Errno, Error, Result};
 
+mod clean;
+pub use clean::SuStat;
+
 /// Node reads for a virtual-pointer file: translate through the current DAT.
 struct VNodes<'x, 'a> {
     dat: &'x mut Dat<'a>,
@@ -116,6 +119,15 @@ impl SegmentSource for Segs<'_, '_> {
 enum Src {
     Data(Ino, u64),
     Node(Ino, crate::bmap::write::NodeId),
+    /// The `n`th block of the GC stage ([`crate::gc::MovedBlocks::blocks`]).
+    Gc(usize),
+}
+
+/// A cleaning request accepted by [`Fs::clean_segments`], waiting for its
+/// construction: the blocks to move and the segments to free.
+struct GcWork {
+    moved: crate::gc::MovedBlocks,
+    segnums: Vec<SegNum>,
 }
 
 /// A construction between [`Fs::sync_begin`] and [`Fs::sync_finish`].
@@ -126,6 +138,7 @@ pub struct Construction {
     plans: Vec<crate::segctor::layout::LogPlan>,
     cursor: Cursor,
     srcs: Vec<Src>,
+    gc: Option<GcWork>,
 }
 
 /// A mounted, writable filesystem.
@@ -158,15 +171,23 @@ pub struct Fs<'a> {
     have_delta: bool,
     /// The kernel's super block write policy (which copy, when).
     sbw: crate::sb_write::SbWriter,
+    /// `ns_nongc_ctime`: when the last construction not made by the
+    /// cleaner was made (`sr_nongc_ctime`; the cleaner's threshold).
+    nongc_ctime: u64,
+    /// A cleaning request for the next construction (`sc_gc_inodes`,
+    /// `sc_freesegs`).
+    gc: Option<GcWork>,
 }
 
 /// Does the log record blocks of a file with a checkpoint root
 /// (`nilfs_segctor_begin_finfo` sets `NILFS_SC_HAVE_DELTA` for inodes with
-/// `i_root`): anything but the DAT, cpfile and sufile.
-fn has_delta(p: &crate::segctor::layout::LogPlan) -> bool {
-    p.files
-        .iter()
-        .any(|r| ![ino::DAT, ino::CPFILE, ino::SUFILE].contains(&r.finfo.ino))
+/// `i_root`): anything but the DAT, cpfile and sufile, and the GC inodes
+/// (`gc_tags`), which have none.
+fn has_delta(p: &crate::segctor::layout::LogPlan, gc_tags: &BTreeSet<(Ino, Cno)>) -> bool {
+    p.files.iter().any(|r| {
+        ![ino::DAT, ino::CPFILE, ino::SUFILE].contains(&r.finfo.ino)
+            && !gc_tags.contains(&(r.finfo.ino, r.finfo.cno))
+    })
 }
 
 /// Sectors per block, the unit the kernel keeps `i_blocks` in.
@@ -259,6 +280,8 @@ impl<'a> Fs<'a> {
             have_delta: false,
             sbw: crate::sb_write::SbWriter::from_mount(&nilfs.sb_choice, dev.size_bytes())?,
             sb,
+            nongc_ctime: sr.nongc_ctime,
+            gc: None,
         };
         if read_only {
             return Ok(fs);
@@ -1132,6 +1155,67 @@ impl<'a> Fs<'a> {
         Ok(())
     }
 
+    /// Take the blocks the metadata files deleted (the cpfile's emptied
+    /// checkpoint blocks, the DAT's emptied entry and bitmap blocks after
+    /// the cleaner freed numbers) out of their mappings, as
+    /// `nilfs_mdt_delete_block` -> `nilfs_bmap_delete` does; the virtual
+    /// numbers of the cpfile's and sufile's blocks end dead at once
+    /// (`NILFS_BMAP_PTR_VS`), the ifile's at checkpoint `cno`.
+    fn apply_meta_deletions(&mut self, cno: Cno) -> Result<()> {
+        let (dev, bs) = (self.dev, self.bs);
+        let deleted = [
+            (ino::IFILE, self.ifile.palloc.mdt.deleted_blocks()),
+            (ino::CPFILE, self.cpfile.mdt.deleted_blocks()),
+            (ino::SUFILE, self.sufile.mdt.deleted_blocks()),
+            (ino::DAT, self.dat.palloc.mdt.deleted_blocks()),
+        ];
+        for (i, keys) in deleted {
+            for key in keys {
+                let (map, vs) = match i {
+                    ino::IFILE => (&mut self.if_map, false),
+                    ino::CPFILE => (&mut self.cp_map, true),
+                    ino::SUFILE => (&mut self.su_map, true),
+                    _ => (&mut self.dat_map, false),
+                };
+                if i == ino::DAT {
+                    let mut src = PNodes { dev, bs };
+                    if map.bmap.lookup(key, &mut src)?.is_none() {
+                        continue;
+                    }
+                    let out = map.bmap.delete(key, &mut src)?;
+                    map.raw.blocks = map
+                        .raw
+                        .blocks
+                        .saturating_sub((1 + u64::from(out.nodes_removed)) * sectors(bs));
+                    continue;
+                }
+                let mut src = VNodes {
+                    dat: &mut self.dat,
+                    dev,
+                    bs,
+                };
+                if map.bmap.lookup(key, &mut src)?.is_none() {
+                    continue;
+                }
+                let mut src = VNodes {
+                    dat: &mut self.dat,
+                    dev,
+                    bs,
+                };
+                let out = map.bmap.delete(key, &mut src)?;
+                map.raw.blocks = map
+                    .raw
+                    .blocks
+                    .saturating_sub((1 + u64::from(out.nodes_removed)) * sectors(bs));
+                self.dat.end(VBlockNr(out.ptr), cno, vs)?;
+                for p in out.freed_nodes {
+                    self.dat.end(VBlockNr(p), cno, vs)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn assign_meta_nodes(dat: &mut Dat<'a>, map: &mut MetaMap, cno: Cno, vs: bool) -> Result<()> {
         for dn in map.bmap.dirty_nodes() {
             let new = match dn.old_ptr {
@@ -1276,7 +1360,7 @@ impl<'a> Fs<'a> {
         }
         self.dev.flush()?;
         self.cursor = cursor;
-        self.have_delta |= plans.iter().any(has_delta);
+        self.have_delta |= plans.iter().any(|p| has_delta(p, &BTreeSet::new()));
         let f = self.files.get_mut(&i).expect("loaded");
         for (key, _) in &blocks {
             f.dirty.remove(key);
@@ -1290,7 +1374,8 @@ impl<'a> Fs<'a> {
     /// Whether anything awaits a construction: a dirty file, or a dirty
     /// block of a metadata file (a checkpoint mode change, say).
     pub fn is_dirty(&self) -> bool {
-        !self.order.is_empty()
+        self.gc.is_some()
+            || !self.order.is_empty()
             || !self.ifile.palloc.mdt.dirty_blocks().is_empty()
             || !self.cpfile.mdt.dirty_blocks().is_empty()
             || !self.sufile.mdt.dirty_blocks().is_empty()
@@ -1393,6 +1478,19 @@ impl<'a> Fs<'a> {
         let cno = self.cpfile.next_cno();
         let (dev, bs) = (self.dev, self.bs);
         let ctime = self.now;
+        let gc = self.gc.take();
+
+        // Blocks deleted from the metadata files since the last
+        // construction (`nilfs_mdt_delete_block` -> `nilfs_bmap_delete`).
+        self.apply_meta_deletions(cno)?;
+        // The GC stage's blocks keep their virtual numbers; their DAT
+        // entries will point at the new places (`nilfs_btree_propagate_gc`
+        // -> `nilfs_dat_mark_dirty`).
+        if let Some(g) = &gc {
+            for b in g.moved.blocks() {
+                self.dat.mark_dirty(b.vblocknr)?;
+            }
+        }
 
         // Stage 1: user files, in the order they were dirtied.
         let order = std::mem::take(&mut self.order);
@@ -1429,7 +1527,7 @@ impl<'a> Fs<'a> {
             &mut Segs(&mut self.sufile),
             ctime,
             cno,
-            false,
+            gc.is_some(),
             true,
         )?;
         // The sufile's blocks for every segment this construction will use
@@ -1461,6 +1559,11 @@ impl<'a> Fs<'a> {
                 nadd = more.max(1);
             }
         }
+        // NILFS_ST_SUFILE of a GC construction frees the cleaned segments
+        // (nilfs_free_segments) after this attempt's segments were
+        // allocated, so none of them can be reused by it.
+        let freesegs: &[SegNum] = gc.as_ref().map_or(&[], |g| &g.segnums);
+        self.sufile.free_segments(freesegs)?;
         let mut prepared_su: BTreeSet<u64> = BTreeSet::new();
         let mut prepared_cp = false;
         let (plans, cursor, srcs) = loop {
@@ -1520,14 +1623,28 @@ impl<'a> Fs<'a> {
                 }
             }
             let mut srcs: Vec<Src> = Vec::new();
-            let attempt = self.collect(&mut layout, &order, cno, &if_keys, &dat_keys, &mut srcs)?;
+            let attempt = self.collect(
+                &mut layout,
+                gc.as_ref(),
+                &order,
+                cno,
+                &if_keys,
+                &dat_keys,
+                &mut srcs,
+            )?;
             match attempt {
                 Ok(()) => {
                     let (plans, cursor) = layout.finish(&mut Segs(&mut self.sufile))?;
                     break (plans, cursor, srcs);
                 }
                 Err(Full) => {
+                    // nilfs_segctor_collect's retry: cancel the frees
+                    // (nilfs_sufile_cancel_freev), extend, free again.
+                    for &s in freesegs {
+                        self.sufile.cancel_free(s)?;
+                    }
                     layout.extend(&mut Segs(&mut self.sufile), nadd)?;
+                    self.sufile.free_segments(freesegs)?;
                     nadd = (nadd * 2).min(64);
                     layout.restart(true);
                 }
@@ -1540,19 +1657,22 @@ impl<'a> Fs<'a> {
             plans,
             cursor,
             srcs,
+            gc,
         }))
     }
 
     /// The second half: addresses, metadata, checksums, the write.
     pub fn sync_finish(&mut self, c: Construction) -> Result<Option<Cno>> {
-        self.finish_construction(c.cno, c.ctime, &c.order, c.plans, c.cursor, c.srcs)
+        self.finish_construction(c)
     }
 
     /// Add every block of the construction to the layout, in stage order.
     /// Returns `Ok(Err(Full))` when the last segment buffer is full.
+    #[allow(clippy::too_many_arguments)]
     fn collect(
         &mut self,
         layout: &mut Layout,
+        gc: Option<&GcWork>,
         order: &[Ino],
         cno: Cno,
         if_keys: &[u64],
@@ -1561,6 +1681,29 @@ impl<'a> Fs<'a> {
     ) -> Result<std::result::Result<(), Full>> {
         // Every block as (file tag, binfo, source), in collection order.
         let mut blocks: Vec<(FileTag, Binfo, Src)> = Vec::new();
+        // NILFS_ST_GC: the GC inodes, each under its own checkpoint number
+        // (`nilfs_segctor_end_finfo` uses `i_cno` for GC inodes).
+        for (n, b) in gc
+            .map(|g| g.moved.blocks())
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let tag = FileTag {
+                ino: b.ino,
+                cno: b.cno,
+            };
+            let binfo = match b.offset {
+                Some(off) => Binfo::DataV {
+                    vblocknr: b.vblocknr,
+                    blkoff: FileBlk(off),
+                },
+                None => Binfo::NodeV {
+                    vblocknr: b.vblocknr,
+                },
+            };
+            blocks.push((tag, binfo, Src::Gc(n)));
+        }
         for &i in order {
             let tag = FileTag { ino: i, cno };
             let f = self.files.get_mut(&i).expect("loaded");
@@ -1660,15 +1803,19 @@ impl<'a> Fs<'a> {
     }
 
     /// Assign addresses, fill in the metadata, write the logs.
-    fn finish_construction(
-        &mut self,
-        cno: Cno,
-        ctime: u64,
-        order: &[Ino],
-        plans: Vec<crate::segctor::layout::LogPlan>,
-        cursor: Cursor,
-        srcs: Vec<Src>,
-    ) -> Result<Option<Cno>> {
+    fn finish_construction(&mut self, c: Construction) -> Result<Option<Cno>> {
+        let Construction {
+            cno,
+            ctime,
+            order,
+            plans,
+            cursor,
+            srcs,
+            gc,
+        } = c;
+        let order = &order[..];
+        let gc_blocks = gc.as_ref().map(|g| g.moved.blocks()).unwrap_or_default();
+        let gc_tags: BTreeSet<(Ino, Cno)> = gc_blocks.iter().map(|b| (b.ino, b.cno)).collect();
         let bs = self.bs;
         // Where every block goes.
         let mut pbn_of: Vec<BlockNr> = vec![BlockNr(0); srcs.len()];
@@ -1696,6 +1843,8 @@ impl<'a> Fs<'a> {
                     let (_, _, v) = self.bmap_of(i).node_info(id).expect("dirty node exists");
                     self.dat.start(VBlockNr(v), cno, pbn)?;
                 }
+                // nilfs_btree_assign_gc -> nilfs_dat_move.
+                Src::Gc(n) => self.dat.move_block(gc_blocks[n].vblocknr, pbn)?,
             }
         }
         self.dat_map.raw.bmap = self.dat_map.bmap.root_bmap()?;
@@ -1715,7 +1864,7 @@ impl<'a> Fs<'a> {
                 create: ctime,
                 // nilfs_segctor_do_construct ->
                 // nilfs_cpfile_finalize_checkpoint(.., !HAVE_DELTA).
-                minor: !(self.have_delta || plans.iter().any(has_delta)),
+                minor: !(self.have_delta || plans.iter().any(|p| has_delta(p, &gc_tags))),
                 ifile_inode: self.if_map.raw.clone(),
             },
         )?;
@@ -1725,6 +1874,7 @@ impl<'a> Fs<'a> {
             let data = match *s {
                 Src::Data(i, key) => self.data_block(i, key)?,
                 Src::Node(i, id) => self.bmap_of(i).encode_node(id)?,
+                Src::Gc(n) => gc_blocks[n].data.to_vec(),
             };
             payload.insert(t as u64, data);
         }
@@ -1733,7 +1883,13 @@ impl<'a> Fs<'a> {
             sum: 0,
             bytes: super_root_bytes(isz),
             flags: 0,
-            nongc_ctime: ctime,
+            // nilfs_segctor_fill_in_super_root: a GC construction keeps the
+            // last non-GC time.
+            nongc_ctime: if gc.is_some() {
+                self.nongc_ctime
+            } else {
+                ctime
+            },
             dat: self.dat_map.raw.clone(),
             cpfile: self.cp_map.raw.clone(),
             sufile: self.su_map.raw.clone(),
@@ -1763,6 +1919,9 @@ impl<'a> Fs<'a> {
         // nilfs_segctor_construct a "discontinued" file system commits one
         // super block copy.
         self.have_delta = false;
+        if gc.is_none() {
+            self.nongc_ctime = ctime;
+        }
         let free = self.free_blocks()?;
         self.sbw
             .set_log_cursor(last.start, last.header.seq, cno, free);

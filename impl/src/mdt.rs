@@ -148,6 +148,23 @@ impl<'a> Mdt<'a> {
         }
     }
 
+    /// Load every block in `blkoffs` and forget the loader: from now on the
+    /// store alone is the file (everything else is a hole). The loader
+    /// reads through the addresses the file had when it was opened; once
+    /// the cleaner may reuse segments, those addresses can go stale.
+    pub fn materialize(&mut self, blkoffs: impl IntoIterator<Item = u64>) -> Result<()> {
+        for b in blkoffs {
+            self.ensure_loaded(b)?;
+        }
+        self.loader = None;
+        Ok(())
+    }
+
+    /// Whether blocks still load from where the file was opened.
+    pub fn has_loader(&self) -> bool {
+        self.loader.is_some()
+    }
+
     /// Block `blkoff` as it reads now (`None` for a hole), without caching
     /// it: for inspection and comparisons.
     pub fn read(&self, blkoff: u64) -> Result<Option<Vec<u8>>> {

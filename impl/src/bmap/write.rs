@@ -603,6 +603,56 @@ impl Bmap {
         }
     }
 
+    /// `nilfs_bmap_lookup_at_level(bmap, key, level + 1)` as the cleaner's
+    /// ioctls use it: the pointer to the block at `level` (0: the data
+    /// block, n: the level-n node) on `key`'s path, `None` if `key` is not
+    /// mapped there exactly. A direct map has data blocks only.
+    pub fn lookup_at_level(
+        &mut self,
+        key: u64,
+        level: u8,
+        src: &mut dyn NodeSource,
+    ) -> Result<Option<u64>> {
+        match &self.root {
+            Root::Direct { .. } if level == 0 => self.lookup(key, src),
+            Root::Direct { .. } => Ok(None),
+            Root::Btree(_) => {
+                let minlevel = usize::from(level) + 1;
+                let mut path = Path::default();
+                if minlevel >= PATH_LEN || !self.do_lookup(key, minlevel, src, &mut path)? {
+                    return Ok(None);
+                }
+                let loc = self.loc_at(&path, minlevel);
+                Ok(self.bt(loc).ptr(path[minlevel].index).filter(|&p| p != 0))
+            }
+        }
+    }
+
+    /// `nilfs_btree_mark` (the cleaner's `NILFS_IOCTL_MARK_BLOCKS_DIRTY`
+    /// for a DAT node): the level-`level` node whose first key is `key`
+    /// becomes dirty, with its ancestors (what `nilfs_btree_propagate_p`
+    /// does when the constructor collects it). ENOENT if there is none.
+    pub fn mark_node_dirty(&mut self, key: u64, level: u8, src: &mut dyn NodeSource) -> Result<()> {
+        let Some(ptr) = self.lookup_at_level(key, level, src)? else {
+            return Err(Error::errno(
+                Errno::ENOENT,
+                format!("bmap: no level-{level} node at key {key}"),
+            ));
+        };
+        if level == 0 {
+            return Err(Error::Invalid(
+                "bmap: mark_node_dirty of a data block".into(),
+            ));
+        }
+        let mut path = Path::default();
+        let minlevel = usize::from(level) + 1;
+        self.do_lookup(key, minlevel, src, &mut path)?;
+        let id = self.get_child(ptr, usize::from(level), src)?;
+        self.set_dirty(id);
+        self.dirty_path(&path, minlevel);
+        Ok(())
+    }
+
     /// Look `key` up using only the nodes already in memory: after a
     /// construction prepared a block (updated its pointer and marked its
     /// path dirty), every node on its path is loaded. A node that would

@@ -1,0 +1,215 @@
+//! The mounted file system's side of cleaning: the ioctls the cleaner
+//! reads through (`GET_SUINFO`, `GET_SUSTAT`, `GET_VINFO`, `GET_BDESCS`,
+//! `GET_CPINFO`) and `nilfs_clean_segments`, which prepares a cleaning
+//! request and runs the GC construction.
+
+use super::{Fs, GcWork, PNodes, VNodes};
+use crate::format::dat::DatEntry;
+use crate::format::sufile::SegmentUsage;
+use crate::format::{ino, Cno, SegNum, Seq, VBlockNr};
+use crate::gc::{Bdesc, CleanArgs, MovedBlocks};
+use crate::recovery::SegGeometry;
+use crate::{Errno, Error, Result};
+
+/// `struct nilfs_sustat` (`NILFS_IOCTL_GET_SUSTAT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SuStat {
+    pub nsegs: u64,
+    pub ncleansegs: u64,
+    pub ndirtysegs: u64,
+    /// `ss_nongc_ctime`: the last log not written by the cleaner.
+    pub nongc_ctime: u64,
+    /// `ss_prot_seq`: segments with this sequence number or later must not
+    /// be reclaimed (the older super block's `s_last_seq`).
+    pub prot_seq: Seq,
+}
+
+impl<'a> Fs<'a> {
+    /// The device the file system lives on.
+    pub fn device(&self) -> &'a dyn crate::device::BlockDevice {
+        self.dev
+    }
+
+    /// Segment geometry.
+    pub fn seg_geometry(&self) -> SegGeometry {
+        self.geo
+    }
+
+    /// The checksum seed (`s_crc_seed`).
+    pub fn crc_seed(&self) -> u32 {
+        self.sb.crc_seed
+    }
+
+    /// The mount's clock (seconds).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// `NILFS_IOCTL_GET_SUSTAT`.
+    pub fn sustat(&mut self) -> Result<SuStat> {
+        let h = self.sufile.header()?;
+        Ok(SuStat {
+            nsegs: self.sufile.nsegments(),
+            ncleansegs: h.ncleansegs,
+            ndirtysegs: h.ndirtysegs,
+            nongc_ctime: self.nongc_ctime,
+            prot_seq: self.sbw.prot_seq(),
+        })
+    }
+
+    /// `NILFS_IOCTL_GET_SUINFO`: up to `max` segment usages from `from`,
+    /// ACTIVE for the log writer's current and next segments.
+    pub fn suinfo(&mut self, from: SegNum, max: usize) -> Result<Vec<SegmentUsage>> {
+        let active = [self.cursor.segnum, self.cursor.nextnum];
+        self.sufile.suinfo(from, max, active)
+    }
+
+    /// `NILFS_IOCTL_GET_VINFO`: the DAT entry of each virtual number.
+    pub fn vinfo(&mut self, vs: &[VBlockNr]) -> Result<Vec<DatEntry>> {
+        vs.iter().map(|&v| self.dat.entry(v)).collect()
+    }
+
+    /// `NILFS_IOCTL_GET_BDESCS`: where the DAT's mapping points now for
+    /// each block (`nilfs_bmap_lookup_at_level`), 0 if nowhere.
+    pub fn bdescs(&mut self, bdescs: &mut [Bdesc]) -> Result<()> {
+        let mut src = PNodes {
+            dev: self.dev,
+            bs: self.bs,
+        };
+        for b in bdescs {
+            b.blocknr = crate::format::BlockNr(
+                self.dat_map
+                    .bmap
+                    .lookup_at_level(b.offset, b.level, &mut src)?
+                    .unwrap_or(0),
+            );
+        }
+        Ok(())
+    }
+
+    /// The snapshots' checkpoint numbers, ascending (the cleaner's
+    /// `nilfs_get_snapshot`).
+    pub fn snapshot_cnos(&mut self) -> Result<Vec<Cno>> {
+        Ok(self.cpfile.snapshots()?.iter().map(|c| c.cno).collect())
+    }
+
+    /// `nilfs_clean_segments` (the locked part of
+    /// `NILFS_IOCTL_CLEAN_SEGMENTS`), given the blocks
+    /// [`crate::gc::move_blocks`] read: delete the dead checkpoints, free
+    /// the dead virtual numbers, mark the live DAT blocks dirty, then run
+    /// a construction that writes the moved blocks first and frees
+    /// `args.segnums`. Returns the checkpoint it made.
+    ///
+    /// EROFS on a read-only mount; EINVAL for a segment number out of
+    /// range or a DAT block number 0. When preparing fails, the DAT is
+    /// as it was (the kernel's shadow map); deleted checkpoints stay
+    /// deleted, as in the kernel.
+    pub fn clean_segments(&mut self, args: &CleanArgs, moved: MovedBlocks) -> Result<Option<Cno>> {
+        self.begin(false)?;
+        if let Some(s) = args.segnums.iter().find(|s| s.0 >= self.sufile.nsegments()) {
+            return Err(Error::errno(
+                Errno::EINVAL,
+                format!("segment number {s} to be freed is out of range"),
+            ));
+        }
+        self.detach_metadata_loaders()?;
+        // nilfs_ioctl_clean_segments: a super block due for an update
+        // makes the file system discontinued first.
+        self.sbw.gc_clean_segments(self.now);
+        let saved = (
+            self.dat.clone(),
+            self.dat_map.bmap.clone(),
+            self.dat_map.raw.clone(),
+        );
+        if let Err(e) = self.prepare_clean_segments(args) {
+            (self.dat, self.dat_map.bmap, self.dat_map.raw) = saved;
+            return Err(e);
+        }
+        self.gc = Some(GcWork {
+            moved,
+            segnums: args.segnums.clone(),
+        });
+        self.construct()
+    }
+
+    /// `nilfs_ioctl_prepare_clean_segments`.
+    fn prepare_clean_segments(&mut self, args: &CleanArgs) -> Result<()> {
+        for p in &args.periods {
+            self.cpfile.delete_checkpoints(p.start, p.end)?;
+        }
+        self.dat.free_vblocknrs(&args.vblocknrs)?;
+        let mut src = PNodes {
+            dev: self.dev,
+            bs: self.bs,
+        };
+        for b in &args.bdescs {
+            if b.oblocknr.0 == 0 {
+                return Err(Error::errno(Errno::EINVAL, "GC: DAT block number 0"));
+            }
+            let now = self
+                .dat_map
+                .bmap
+                .lookup_at_level(b.offset, b.level, &mut src)?;
+            if now != Some(b.oblocknr.0) {
+                continue; // dead: skip it
+            }
+            if b.level == 0 {
+                if !self.dat.palloc.mdt.exists(b.offset)? {
+                    return Err(Error::errno(
+                        Errno::ENOENT,
+                        format!("GC: DAT block {} is a hole", b.offset),
+                    ));
+                }
+                self.dat.palloc.mdt.mark_dirty(b.offset);
+            } else {
+                self.dat_map
+                    .bmap
+                    .mark_node_dirty(b.offset, b.level, &mut src)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Read every block of the four metadata files into memory and stop
+    /// loading from the addresses they had at mount: once segments are
+    /// freed and reused, those addresses may hold something else. (The
+    /// kernel's page caches always read through the current mappings;
+    /// ours load lazily through the mounted image's.)
+    fn detach_metadata_loaders(&mut self) -> Result<()> {
+        let (dev, bs) = (self.dev, self.bs);
+        if self.dat.palloc.mdt.has_loader() {
+            let keys = self.dat_map.bmap.entries(&mut PNodes { dev, bs })?;
+            self.dat
+                .palloc
+                .mdt
+                .materialize(keys.into_iter().map(|(k, _)| k))?;
+        }
+        for i in [ino::IFILE, ino::CPFILE, ino::SUFILE] {
+            let has_loader = match i {
+                ino::IFILE => self.ifile.palloc.mdt.has_loader(),
+                ino::CPFILE => self.cpfile.mdt.has_loader(),
+                _ => self.sufile.mdt.has_loader(),
+            };
+            if !has_loader {
+                continue;
+            }
+            let map = match i {
+                ino::IFILE => &mut self.if_map,
+                ino::CPFILE => &mut self.cp_map,
+                _ => &mut self.su_map,
+            };
+            let keys = map.bmap.entries(&mut VNodes {
+                dat: &mut self.dat,
+                dev,
+                bs,
+            })?;
+            let mdt = match i {
+                ino::IFILE => &mut self.ifile.palloc.mdt,
+                ino::CPFILE => &mut self.cpfile.mdt,
+                _ => &mut self.sufile.mdt,
+            };
+            mdt.materialize(keys.into_iter().map(|(k, _)| k))?;
+        }
+        Ok(())
+    }
+}
