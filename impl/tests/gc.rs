@@ -233,7 +233,7 @@ fn after_enospc_deletions_and_the_cleaner_make_room_again() {
             Err(e) => panic!("file {n}: {e}"),
         }
         n += 1;
-        if n % 4 == 0 {
+        if n.is_multiple_of(4) {
             t += 1;
             fs.set_time(t);
             fs.sync().unwrap();

@@ -1,0 +1,201 @@
+//! Linux 6.1 reads what our cleaner leaves: after our GC constructions
+//! moved live blocks, deleted dead checkpoints, freed segments and the
+//! writer reused them, the kernel's manifests of the latest checkpoint and
+//! of every snapshot, its lscp and its lssu equal ours, and dmesg is quiet.
+//! Then the kernel writes and runs its own cleaner on the same images, and
+//! we read its result as it does. Peer tier.
+
+mod kernel_common;
+
+use nilfs::check::verify_checksums;
+use nilfs::cleaner;
+use nilfs::device::{export_image, FileDevice, MemDevice};
+use nilfs::format::{ino, Cno, SegNum};
+use nilfs::fs::Fs;
+use nilfs::inspect::manifest::manifest;
+use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
+use nilfs::inspect::tools;
+use nilfs::mkfs::{self, MkfsOptions};
+use nilfs::posix::CheckpointView;
+use nilfs::the_nilfs::Nilfs;
+use nilfs_conformance::peers::{self, Scratch};
+
+use kernel_common::{kernel_run, pattern, sections, unexpected_dmesg, DEVS};
+
+const GEOMETRIES: &[(u64, u64)] = &[(1024, 64), (2048, 32), (4096, 16)];
+
+/// Writes with overwrites, deletions and two snapshots, then our cleaner;
+/// more writes until the allocator wraps into freed segments; our cleaner
+/// again.
+fn workload(dev: &MemDevice) {
+    let mut t = 1_800_000_000u64;
+    let nilfs = Nilfs::open(dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, t).unwrap();
+    let dir = fs.mkdir(ino::ROOT, b"d", 0o755).unwrap();
+    let mut freed: Vec<u64> = Vec::new();
+    let mut reused = false;
+    for r in 0..24u64 {
+        t += 1;
+        fs.set_time(t);
+        for k in 0..5u64 {
+            let f = fs
+                .create(dir, format!("r{r}-{k}").as_bytes(), 0o644)
+                .unwrap();
+            fs.write(f, 0, &pattern(r * 10 + k, 2500 + 1900 * k as usize))
+                .unwrap();
+        }
+        if r >= 2 {
+            for k in 1..4 {
+                fs.unlink(dir, format!("r{}-{k}", r - 2).as_bytes())
+                    .unwrap();
+            }
+            let f = fs
+                .lookup(dir, format!("r{}-4", r - 1).as_bytes())
+                .unwrap()
+                .unwrap();
+            fs.write(f, 1000, &pattern(r, 3000)).unwrap();
+        }
+        fs.sync().unwrap();
+        let flags = clean_flags(&mut fs);
+        reused |= freed.iter().any(|&s| !flags[s as usize]);
+        if r == 2 || r == 6 {
+            fs.mkcp(true).unwrap();
+        }
+        if r % 6 == 5 {
+            let before: Vec<bool> = clean_flags(&mut fs);
+            t += 5;
+            fs.set_time(t);
+            let rep = cleaner::clean(&mut fs, 0, 2).unwrap();
+            assert!(rep.cleaned_segs > 0, "{rep:?}");
+            if freed.is_empty() {
+                let after = clean_flags(&mut fs);
+                freed = (0..after.len() as u64)
+                    .filter(|&s| after[s as usize] && !before[s as usize])
+                    .collect();
+            }
+        }
+    }
+    assert!(
+        reused,
+        "the writer never reused a segment the cleaner freed"
+    );
+    fs.unmount().unwrap();
+}
+
+fn clean_flags(fs: &mut Fs<'_>) -> Vec<bool> {
+    let n = fs.sustat().unwrap().nsegs as usize;
+    fs.suinfo(SegNum(0), n)
+        .unwrap()
+        .iter()
+        .map(|s| s.is_clean())
+        .collect()
+}
+
+#[test]
+fn the_kernel_reads_what_our_cleaner_leaves() {
+    let Some(()) = peers::require(
+        "the_kernel_reads_what_our_cleaner_leaves",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
+        return;
+    };
+    let dir = Scratch::new("kernel-cleaner");
+    let mut images = Vec::new();
+    let mut ours = Vec::new();
+    for (i, &(bs, bps)) in GEOMETRIES.iter().enumerate() {
+        let dev = MemDevice::new(3 << 20);
+        mkfs::mkfs(
+            &dev,
+            &MkfsOptions {
+                block_size: bs,
+                blocks_per_segment: bps,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        workload(&dev);
+        verify_checksums(&dev).unwrap();
+        let nilfs = Nilfs::open(&dev).unwrap();
+        ours.push((
+            manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap(),
+            tools::lscp(&dev, &LscpOptions::default()).unwrap(),
+            tools::lssu(&dev, &LssuOptions::default()).unwrap(),
+        ));
+        let img = dir.file(&format!("c{i}.img"));
+        export_image(&dev, &img).unwrap();
+        images.push(img);
+    }
+    let mut ro = String::from("set -e\nmkdir -p /snap\n");
+    for d in &DEVS[..images.len()] {
+        ro.push_str(&format!(
+            "mount -t nilfs2 -o ro /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\necho @@LSCP {d}; lscp\necho @@LSSU {d}; lssu\n\
+             for c in $(lscp -s | awk 'NR>1 {{print $1}}'); do mount -t nilfs2 -o ro,cp=$c /dev/{d} /snap; echo @@SNAP {d} $c; manifest /snap; umount /snap; done\n\
+             umount /mnt\n"
+        ));
+    }
+    ro.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
+    let secs = sections(&kernel_run(&images, &ro, &dir, "ro.sh"));
+    for (i, d) in DEVS[..images.len()].iter().enumerate() {
+        let ctx = format!("{d} (-b {} -B {})", GEOMETRIES[i].0, GEOMETRIES[i].1);
+        assert_eq!(secs[&format!("MANIFEST {d}")], ours[i].0, "{ctx}: manifest");
+        assert_eq!(secs[&format!("LSCP {d}")], ours[i].1, "{ctx}: lscp");
+        assert_eq!(secs[&format!("LSSU {d}")], ours[i].2, "{ctx}: lssu");
+        let dev = FileDevice::open_read_only(&images[i]).unwrap();
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let snaps: Vec<&String> = secs
+            .keys()
+            .filter(|k| k.starts_with(&format!("SNAP {d} ")))
+            .collect();
+        assert_eq!(snaps.len(), 2, "{ctx}: snapshots the kernel sees");
+        for k in snaps {
+            let cno: u64 = k.rsplit(' ').next().unwrap().parse().unwrap();
+            let view = CheckpointView::open(&nilfs, Some(Cno(cno))).unwrap();
+            assert_eq!(&manifest(&view).unwrap(), &secs[k], "{ctx}: snapshot {cno}");
+        }
+    }
+    let bad = unexpected_dmesg(
+        &secs["DMESG"],
+        &["nilfs version 2 loaded", "segctord starting"],
+    );
+    assert!(bad.is_empty(), "dmesg: {bad:?}");
+
+    // The kernel writes and cleans on top; we read its result as it does.
+    let mut rw = String::from("set -e\nmkdir -p /snap\n");
+    for d in &DEVS[..images.len()] {
+        rw.push_str(&format!(
+            "mount -t nilfs2 /dev/{d} /mnt\nseq 1 3000 > /mnt/from-kernel\nrm -f /mnt/d/r3-0 /mnt/d/r9-4\nsync\n\
+             nilfs_cleanerd -p 0 /dev/{d} /mnt > /dev/null\nnilfs-clean -p 0 /dev/{d} || true\n\
+             i=0; while [ $i -lt 60 ]; do st=$(nilfs-clean -l /dev/{d} 2>&1 || true); case $st in *idle*) break;; esac; sleep 1; i=$((i+1)); done\n\
+             nilfs-clean -q /dev/{d} || true\nsleep 1\n\
+             echo @@AFTER {d}; manifest /mnt\n\
+             for c in $(lscp -s | awk 'NR>1 {{print $1}}'); do mount -t nilfs2 -o ro,cp=$c /dev/{d} /snap; echo @@ASNAP {d} $c; manifest /snap; umount /snap; done\n\
+             umount /mnt\n"
+        ));
+    }
+    rw.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
+    let secs = sections(&kernel_run(&images, &rw, &dir, "rw.sh"));
+    let bad = unexpected_dmesg(
+        &secs["DMESG"],
+        &["nilfs version 2 loaded", "segctord starting"],
+    );
+    assert!(bad.is_empty(), "dmesg: {bad:?}");
+    for (i, d) in DEVS[..images.len()].iter().enumerate() {
+        let dev = FileDevice::open_read_only(&images[i]).unwrap();
+        verify_checksums(&dev).unwrap_or_else(|e| panic!("{d} after the kernel: {e}"));
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let latest = manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap();
+        assert_eq!(
+            latest,
+            secs[&format!("AFTER {d}")],
+            "{d}: latest after the kernel"
+        );
+        for k in secs
+            .keys()
+            .filter(|k| k.starts_with(&format!("ASNAP {d} ")))
+        {
+            let cno: u64 = k.rsplit(' ').next().unwrap().parse().unwrap();
+            let view = CheckpointView::open(&nilfs, Some(Cno(cno))).unwrap();
+            assert_eq!(&manifest(&view).unwrap(), &secs[k], "{d}: snapshot {cno}");
+        }
+    }
+}
