@@ -44,6 +44,12 @@ pub fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     }
 }
 
+/// Take the shared side if nobody holds the exclusive side, without
+/// waiting (`None` otherwise, or if poisoned).
+pub fn try_read<T>(l: &RwLock<T>) -> Option<RwLockReadGuard<'_, T>> {
+    l.try_read().ok()
+}
+
 /// Take the exclusive side of a reader-writer lock (poisoning as in [`lock`]).
 pub fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     match l.write() {

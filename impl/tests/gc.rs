@@ -346,3 +346,137 @@ fn a_cleaner_that_ignores_snapshots_is_caught() {
     }
     assert!(damaged > 0, "freeing snapshot blocks went unnoticed");
 }
+
+// ---------------------------------------------------------------------------
+// Seed 001: the cleaner reads the blocks it moves before it locks out the
+// writers, so a file operation completes while those reads are under way;
+// the pre-patch placement freezes it. A second request meanwhile is EBUSY.
+
+use nilfs::device::BlockDevice;
+use nilfs::txn::{GcRule, Shared, TxRule};
+use std::sync::{Condvar, Mutex};
+
+/// A device that parks the first read of `gate` (a block the cleaner will
+/// move) until the test lets it go.
+struct GateDevice {
+    inner: MemDevice,
+    bs: u64,
+    gate: Mutex<Option<u64>>,
+    /// (reader parked, released)
+    state: Mutex<(bool, bool)>,
+    cv: Condvar,
+}
+
+impl BlockDevice for GateDevice {
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> nilfs::Result<()> {
+        let hit = {
+            let mut g = self.gate.lock().unwrap();
+            let hit = *g == Some(off / self.bs);
+            if hit {
+                *g = None;
+            }
+            hit
+        };
+        if hit {
+            let mut st = self.state.lock().unwrap();
+            st.0 = true;
+            self.cv.notify_all();
+            while !st.1 {
+                st = self.cv.wait(st).unwrap();
+            }
+        }
+        self.inner.read_at(off, buf)
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> nilfs::Result<()> {
+        self.inner.write_at(off, buf)
+    }
+    fn flush(&self) -> nilfs::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Runs one cleaning request on a second thread, parks it in its first
+/// source-block read, and reports whether a file operation and a second
+/// request could run meanwhile: (operation completed, second request's
+/// result).
+fn writer_during_gc_reads(rule: GcRule) -> (bool, Option<Errno>) {
+    let base = fresh(3 << 20, 1024, 64);
+    let mut t = T0;
+    churn(&base, "a", 8, &mut t);
+    let dev = GateDevice {
+        inner: base,
+        bs: 1024,
+        gate: Mutex::new(None),
+        state: Mutex::new((false, false)),
+        cv: Condvar::new(),
+    };
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let fs = Fs::mount(&nilfs, t + 10).unwrap();
+    let shared = Shared::new(fs, TxRule::Exclusive).with_gc_rule(rule);
+    let args = shared
+        .op(|fs| {
+            let segs = cleaner::select_segments(fs, 0, 2)?;
+            let params = ReclaimParams {
+                protseq: fs.sustat()?.prot_seq,
+                protcno: cleaner::CNO_MAX,
+            };
+            Ok(cleaner::plan_reclaim(fs, &segs, params)?.0)
+        })
+        .unwrap();
+    assert!(!args.vdescs.is_empty(), "nothing live to move");
+    *dev.gate.lock().unwrap() = Some(args.vdescs[0].blocknr.0);
+    let (wrote, second) = std::thread::scope(|s| {
+        let gc = s.spawn(|| shared.clean_segments(&args));
+        {
+            let mut st = dev.state.lock().unwrap();
+            while !st.0 {
+                st = dev.cv.wait(st).unwrap();
+            }
+        }
+        // The cleaner is inside its first source-block read.
+        let wrote = shared
+            .try_op(|fs| {
+                let f = fs.create(ino::ROOT, b"during-gc", 0o644)?;
+                fs.write(f, 0, b"written while the cleaner reads")
+            })
+            .map(|r| r.unwrap())
+            .is_some();
+        let second = shared.clean_segments(&args).err().map(|e| match e {
+            Error::Errno { errno, .. } => errno,
+            other => panic!("{other}"),
+        });
+        dev.state.lock().unwrap().1 = true;
+        dev.cv.notify_all();
+        gc.join().unwrap().unwrap();
+        (wrote, second)
+    });
+    let mut fs = shared.into_inner();
+    if wrote {
+        let f = fs.lookup(ino::ROOT, b"during-gc").unwrap().unwrap();
+        assert_eq!(
+            fs.read(f, 0, 64).unwrap(),
+            b"written while the cleaner reads"
+        );
+    }
+    fs.unmount().unwrap();
+    (wrote, second)
+}
+
+#[test]
+fn writers_go_on_while_the_cleaner_reads_seed_001() {
+    assert_eq!(
+        writer_during_gc_reads(GcRule::ReadBeforeLock),
+        (true, Some(Errno::EBUSY))
+    );
+}
+
+#[test]
+fn reading_under_the_lock_freezes_writers_known_bad() {
+    assert_eq!(
+        writer_during_gc_reads(GcRule::ReadUnderLock),
+        (false, Some(Errno::EBUSY))
+    );
+}
