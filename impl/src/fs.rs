@@ -1161,7 +1161,7 @@ impl<'a> Fs<'a> {
     /// `nilfs_mdt_delete_block` -> `nilfs_bmap_delete` does; the virtual
     /// numbers of the cpfile's and sufile's blocks end dead at once
     /// (`NILFS_BMAP_PTR_VS`), the ifile's at checkpoint `cno`.
-    fn apply_meta_deletions(&mut self, cno: Cno) -> Result<()> {
+    pub(crate) fn apply_meta_deletions(&mut self, cno: Cno) -> Result<()> {
         let (dev, bs) = (self.dev, self.bs);
         let deleted = [
             (ino::IFILE, self.ifile.palloc.mdt.deleted_blocks()),

@@ -199,3 +199,84 @@ fn the_kernel_reads_what_our_cleaner_leaves() {
         }
     }
 }
+
+/// Our cleaner on the kernel-written fixture: after `rmcp 2` (a non-GC
+/// construction, so the kernel's GC-written segments become selectable
+/// again) and `nilfs-clean -p 0`, the latest checkpoint and the snapshot
+/// read exactly as the kernel's manifest says, every checksum holds, and
+/// segments were reclaimed.
+fn clean_the_fixture() -> (MemDevice, nilfs::cleaner::CleanReport) {
+    let (img, _) = nilfs_conformance::kernel_fixture();
+    let dev = nilfs::device::import_image(&img).unwrap();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_900_000_000).unwrap();
+        fs.rmcp(Cno(2)).unwrap();
+        fs.sync().unwrap();
+        fs.set_time(1_900_000_100);
+        let report = cleaner::clean(&mut fs, 0, 2).unwrap();
+        fs.unmount().unwrap();
+        drop(nilfs);
+        (dev, report)
+    }
+}
+
+#[test]
+fn our_cleaner_on_the_kernel_fixture_keeps_what_it_shows() {
+    let (before, _) = {
+        let (img, _) = nilfs_conformance::kernel_fixture();
+        (nilfs::device::import_image(&img).unwrap(), ())
+    };
+    let (dev, report) = clean_the_fixture();
+    assert!(report.cleaned_segs >= 10, "{report:?}");
+    assert!(report.moved_blocks > 1000, "{report:?}");
+    verify_checksums(&dev).unwrap();
+    let (a, b) = (Nilfs::open(&before).unwrap(), Nilfs::open(&dev).unwrap());
+    for cp in [None, Some(Cno(4))] {
+        let want = manifest(&CheckpointView::open(&a, cp).unwrap()).unwrap();
+        let got = manifest(&CheckpointView::open(&b, cp).unwrap()).unwrap();
+        assert_eq!(got, want, "checkpoint {cp:?}");
+    }
+    // The plain checkpoints older than the latest user checkpoint (26)
+    // held only dead blocks: the cleaner deleted them; the snapshot stays.
+    let old_plain = |n: &Nilfs<'_>| -> Vec<Cno> {
+        n.checkpoints(Cno(1))
+            .unwrap()
+            .iter()
+            .filter(|c| !c.is_snapshot() && !c.is_minor() && c.cno < Cno(26))
+            .map(|c| c.cno)
+            .collect()
+    };
+    assert_eq!(old_plain(&a), vec![Cno(1), Cno(2)]);
+    assert_eq!(old_plain(&b), Vec::<Cno>::new());
+}
+
+#[test]
+fn the_kernel_reads_the_fixture_after_our_cleaner() {
+    let Some(()) = peers::require(
+        "the_kernel_reads_the_fixture_after_our_cleaner",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
+        return;
+    };
+    let (dev, _) = clean_the_fixture();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let want_latest = manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap();
+    let want_snap = manifest(&CheckpointView::open(&nilfs, Some(Cno(4))).unwrap()).unwrap();
+    let want_lscp = tools::lscp(&dev, &LscpOptions::default()).unwrap();
+    let want_lssu = tools::lssu(&dev, &LssuOptions::default()).unwrap();
+    let dir = Scratch::new("kernel-fixture-cleaned");
+    let img = dir.file("f.img");
+    export_image(&dev, &img).unwrap();
+    let script = "set -e\nmkdir -p /snap\nmount -t nilfs2 -o ro /dev/vda /mnt\n\
+                  echo @@M; manifest /mnt\necho @@LSCP; lscp\necho @@LSSU; lssu\n\
+                  mount -t nilfs2 -o ro,cp=4 /dev/vda /snap; echo @@S; manifest /snap; umount /snap\n\
+                  umount /mnt\necho @@D; dmesg | grep -i nilfs || true\n";
+    let secs = sections(&kernel_run(&[img], script, &dir, "run.sh"));
+    assert_eq!(secs["M"], want_latest);
+    assert_eq!(secs["S"], want_snap);
+    assert_eq!(secs["LSCP"], want_lscp);
+    assert_eq!(secs["LSSU"], want_lssu);
+    let bad = unexpected_dmesg(&secs["D"], &["nilfs version 2 loaded"]);
+    assert!(bad.is_empty(), "dmesg: {bad:?}");
+}

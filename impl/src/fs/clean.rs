@@ -138,6 +138,11 @@ impl<'a> Fs<'a> {
             self.cpfile.delete_checkpoints(p.start, p.end)?;
         }
         self.dat.free_vblocknrs(&args.vblocknrs)?;
+        // nilfs_palloc_freev and nilfs_cpfile_delete_checkpoints delete
+        // emptied blocks from their bmaps at once, so a DAT block freed
+        // here is dead to the liveness check below.
+        let cno = self.cpfile.next_cno();
+        self.apply_meta_deletions(cno)?;
         let mut src = PNodes {
             dev: self.dev,
             bs: self.bs,
