@@ -8,68 +8,14 @@
 
 use std::collections::BTreeSet;
 
-use nilfs::sync::{AtomicU64, Ordering};
-
-use nilfs::device::{BlockDevice, MemDevice};
+use nilfs::device::{BlockDevice, CutDevice, MemDevice};
 use nilfs::format::ino;
 use nilfs::fs::Fs;
 use nilfs::inspect::manifest::manifest;
 use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
-use nilfs::{Error, Result};
-
-/// A device that accepts `budget` block writes, then fails every write;
-/// with `tear`, the write that runs out of budget lands its first sector.
-struct CutDevice {
-    inner: MemDevice,
-    bs: u64,
-    budget: AtomicU64,
-    tear: bool,
-    written: AtomicU64,
-    /// Known-bad device: acknowledge this write (by index) without doing it,
-    /// as a disk cache that loses data would.
-    lose: Option<u64>,
-}
-
-impl BlockDevice for CutDevice {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read_at(off, buf)
-    }
-    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
-        // Split into block-sized pieces (a super block write is one piece).
-        let piece = (self.bs as usize).min(buf.len()).max(512);
-        for (n, chunk) in buf.chunks(piece).enumerate() {
-            let at = off + (n * piece) as u64;
-            if self.budget.load(Ordering::SeqCst) == 0 {
-                return Err(Error::Io {
-                    blocknr: at / self.bs,
-                    detail: "cut".into(),
-                });
-            }
-            let left = self.budget.fetch_sub(1, Ordering::SeqCst) - 1;
-            let index = self.written.fetch_add(1, Ordering::SeqCst);
-            if self.lose == Some(index) {
-                continue;
-            }
-            if left == 0 && self.tear {
-                self.inner.write_at(at, &chunk[..512.min(chunk.len())])?;
-                return Err(Error::Io {
-                    blocknr: at / self.bs,
-                    detail: "torn".into(),
-                });
-            }
-            self.inner.write_at(at, chunk)?;
-        }
-        Ok(())
-    }
-    fn flush(&self) -> Result<()> {
-        Ok(())
-    }
-}
+use nilfs::Result;
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed | 1;
@@ -121,13 +67,15 @@ fn sync_points(total: u64) -> Vec<u64> {
 }
 
 fn cut_device(budget: u64, tear: bool) -> CutDevice {
-    CutDevice {
-        inner: fresh(),
-        bs: BS,
-        budget: AtomicU64::new(budget),
-        tear,
-        written: AtomicU64::new(0),
-        lose: None,
+    on_device(fresh(), budget, tear)
+}
+
+fn on_device(inner: MemDevice, budget: u64, tear: bool) -> CutDevice {
+    let dev = CutDevice::new(inner, BS, budget);
+    if tear {
+        dev.tearing()
+    } else {
+        dev
     }
 }
 
@@ -177,7 +125,7 @@ fn workload(dev: &dyn BlockDevice) -> std::result::Result<usize, usize> {
 fn every_cut_point_recovers_the_last_completed_sync() {
     let full = cut_device(u64::MAX, false);
     assert_eq!(workload(&full), Ok(4));
-    let total = full.written.load(Ordering::SeqCst);
+    let total = full.written();
     assert!(
         total > 100,
         "only {total} block writes: the workload is too small to mean much"
@@ -242,13 +190,10 @@ fn a_silently_lost_write_is_caught() {
     let full = cut_device(u64::MAX, false);
     workload(&full).unwrap();
     let want = latest_manifest(&full.inner);
-    let total = full.written.load(Ordering::SeqCst);
+    let total = full.written();
     let mut caught = 0;
     for lose in (1..total).step_by(7) {
-        let dev = CutDevice {
-            lose: Some(lose),
-            ..cut_device(u64::MAX, false)
-        };
+        let dev = cut_device(u64::MAX, false).losing(lose);
         let _ = workload(&dev);
         let got = Nilfs::open(&dev.inner).ok().and_then(|n| {
             CheckpointView::open(&n, None)
@@ -366,13 +311,10 @@ fn every_cut_point_of_cleaning_and_reuse_keeps_the_snapshot() {
     let base_latest = latest_manifest(&base);
     let base_snaps = snapshot_manifests(&base);
     assert_eq!(base_snaps.len(), 1);
-    let on = |budget: u64, tear: bool| CutDevice {
-        inner: copy_of(&base),
-        ..cut_device(budget, tear)
-    };
+    let on = |budget: u64, tear: bool| on_device(copy_of(&base), budget, tear);
     let full = on(u64::MAX, false);
     assert_eq!(gc_workload(&full), Ok(3));
-    let total = full.written.load(Ordering::SeqCst);
+    let total = full.written();
     let final_latest = latest_manifest(&full.inner);
     assert_ne!(final_latest, base_latest);
     let base_lines: BTreeSet<&str> = base_latest.lines().collect();

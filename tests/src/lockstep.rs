@@ -35,7 +35,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use nilfs::device::MemDevice;
+use nilfs::device::{BlockDevice, MemDevice};
 use nilfs::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFMT};
 use nilfs::format::{ino, Cno, Ino};
 use nilfs::fs::Fs;
@@ -147,7 +147,7 @@ type R<T> = Result<T, Errno>;
 /// is freed with the test case. That keeps this file free of `unsafe` and of
 /// a self-referential struct.
 pub struct ImplUnderTest<'d> {
-    dev: &'d MemDevice,
+    dev: &'d dyn BlockDevice,
     fs: Option<Fs<'d>>,
     /// The injected clock, seconds.
     now: u64,
@@ -158,7 +158,7 @@ pub struct ImplUnderTest<'d> {
 
 impl<'d> ImplUnderTest<'d> {
     /// An adapter for the file system [`format`] made on `dev` (unmounted).
-    pub fn new(dev: &'d MemDevice, spec: &ImageSpec) -> Self {
+    pub fn new(dev: &'d dyn BlockDevice, spec: &ImageSpec) -> Self {
         Self::from_device(dev, spec.ctime)
     }
 
@@ -166,7 +166,7 @@ impl<'d> ImplUnderTest<'d> {
     /// first `mount` operation opens it), with the injected clock at `now`
     /// seconds. `Op::Clock` moves the clock on; nothing else does, so the
     /// observed times are deterministic.
-    pub fn from_device(dev: &'d MemDevice, now: u64) -> Self {
+    pub fn from_device(dev: &'d dyn BlockDevice, now: u64) -> Self {
         ImplUnderTest {
             dev,
             fs: None,

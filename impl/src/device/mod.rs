@@ -5,11 +5,13 @@
 //! multiples of [`SECTOR_SIZE`]. The filesystem block size is not the
 //! device's business: the super block lives at byte 1024 whatever it is.
 
+mod cut;
 mod file;
 mod image;
 mod mem;
 pub mod sim;
 
+pub use cut::CutDevice;
 pub use file::FileDevice;
 pub use image::{export_image, import_image, import_image_bytes};
 pub use mem::MemDevice;

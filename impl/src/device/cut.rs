@@ -1,0 +1,97 @@
+//! A fault-injecting device for crash tests: it stores block writes until
+//! its budget runs out and fails every write after that, as power loss
+//! would. The write that exhausts the budget can be torn (only its first
+//! sector lands), and one write can be silently lost (acknowledged, never
+//! stored: the known-bad disk cache that crash checkers must catch).
+
+use super::{BlockDevice, MemDevice};
+use crate::sync::{AtomicU64, Ordering};
+use crate::{Error, Result};
+
+/// A [`MemDevice`] behind a write budget.
+pub struct CutDevice {
+    /// What reached the medium.
+    pub inner: MemDevice,
+    block_size: u64,
+    budget: AtomicU64,
+    tear: bool,
+    written: AtomicU64,
+    lose: Option<u64>,
+}
+
+impl CutDevice {
+    /// `inner` accepting `budget` more block writes (`u64::MAX`: all).
+    /// Writes are counted in pieces of `block_size` bytes (a super block
+    /// write, shorter, is one piece).
+    pub fn new(inner: MemDevice, block_size: u64, budget: u64) -> Self {
+        CutDevice {
+            inner,
+            block_size,
+            budget: AtomicU64::new(budget),
+            tear: false,
+            written: AtomicU64::new(0),
+            lose: None,
+        }
+    }
+
+    /// Tear the write that exhausts the budget: its first sector lands.
+    pub fn tearing(mut self) -> Self {
+        self.tear = true;
+        self
+    }
+
+    /// Known-bad: acknowledge write number `index` (0-based) without
+    /// storing it.
+    pub fn losing(mut self, index: u64) -> Self {
+        self.lose = Some(index);
+        self
+    }
+
+    /// Block writes accepted so far.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::SeqCst)
+    }
+
+    /// Power back: no more budget limit (for mounting what was left).
+    pub fn restore(&self) {
+        self.budget.store(u64::MAX, Ordering::SeqCst);
+    }
+}
+
+impl BlockDevice for CutDevice {
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_at(off, buf)
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        let piece = (self.block_size as usize).min(buf.len()).max(512);
+        for (n, chunk) in buf.chunks(piece).enumerate() {
+            let at = off + (n * piece) as u64;
+            if self.budget.load(Ordering::SeqCst) == 0 {
+                return Err(Error::Io {
+                    blocknr: at / self.block_size,
+                    detail: "cut".into(),
+                });
+            }
+            let left = self.budget.fetch_sub(1, Ordering::SeqCst) - 1;
+            let index = self.written.fetch_add(1, Ordering::SeqCst);
+            if self.lose == Some(index) {
+                continue;
+            }
+            if left == 0 && self.tear {
+                self.inner.write_at(at, &chunk[..512.min(chunk.len())])?;
+                return Err(Error::Io {
+                    blocknr: at / self.block_size,
+                    detail: "torn".into(),
+                });
+            }
+            self.inner.write_at(at, chunk)?;
+        }
+        Ok(())
+    }
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+}
