@@ -923,10 +923,11 @@ impl<'a> Fs<'a> {
     /// `block_truncate_page`): shrinking drops blocks past the end and
     /// zeroes the tail of the last one; growing leaves a hole.
     pub fn truncate(&mut self, i: Ino, size: u64) -> Result<()> {
-        self.begin(false)?;
+        // vfs_truncate: the file's type before write access to the mount.
         if self.file(i)?.raw.mode & S_IFMT != S_IFREG {
             return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
         }
+        self.begin(false)?;
         let bs = u64::from(self.bs);
         let old = self.files[&i].raw.size;
         if size < old {
@@ -1380,6 +1381,11 @@ impl<'a> Fs<'a> {
             || !self.cpfile.mdt.dirty_blocks().is_empty()
             || !self.sufile.mdt.dirty_blocks().is_empty()
             || !self.dat.palloc.mdt.dirty_blocks().is_empty()
+    }
+
+    /// A read-only mount (every change is EROFS).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The latest checkpoint number (`ns_cno - 1`).

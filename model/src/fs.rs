@@ -424,6 +424,48 @@ impl Namespace {
         Ok(ns)
     }
 
+    /// What `do_unlinkat` checks before `mnt_want_write`: the parent walk
+    /// and the kind of last component. On a read-only mount the rest of
+    /// unlink (the name's lookup included) is never reached: EROFS.
+    pub fn unlink_precheck(&self, path: &str) -> R<()> {
+        let (_, name) = self.parent(path)?;
+        if Self::special(&name) {
+            return Err(Errno::EISDIR);
+        }
+        Ok(())
+    }
+
+    /// The same for `do_linkat`: the old name's walk, then the new name's
+    /// (`filename_create`: parent, EEXIST); `vfs_link`'s EPERM and EMLINK
+    /// come after write access.
+    pub fn link_precheck(&self, old: &str, new: &str) -> R<()> {
+        self.lookup(old, false)?;
+        self.creatable(new)?;
+        Ok(())
+    }
+
+    /// The same for `do_rmdir` (root EBUSY, "." EINVAL, ".." ENOTEMPTY).
+    pub fn rmdir_precheck(&self, path: &str) -> R<()> {
+        let (_, name) = self.parent(path)?;
+        match name.as_str() {
+            "" => Err(Errno::EBUSY),
+            "." => Err(Errno::EINVAL),
+            ".." => Err(Errno::ENOTEMPTY),
+            _ => Ok(()),
+        }
+    }
+
+    /// The same for `do_renameat2`: both parent walks, and neither last
+    /// component "." or ".." (EBUSY).
+    pub fn rename_precheck(&self, old: &str, new: &str) -> R<()> {
+        let (_, oname) = self.parent(old)?;
+        let (_, nname) = self.parent(new)?;
+        if Self::special(&oname) || Self::special(&nname) {
+            return Err(Errno::EBUSY);
+        }
+        Ok(())
+    }
+
     /// `rmdir` (`nilfs_rmdir` with `nilfs_empty_dir`; the root is EBUSY,
     /// "." is EINVAL, ".." is ENOTEMPTY as in `do_rmdir`).
     pub fn rmdir(&self, path: &str, now: i64) -> R<Namespace> {

@@ -70,10 +70,16 @@ pub fn check_transition(
             ));
         }
     }
-    // Law 3: rmcp of a snapshot is refused with EBUSY.
+    // Law 3: rmcp of a snapshot is refused with EBUSY (EROFS first on a
+    // read-only mount: the ioctl takes write access before it looks).
     if let Op::Rmcp { cno } = op {
+        let refusal = if before.mount == Some(crate::state::Mount::ReadOnly) {
+            crate::Errno::EROFS
+        } else {
+            crate::Errno::EBUSY
+        };
         if before.checkpoints.get(cno).is_some_and(|c| c.snapshot)
-            && *outcome != Outcome::Err(crate::Errno::EBUSY)
+            && *outcome != Outcome::Err(refusal)
         {
             return Err(format!("law 3: rmcp of snapshot {cno} gave {outcome:?}"));
         }

@@ -545,6 +545,23 @@ fn namespace_op(
     }
 }
 
+/// Removals and renames on a read-only view: `do_unlinkat`, `do_rmdir`
+/// and `do_renameat2` take write access to the mount (`mnt_want_write`,
+/// EROFS) right after walking to the parent directories, before they look
+/// the last component up — so a missing name is EROFS there, not ENOENT.
+/// `None` when the view is writable (or not mounted).
+fn read_only_first(
+    s: &State,
+    at: Option<Cno>,
+    precheck: impl FnOnce(&Namespace) -> R<()>,
+) -> Option<Vec<Branch>> {
+    let ns = s.view(at)?;
+    if s.writable(at) {
+        return None;
+    }
+    Some(fail(s, precheck(ns).err().unwrap_or(Errno::EROFS)))
+}
+
 fn read_op(s: &State, at: Option<Cno>, f: impl FnOnce(&Namespace) -> R<Outcome>) -> Vec<Branch> {
     let Some(ns) = s.view(at) else {
         return invalid(s, "operation on a view that is not mounted");
@@ -605,14 +622,20 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
         Op::Symlink { target, path, at } => namespace_op(s, *at, META_OP_BLOCKS, true, |ns| {
             ns.symlink(target, path, bs, now)
         }),
-        Op::Link { old, new, at } => {
-            namespace_op(s, *at, META_OP_BLOCKS, true, |ns| ns.link(old, new, now))
-        }
-        Op::Unlink { path, at } => {
-            namespace_op(s, *at, META_OP_BLOCKS, false, |ns| ns.unlink(path, now))
-        }
-        Op::Rmdir { path, at } => {
-            namespace_op(s, *at, META_OP_BLOCKS, false, |ns| ns.rmdir(path, now))
+        Op::Link { old, new, at } => read_only_first(s, *at, |ns| ns.link_precheck(old, new))
+            .unwrap_or_else(|| {
+                namespace_op(s, *at, META_OP_BLOCKS, true, |ns| ns.link(old, new, now))
+            }),
+        Op::Unlink { path, at } => read_only_first(s, *at, |ns| ns.unlink_precheck(path))
+            .unwrap_or_else(|| {
+                namespace_op(s, *at, META_OP_BLOCKS, false, |ns| ns.unlink(path, now))
+            }),
+        Op::Rmdir { path, at } => read_only_first(s, *at, |ns| ns.rmdir_precheck(path))
+            .unwrap_or_else(|| {
+                namespace_op(s, *at, META_OP_BLOCKS, false, |ns| ns.rmdir(path, now))
+            }),
+        Op::Rename { old, new, at } if s.view(*at).is_some() && !s.writable(*at) => {
+            read_only_first(s, *at, |ns| ns.rename_precheck(old, new)).expect("read-only view")
         }
         Op::Rename { old, new, at } => {
             // nilfs_rename marks the moved inode dirty (its ctime) even when

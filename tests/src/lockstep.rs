@@ -154,6 +154,8 @@ pub struct ImplUnderTest<'d> {
     /// The latest checkpoint number (what `mkcp -p` prints: `ns_cno - 1`).
     latest: Cno,
     last_error: Option<String>,
+    /// Read-only snapshot mounts (`mount -o ro,cp=N`), by number.
+    snaps: BTreeMap<u64, CheckpointView<'d, 'd>>,
 }
 
 impl<'d> ImplUnderTest<'d> {
@@ -173,6 +175,7 @@ impl<'d> ImplUnderTest<'d> {
             now,
             latest: Cno(1),
             last_error: None,
+            snaps: BTreeMap::new(),
         }
     }
 
@@ -312,6 +315,10 @@ impl<'d> ImplUnderTest<'d> {
             if self.stat(i)?.mode & S_IFMT == S_IFDIR {
                 return Err(Errno::EISDIR);
             }
+            // may_open: write access on a read-only mount.
+            if self.fs()?.is_read_only() {
+                return Err(Errno::EROFS);
+            }
             return Ok(());
         }
         self.with(|fs| fs.create(dir, name.as_bytes(), perm as u16))
@@ -381,7 +388,7 @@ impl<'d> ImplUnderTest<'d> {
         Ok(sort_manifest(lines))
     }
 
-    fn mount(&mut self) -> R<()> {
+    fn mount(&mut self, ro: bool) -> R<()> {
         if self.fs.is_some() {
             return Err(Errno::EBUSY);
         }
@@ -389,9 +396,112 @@ impl<'d> ImplUnderTest<'d> {
         self.latest = nilfs.scan.cno;
         // See the type's comment: the mount keeps the Nilfs for good.
         let nilfs: &'d Nilfs<'d> = Box::leak(Box::new(nilfs));
-        let fs = Fs::mount(nilfs, self.now).map_err(|e| self.errno(e))?;
+        let fs = if ro {
+            Fs::mount_read_only(nilfs, self.now)
+        } else {
+            Fs::mount(nilfs, self.now)
+        }
+        .map_err(|e| self.errno(e))?;
         self.fs = Some(fs);
         Ok(())
+    }
+
+    /// `mount -o ro,cp=C` (`nilfs_attach_snapshot`): EINVAL unless C is a
+    /// snapshot — as the mounted file system's cpfile says, changes not
+    /// yet written included — EBUSY if already mounted. The tree is read
+    /// from the medium (a snapshot's checkpoint is always written).
+    fn mount_snapshot(&mut self, c: u64) -> R<()> {
+        if self.snaps.contains_key(&c) {
+            return Err(Errno::EBUSY);
+        }
+        let is_snapshot = match self.fs.as_mut() {
+            Some(fs) => {
+                let list = fs.lscp().map_err(|e| self.errno(e))?;
+                list.iter().any(|cp| cp.cno.0 == c && cp.is_snapshot())
+            }
+            None => {
+                let nilfs = Nilfs::open(self.dev).map_err(|e| self.errno(e))?;
+                let list = nilfs.checkpoints(Cno(c)).map_err(|e| self.errno(e))?;
+                list.iter().any(|cp| cp.cno.0 == c && cp.is_snapshot())
+            }
+        };
+        if !is_snapshot {
+            return Err(Errno::EINVAL);
+        }
+        let nilfs = Nilfs::open(self.dev).map_err(|e| self.errno(e))?;
+        let nilfs: &'d Nilfs<'d> = Box::leak(Box::new(nilfs));
+        let view = CheckpointView::open(nilfs, Some(Cno(c))).map_err(|e| self.errno(e))?;
+        self.snaps.insert(c, view);
+        Ok(())
+    }
+
+    /// A read-only operation on a mounted snapshot, through the read path.
+    fn snapshot_read(&mut self, c: u64, op: &Op) -> R<Outcome> {
+        let view = self.snaps.get(&c).ok_or(Errno::EINVAL)?;
+        let r = (|| -> nilfs::Result<Outcome> {
+            Ok(match op {
+                Op::Read {
+                    path, offset, len, ..
+                } => {
+                    let (_, inode) = view.resolve(path.as_bytes(), true)?;
+                    if inode.mode & S_IFMT == S_IFDIR {
+                        return Err(nilfs::Error::errno(nilfs::Errno::EISDIR, path.clone()));
+                    }
+                    let d = view.read(&inode, *offset, *len)?;
+                    Outcome::Data {
+                        len: d.len() as u64,
+                        sha256: crate::sha256_hex(&d),
+                    }
+                }
+                Op::Lstat { path, .. } => {
+                    let (_, raw) = view.resolve(path.as_bytes(), false)?;
+                    let file_type = match raw.mode & S_IFMT {
+                        S_IFDIR => FileType::Dir,
+                        S_IFLNK => FileType::Symlink,
+                        _ => FileType::File,
+                    };
+                    Outcome::Stat(StatInfo {
+                        file_type,
+                        size: if file_type == FileType::Dir {
+                            0
+                        } else {
+                            raw.size
+                        },
+                        nlink: u32::from(raw.links_count),
+                        perm: u32::from(raw.mode & 0o7777),
+                        mtime: Some(raw.mtime as i64 * NS + i64::from(raw.mtime_nsec)),
+                    })
+                }
+                Op::Readdir { path, .. } => {
+                    let (_, inode) = view.resolve(path.as_bytes(), true)?;
+                    if inode.mode & S_IFMT != S_IFDIR {
+                        return Err(nilfs::Error::errno(nilfs::Errno::ENOTDIR, path.clone()));
+                    }
+                    Outcome::Names(
+                        view.readdir(&inode)?
+                            .into_iter()
+                            .filter(|e| e.name != b"." && e.name != b"..")
+                            .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+                            .collect(),
+                    )
+                }
+                Op::Readlink { path, .. } => {
+                    let (_, inode) = view.resolve(path.as_bytes(), false)?;
+                    if inode.mode & S_IFMT != S_IFLNK {
+                        return Err(nilfs::Error::errno(nilfs::Errno::EINVAL, path.clone()));
+                    }
+                    Outcome::Target(String::from_utf8_lossy(&view.readlink(&inode)?).into_owned())
+                }
+                Op::Manifest { .. } => Outcome::Manifest(
+                    nilfs::inspect::manifest::manifest(view)?
+                        .lines()
+                        .map(str::to_string)
+                        .collect(),
+                ),
+                _ => return Err(nilfs::Error::errno(nilfs::Errno::EROFS, "snapshot")),
+            })
+        })();
+        r.map_err(|e| self.errno(e))
     }
 
     fn sync(&mut self) -> R<Cno> {
@@ -411,10 +521,24 @@ impl<'d> ImplUnderTest<'d> {
                 }
                 Outcome::Ok
             }
+            Op::Mount { cp: None, ro } => self.mount(*ro).map(ok)?,
             Op::Mount {
-                cp: None,
+                cp: Some(_),
                 ro: false,
-            } => self.mount().map(ok)?,
+            } => return Err(Errno::EINVAL.into()),
+            Op::Mount {
+                cp: Some(c),
+                ro: true,
+            } => self.mount_snapshot(*c).map(ok)?,
+            Op::Umount { cp: Some(c) } => {
+                self.snaps.remove(c).ok_or(Errno::EINVAL)?;
+                Outcome::Ok
+            }
+            Op::Read { at: Some(c), .. }
+            | Op::Lstat { at: Some(c), .. }
+            | Op::Readdir { at: Some(c), .. }
+            | Op::Readlink { at: Some(c), .. }
+            | Op::Manifest { at: Some(c) } => self.snapshot_read(*c, op)?,
             Op::Umount { cp: None } => {
                 let fs = self.fs.take().ok_or(Errno::EINVAL)?;
                 fs.unmount().map_err(|e| self.errno(e))?;
@@ -423,6 +547,7 @@ impl<'d> ImplUnderTest<'d> {
             // Power loss at an operation boundary: what is in memory is gone.
             Op::Crash => {
                 self.fs = None;
+                self.snaps.clear();
                 Outcome::Ok
             }
             Op::Sync => self.sync().map(ok)?,
@@ -471,6 +596,12 @@ impl<'d> ImplUnderTest<'d> {
                 at: None,
             } => {
                 let i = self.resolve(path, true)?;
+                // open(O_WRONLY): a directory is EISDIR, then may_open's
+                // write access on a read-only mount is EROFS.
+                if self.fs()?.is_read_only() {
+                    let dir = self.stat(i)?.mode & S_IFMT == S_IFDIR;
+                    return Err(if dir { Errno::EISDIR } else { Errno::EROFS }.into());
+                }
                 let bytes = data.to_bytes();
                 self.with(|fs| fs.write(i, *offset, &bytes))?;
                 Outcome::Written(bytes.len() as u64)
@@ -723,6 +854,18 @@ impl fmt::Display for Divergence {
 /// per change since the last checkpoint, times two checkpoint tables).
 const MAX_STATES: usize = 256;
 
+/// The snapshot mount a read names (`at`), if any.
+fn view_of(op: &Op) -> Option<u64> {
+    match op {
+        Op::Read { at, .. }
+        | Op::Lstat { at, .. }
+        | Op::Readdir { at, .. }
+        | Op::Readlink { at, .. }
+        | Op::Manifest { at } => *at,
+        _ => None,
+    }
+}
+
 /// Whether `op` leaves nothing pending, so the durable state is the whole
 /// state and the abstraction can be compared.
 fn settles(op: &Op) -> bool {
@@ -782,6 +925,14 @@ pub fn run(sut: &mut dyn Sut, initial: State, ops: &[Op]) -> Result<Vec<Step>, D
         // model, so not sent.
         if let Op::Rmcp { cno } = op {
             if states.iter().any(|(s, _)| s.latest().0 == *cno) {
+                continue;
+            }
+        }
+        // An operation on a snapshot mount is sent only while it is mounted
+        // (a generated `mount -o cp=` may have failed): elsewhere the model
+        // calls it invalid, a shell would have no such path.
+        if let Some(c) = view_of(op) {
+            if !states.iter().all(|(s, _)| s.snapshot_mounts.contains(&c)) {
                 continue;
             }
         }

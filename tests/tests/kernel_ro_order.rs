@@ -1,0 +1,71 @@
+//! Which refusal comes first on a read-only mount, asked of Linux 6.1:
+//! removals and links take write access (EROFS) before they look the last
+//! name up or refuse a directory, truncate checks the file type first
+//! (EISDIR), and creating an existing name is EEXIST. The model's rules
+//! (`read_only_first` in model/src/state.rs) and lockstep regressions
+//! 006-008 rest on this. Peer tier.
+
+mod kernel_common;
+
+use nilfs::device::{export_image, MemDevice};
+use nilfs::format::ino;
+use nilfs::fs::Fs;
+use nilfs::mkfs::{self, MkfsOptions};
+use nilfs::the_nilfs::Nilfs;
+use nilfs_conformance::peers::{self, Scratch};
+
+use kernel_common::{kernel_run, sections};
+
+#[test]
+fn the_kernels_order_of_refusals_on_a_read_only_mount() {
+    let Some(()) = peers::require(
+        "the_kernels_order_of_refusals_on_a_read_only_mount",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
+        return;
+    };
+    let dev = MemDevice::new(16 << 20);
+    mkfs::mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 64,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        fs.mkdir(ino::ROOT, b"d", 0o755).unwrap();
+        let a = fs.create(ino::ROOT, b"a", 0o644).unwrap();
+        fs.write(a, 0, b"a file").unwrap();
+        fs.unmount().unwrap();
+    }
+    let dir = Scratch::new("kernel-ro-order");
+    let img = dir.file("ro.img");
+    export_image(&dev, &img).unwrap();
+    // busybox applets print strerror last; keep the text after ": ".
+    let script = "mount -t nilfs2 -o ro /dev/vda /mnt\n\
+        p() { echo \"@@$1\"; shift; \"$@\" 2>&1 | sed 's/.*: //'; }\n\
+        p UNLINK_MISSING unlink /mnt/missing\n\
+        p RMDIR_MISSING rmdir /mnt/d/missing\n\
+        p RENAME_MISSING mv /mnt/missing /mnt/d/y\n\
+        p LINK_DIR ln /mnt/d /mnt/x\n\
+        p MKDIR_EXISTING mkdir /mnt/a\n\
+        p TRUNCATE_DIR truncate -s 0 /mnt/d\n\
+        p UNLINK_DIR_MISSING_PARENT unlink /mnt/nodir/x\n\
+        umount /mnt\necho @@END\n";
+    let secs = sections(&kernel_run(&[img], script, &dir, "run.sh"));
+    let got = |k: &str| secs[k].trim().to_string();
+    assert_eq!(got("UNLINK_MISSING"), "Read-only file system");
+    assert_eq!(got("RMDIR_MISSING"), "Read-only file system");
+    assert_eq!(got("RENAME_MISSING"), "Read-only file system");
+    assert_eq!(got("LINK_DIR"), "Read-only file system");
+    assert_eq!(got("MKDIR_EXISTING"), "File exists");
+    assert_eq!(got("TRUNCATE_DIR"), "Is a directory");
+    assert_eq!(
+        got("UNLINK_DIR_MISSING_PARENT"),
+        "No such file or directory"
+    );
+}
