@@ -480,3 +480,124 @@ fn reading_under_the_lock_freezes_writers_known_bad() {
         (false, Some(Errno::EBUSY))
     );
 }
+
+// ---------------------------------------------------------------------------
+// Bad input: the cleaning request comes from user space. Whatever it holds,
+// the answer is a result (a typed errno for what the kernel refuses), never
+// a panic, and the file system still syncs, unmounts and mounts again.
+
+mod bad_requests {
+    use super::*;
+    use nilfs::format::{BlockNr, SegNum, VBlockNr};
+    use nilfs::gc::{Bdesc, CleanArgs, Period};
+    use proptest::prelude::*;
+
+    /// One way to spoil a valid request.
+    #[derive(Clone, Debug)]
+    enum Spoil {
+        VdescBlock(usize, u64),
+        VdescVblock(usize, u64),
+        VdescNode(usize),
+        VdescDup(usize),
+        Bdesc(u64, u64, u8),
+        Vblocknr(u64),
+        Period(u64, u64),
+        Segnum(u64),
+        ActiveSegnum,
+        DropVdescs,
+    }
+
+    fn spoil() -> impl Strategy<Value = Spoil> {
+        prop_oneof![
+            (any::<usize>(), any::<u64>()).prop_map(|(i, b)| Spoil::VdescBlock(i, b % 5000)),
+            (any::<usize>(), any::<u64>()).prop_map(|(i, v)| Spoil::VdescVblock(i, v % 4000)),
+            any::<usize>().prop_map(Spoil::VdescNode),
+            any::<usize>().prop_map(Spoil::VdescDup),
+            (0u64..5000, 0u64..200, 0u8..4).prop_map(|(b, o, l)| Spoil::Bdesc(b, o, l)),
+            (0u64..4000).prop_map(Spoil::Vblocknr),
+            (0u64..40, 0u64..40).prop_map(|(a, b)| Spoil::Period(a, b)),
+            (0u64..100).prop_map(Spoil::Segnum),
+            Just(Spoil::ActiveSegnum),
+            Just(Spoil::DropVdescs),
+        ]
+    }
+
+    fn apply(args: &mut CleanArgs, s: &Spoil, active: SegNum) {
+        let n = args.vdescs.len().max(1);
+        match *s {
+            Spoil::VdescBlock(i, b) => {
+                if let Some(v) = args.vdescs.get_mut(i % n) {
+                    v.blocknr = BlockNr(b);
+                }
+            }
+            Spoil::VdescVblock(i, v) => {
+                if let Some(d) = args.vdescs.get_mut(i % n) {
+                    d.vblocknr = VBlockNr(v);
+                }
+            }
+            Spoil::VdescNode(i) => {
+                if let Some(d) = args.vdescs.get_mut(i % n) {
+                    d.node = !d.node;
+                }
+            }
+            Spoil::VdescDup(i) => {
+                if let Some(d) = args.vdescs.get(i % n).copied() {
+                    args.vdescs.push(d);
+                }
+            }
+            Spoil::Bdesc(b, offset, level) => args.bdescs.push(Bdesc {
+                ino: ino::DAT,
+                oblocknr: BlockNr(b),
+                blocknr: BlockNr(0),
+                offset,
+                level,
+            }),
+            Spoil::Vblocknr(v) => args.vblocknrs.push(VBlockNr(v)),
+            Spoil::Period(a, b) => args.periods.push(Period {
+                start: Cno(a),
+                end: Cno(b),
+            }),
+            Spoil::Segnum(s) => args.segnums.push(SegNum(s)),
+            Spoil::ActiveSegnum => args.segnums.push(active),
+            Spoil::DropVdescs => args.vdescs.clear(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #[test]
+        fn a_spoiled_request_is_refused_or_done_never_a_panic(
+            spoils in prop::collection::vec(spoil(), 1..4)
+        ) {
+            let dev = fresh(3 << 20, 1024, 64);
+            let mut t = T0;
+            churn(&dev, "a", 6, &mut t);
+            let nilfs = Nilfs::open(&dev).unwrap();
+            let mut fs = Fs::mount(&nilfs, t + 10).unwrap();
+            let segs = cleaner::select_segments(&mut fs, 0, 2).unwrap();
+            let params = ReclaimParams {
+                protseq: fs.sustat().unwrap().prot_seq,
+                protcno: cleaner::CNO_MAX,
+            };
+            let (mut args, _) = cleaner::plan_reclaim(&mut fs, &segs, params).unwrap();
+            let active = fs.suinfo(SegNum(0), 1 << 16).unwrap()
+                .iter().position(|s| s.is_active()).map_or(SegNum(0), |p| SegNum(p as u64));
+            for s in &spoils {
+                apply(&mut args, s, active);
+            }
+            let r = move_blocks(fs.device(), 1024, &args.vdescs)
+                .and_then(|moved| fs.clean_segments(&args, moved));
+            if let Err(e) = &r {
+                prop_assert!(
+                    matches!(e, Error::Errno { .. } | Error::Corrupt { .. } | Error::OutOfRange(_)),
+                    "untyped refusal: {e}"
+                );
+            }
+            fs.sync().unwrap();
+            fs.unmount().unwrap();
+            drop(nilfs);
+            let again = Nilfs::open(&dev).unwrap();
+            Fs::mount(&again, t + 20).unwrap().unmount().unwrap();
+        }
+    }
+}

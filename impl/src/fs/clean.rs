@@ -101,7 +101,8 @@ impl<'a> Fs<'a> {
     /// `args.segnums`. Returns the checkpoint it made.
     ///
     /// EROFS on a read-only mount; EINVAL for a segment number out of
-    /// range or a DAT block number 0. When preparing fails, the DAT is
+    /// range, for the log writer's current or next segment (a check the
+    /// kernel leaves to the cleaner), or a DAT block number 0. When preparing fails, the DAT is
     /// as it was (the kernel's shadow map); deleted checkpoints stay
     /// deleted, as in the kernel.
     pub fn clean_segments(&mut self, args: &CleanArgs, moved: MovedBlocks) -> Result<Option<Cno>> {
@@ -110,6 +111,16 @@ impl<'a> Fs<'a> {
             return Err(Error::errno(
                 Errno::EINVAL,
                 format!("segment number {s} to be freed is out of range"),
+            ));
+        }
+        // Not in the kernel, which trusts the cleaner here: freeing the
+        // segment the log writer is in (or will move to) would let the
+        // allocator hand it out again under the logs being written.
+        let active = [self.cursor.segnum, self.cursor.nextnum];
+        if let Some(s) = args.segnums.iter().find(|s| active.contains(s)) {
+            return Err(Error::errno(
+                Errno::EINVAL,
+                format!("segment {s} is the log writer's and cannot be freed"),
             ));
         }
         self.detach_metadata_loaders()?;
