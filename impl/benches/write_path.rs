@@ -30,13 +30,12 @@ const SEQ_SYNC_BYTES: u64 = 64 * MIB;
 const OVERWRITE_SYNC_EVERY: u64 = 1_000;
 /// Small files per directory; a sync after each directory.
 const FILES_PER_DIR: u64 = 1_000;
-/// 254 segments of 8 MiB (sparse: only written blocks take memory). It
+/// 512 segments of 8 MiB (sparse: only written blocks take memory). It
 /// must hold 1 GiB of file, the overwrites, the small files and every log's
-/// metadata, as nothing is cleaned; and with at most 254 segments the
-/// segment usage table fits in one sufile block, because `Fs::sync` cannot
-/// yet extend a construction into a segment whose usage entry lies in a
-/// second sufile block (docs/benchmarks/write-path.md).
-const DEVICE_BYTES: u64 = 254 * 8 * MIB;
+/// metadata, as nothing is cleaned. The segment usage table spans two
+/// sufile blocks (254 entries in the first), so constructions extend into
+/// segments whose usage entries lie in the second.
+const DEVICE_BYTES: u64 = 512 * 8 * MIB;
 const NOW: u64 = 1_800_000_000;
 
 /// SplitMix64: the deterministic source of every size, offset and byte.

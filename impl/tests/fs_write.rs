@@ -459,3 +459,54 @@ fn a_full_device_gives_enospc_and_stays_consistent() {
     // And it mounts read-write again.
     Fs::mount(&nilfs, 1_800_000_100).unwrap().unmount().unwrap();
 }
+
+/// One sync of 1,500 one-byte files on 1 KiB blocks and 16-block segments
+/// outgrows the constructor's first estimate: the retry extends into
+/// segments whose usage entries lie in sufile blocks the first pass did
+/// not prepare, and later passes insert sufile blocks into a mapping whose
+/// nodes were already given new addresses.
+///
+// postmortem: Fs::sync refused such constructions ("needs sufile blocks
+// beyond its first extension, not supported yet") and Bmap::insert refused
+// to run after assignment began. The kernel's nilfs_segctor_collect simply
+// collects the sufile's dirty blocks again on each retry; ours now prepares
+// the new blocks and assigns only the nodes not yet assigned.
+#[test]
+fn a_construction_that_outgrows_its_estimate_reaches_new_sufile_blocks() {
+    let dev = MemDevice::new(1200 * 16 * 1024);
+    mkfs::mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 16,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        for r in 0..6 {
+            let d = fs
+                .mkdir(ino::ROOT, format!("d{r}").as_bytes(), 0o755)
+                .unwrap();
+            for n in 0..1500 {
+                let f = fs.create(d, format!("f{n}").as_bytes(), 0o644).unwrap();
+                fs.write(f, 0, &[b'a' + (n % 26) as u8]).unwrap();
+            }
+            fs.sync().unwrap_or_else(|e| panic!("round {r}: {e}"));
+        }
+        fs.unmount().unwrap();
+    }
+    verify_checksums(&dev).unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let view = CheckpointView::open(&nilfs, None).unwrap();
+    for r in 0..6 {
+        for n in [0u32, 777, 1499] {
+            let (_, inode) = view
+                .resolve(format!("/d{r}/f{n}").as_bytes(), false)
+                .unwrap();
+            assert_eq!(view.read_all(&inode).unwrap(), [b'a' + (n % 26) as u8]);
+        }
+    }
+}

@@ -91,8 +91,11 @@ pub struct DirtyNode {
     pub level: u8,
     /// Its first key (`nilfs_btree_node_get_key(node, 0)`).
     pub first_key: u64,
-    /// Where it was last written, `None` for a node never written.
+    /// Where it was last written, `None` for a node never written (or
+    /// already assigned in this log).
     pub old_ptr: Option<u64>,
+    /// Already given its new address in this log ([`Bmap::assign`]).
+    pub assigned: bool,
 }
 
 /// What an insert changed in block counts. The kernel adds
@@ -854,6 +857,7 @@ impl Bmap {
                 level: n.bt.level,
                 first_key: n.bt.keys[0],
                 old_ptr: if n.assigned { None } else { n.disk },
+                assigned: n.assigned,
             })
             .collect();
         out.sort_by_key(|d| (d.level, d.first_key, d.id));
@@ -1007,11 +1011,11 @@ impl Bmap {
         ptr: u64,
         src: &mut dyn NodeSource,
     ) -> Result<InsertOutcome> {
-        if self.assigning {
-            return Err(Error::Invalid(
-                "bmap: insert while a log is being assigned".into(),
-            ));
-        }
+        // An insert may come after some nodes were assigned in this log (a
+        // construction that extends into a new sufile block inserts it on
+        // its retry, as nilfs_sufile_alloc does mid-collection): nodes it
+        // splits off or dirties are new or unassigned and are assigned in
+        // turn; assigned ones keep their new addresses.
         if ptr == 0 {
             return Err(Error::Invalid("bmap: pointer 0 is not a block".into()));
         }
