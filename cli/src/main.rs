@@ -255,6 +255,14 @@ enum SimCmd {
         /// The file to read.
         path: String,
     },
+    /// Seed 001: how long one cleaning request keeps writers out, with the
+    /// block reads inside the lock (before the patch) and outside (after),
+    /// on the simulated hard disk and SSD.
+    GcFreeze {
+        /// Segments per request (cleanerd's nsegments_per_clean).
+        #[arg(long, default_value_t = 2)]
+        nsegs: usize,
+    },
 }
 
 #[derive(Subcommand)]
@@ -488,6 +496,9 @@ fn run(cli: Cli) -> Result<String, String> {
         Cmd::Sim {
             cmd: SimCmd::Readahead { image, path },
         } => sim_readahead::run(&image, &path),
+        Cmd::Sim {
+            cmd: SimCmd::GcFreeze { nsegs },
+        } => gc_freeze(nsegs),
         Cmd::Demo {
             block_size,
             blocks_per_segment,
@@ -513,6 +524,32 @@ fn with_rw(
     let mut fs = nilfs::fs::Fs::mount(&nilfs, now).map_err(e)?;
     let out = f(&mut fs).map_err(e)?;
     fs.unmount().map_err(e)?;
+    Ok(out)
+}
+
+fn gc_freeze(nsegs: usize) -> Result<String, String> {
+    use nilfs::device::SimConfig;
+    let mut out = format!(
+        "seed 001 on the simulated clock: one cleaning request of {nsegs} segments\n\
+         | device | segments | live blocks moved | reading them | locked part | freeze before the patch | after |\n\
+         |---|---|---|---|---|---|---|\n"
+    );
+    for (name, config) in [
+        ("HDD (2010 SCSI)", SimConfig::hdd_2010()),
+        ("SSD (2010 Intel)", SimConfig::ssd_2010()),
+    ] {
+        let f = nilfs::sim::gc_freeze::run(config, nsegs).map_err(|e| e.to_string())?;
+        let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
+        out.push_str(&format!(
+            "| {name} | {} | {} | {} | {} | {} | {} |\n",
+            f.cleaned_segs,
+            f.moved_blocks,
+            ms(f.read_ns),
+            ms(f.locked_ns),
+            ms(f.freeze_before_ns()),
+            ms(f.freeze_after_ns())
+        ));
+    }
     Ok(out)
 }
 

@@ -91,7 +91,15 @@ impl<'a> Shared<'a> {
         if self.gc_running.swap(true, Ordering::SeqCst) {
             return Err(Error::errno(Errno::EBUSY, "a cleaning request is running"));
         }
-        let r = match self.gc_rule {
+        let r = self
+            .op(|fs| fs.detach_metadata_loaders())
+            .and_then(|()| self.clean_locked(args));
+        self.gc_running.store(false, Ordering::SeqCst);
+        r
+    }
+
+    fn clean_locked(&self, args: &CleanArgs) -> Result<Option<Cno>> {
+        match self.gc_rule {
             GcRule::ReadBeforeLock => move_blocks(self.dev, self.block_size, &args.vdescs)
                 .and_then(|moved| {
                     let _tx = write(&self.tx);
@@ -102,9 +110,7 @@ impl<'a> Shared<'a> {
                 move_blocks(self.dev, self.block_size, &args.vdescs)
                     .and_then(|moved| lock(&self.fs).clean_segments(args, moved))
             }
-        };
-        self.gc_running.store(false, Ordering::SeqCst);
-        r
+        }
     }
 
     /// Run one file operation inside a transaction (shared side).

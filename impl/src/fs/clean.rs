@@ -190,8 +190,10 @@ impl<'a> Fs<'a> {
     /// loading from the addresses they had at mount: once segments are
     /// freed and reused, those addresses may hold something else. (The
     /// kernel's page caches always read through the current mappings;
-    /// ours load lazily through the mounted image's.)
-    fn detach_metadata_loaders(&mut self) -> Result<()> {
+    /// ours load lazily through the mounted image's.) Done once per mount,
+    /// by the first cleaning request; callers may do it earlier, outside
+    /// the exclusive side (as `txn::Shared::clean_segments` does).
+    pub fn detach_metadata_loaders(&mut self) -> Result<()> {
         let (dev, bs) = (self.dev, self.bs);
         if self.dat.palloc.mdt.has_loader() {
             let keys = self.dat_map.bmap.entries(&mut PNodes { dev, bs })?;

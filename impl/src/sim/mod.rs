@@ -3,4 +3,5 @@
 
 pub mod cache_model;
 pub mod completion;
+pub mod gc_freeze;
 pub mod readahead;
