@@ -258,14 +258,6 @@ fn gc_base() -> MemDevice {
     dev
 }
 
-fn copy_of(base: &MemDevice) -> MemDevice {
-    let mut bytes = vec![0u8; base.size_bytes() as usize];
-    base.read_at(0, &mut bytes).unwrap();
-    let dev = MemDevice::new(base.size_bytes());
-    dev.write_at(0, &bytes).unwrap();
-    dev
-}
-
 /// Mount later, clean everything the cleaner may take (several GC
 /// constructions), then write until the allocator has wrapped into freed
 /// segments, and unmount. Returns the completed steps: 1 after the
@@ -311,7 +303,7 @@ fn every_cut_point_of_cleaning_and_reuse_keeps_the_snapshot() {
     let base_latest = latest_manifest(&base);
     let base_snaps = snapshot_manifests(&base);
     assert_eq!(base_snaps.len(), 1);
-    let on = |budget: u64, tear: bool| on_device(copy_of(&base), budget, tear);
+    let on = |budget: u64, tear: bool| on_device(base.duplicate(), budget, tear);
     let full = on(u64::MAX, false);
     assert_eq!(gc_workload(&full), Ok(3));
     let total = full.written();

@@ -44,6 +44,15 @@ impl MemDevice {
         Ok(())
     }
 
+    /// An independent copy of the device's contents (crash tests start
+    /// every cut from the same image).
+    pub fn duplicate(&self) -> MemDevice {
+        MemDevice {
+            size: self.size,
+            chunks: Mutex::new(lock(&self.chunks).clone()),
+        }
+    }
+
     /// Granularity of [`Self::for_each_nonzero_chunk`].
     pub const fn chunk_size() -> u64 {
         CHUNK
