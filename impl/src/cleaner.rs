@@ -14,12 +14,12 @@
 //! - no `min_reclaimable_blks` deferral (`NILFS_IOCTL_SET_SUINFO`): every
 //!   selected segment is cleaned.
 
-use crate::format::segsum::{compute_sumsum, Binfo, SegmentSummary, Summary};
+use crate::format::segsum::SegmentSummary;
 use crate::format::sufile::SegmentUsage;
-use crate::format::SEGSUM_MAGIC;
-use crate::format::{BlockNr, Cno, SegNum, Seq};
+use crate::format::{BlockNr, Cno, Ino, SegNum, Seq, VBlockNr};
 use crate::fs::Fs;
 use crate::gc::{move_blocks, Bdesc, CleanArgs, Period, Vdesc};
+use crate::inspect::nilfs_utils::{read_segment_logs, DumpBinfo, SegmentGeometry};
 use crate::{Error, Result};
 
 /// `NILFS_CNO_MAX`.
@@ -53,100 +53,88 @@ pub fn reclaimable(su: &SegmentUsage) -> bool {
     su.is_dirty() && !su.is_active() && !su.is_error()
 }
 
-/// The blocks of one segment's valid logs, as `nilfs_acc_blocks_segment`
-/// collects them: up to `nblocks` (`su_nblocks`) blocks from the segment's
-/// start, log by log, stopping at the first summary that is not a log
-/// (`nilfs_psegment_is_valid`: magic, size, `ss_sumsum`). A summary that
-/// passes those but is malformed is an error, as in nilfs-utils.
+/// A segment's bytes as libnilfs's `nilfs_get_segment` reads them, and
+/// `ss_seq` of its first summary (taken whether the log is valid or not).
+fn read_segment(fs: &Fs<'_>, segnum: SegNum) -> Result<(Vec<u8>, Seq)> {
+    let geo = fs.seg_geometry();
+    let (bs, bps) = (u64::from(geo.block_size), geo.blocks_per_segment);
+    let mut bytes = vec![0u8; (bps * bs) as usize];
+    fs.device().read_at(segnum.0 * bps * bs, &mut bytes)?;
+    let skip = if segnum.0 == 0 {
+        geo.first_data_block.min(bps)
+    } else {
+        0
+    };
+    let first = (skip * bs) as usize;
+    let seq = SegmentSummary::decode(&bytes[first..first + SegmentSummary::SIZE])?.seq;
+    Ok((bytes, seq))
+}
+
+/// `nilfs_acc_blocks_segment`: every block of the segment's valid logs
+/// within its first `nblocks` (`su_nblocks`) blocks, walked with libnilfs's
+/// iterators (the walk dumpseg uses, [`read_segment_logs`]). A log whose
+/// file records end before `ss_nfinfo` is an error, as
+/// `nilfs_file_is_error` makes it in nilfs-utils.
 fn acc_blocks_segment(
     fs: &Fs<'_>,
     segnum: SegNum,
+    bytes: &[u8],
     nblocks: u64,
     vdescs: &mut Vec<Vdesc>,
     bdescs: &mut Vec<Bdesc>,
 ) -> Result<()> {
     let geo = fs.seg_geometry();
-    let bs = geo.block_size;
-    let (start, end) = geo.range(segnum);
-    let seg_nblocks = end.0 + 1 - start.0;
-    let mut blkcnt = nblocks.min(seg_nblocks);
-    let mut pseg = start.0;
-    let dev = fs.device();
-    while blkcnt >= u64::from(crate::format::PSEG_MIN_BLOCKS) {
-        let first = crate::device::read_block(dev, bs, pseg)?;
-        let hdr = SegmentSummary::decode(&first)?;
-        if hdr.magic != SEGSUM_MAGIC {
-            break;
-        }
-        let limit = (end.0 + 1 - pseg) * u64::from(bs);
-        if hdr.sumbytes < 8 || u64::from(hdr.sumbytes) >= limit {
-            break;
-        }
-        let nsum = u64::from(hdr.sumbytes).div_ceil(u64::from(bs));
-        let mut sum = first;
-        for b in 1..nsum {
-            sum.extend(crate::device::read_block(dev, bs, pseg + b)?);
-        }
-        if compute_sumsum(&sum, fs.crc_seed(), hdr.sumbytes) != hdr.sumsum {
-            break;
-        }
-        if pseg + u64::from(hdr.nblocks) > end.0 + 1 {
+    let walk_geo = SegmentGeometry {
+        block_size: geo.block_size,
+        blocks_per_segment: geo.blocks_per_segment as u32,
+        first_data_block: geo.first_data_block,
+        crc_seed: fs.crc_seed(),
+    };
+    let no_period = Period {
+        start: Cno(0),
+        end: Cno(0),
+    };
+    for log in read_segment_logs(bytes, segnum.0, &walk_geo, nblocks).logs {
+        if log.files.len() < log.nfinfo as usize {
             return Err(Error::corrupt(
                 "segment summary",
                 format!(
-                    "log at {pseg} runs past its segment ({} blocks)",
-                    hdr.nblocks
+                    "log at {}: file record {} of {} is broken",
+                    log.blocknr,
+                    log.files.len(),
+                    log.nfinfo
                 ),
             ));
         }
-        let summary = Summary::decode(&sum, bs).map_err(|e| e.at_block(pseg))?;
-        for e in summary.block_entries(bs) {
-            let blocknr = BlockNr(pseg + e.index);
-            let finfo = &summary.files[e.file].finfo;
-            match *e.binfo {
-                Binfo::DataDat { blkoff } => bdescs.push(Bdesc {
-                    ino: e.ino,
+        for file in &log.files {
+            for b in &file.blocks {
+                let blocknr = BlockNr(b.blocknr);
+                let vd = |vblocknr: u64, offset: u64, node: bool| Vdesc {
+                    ino: Ino(file.ino),
+                    cno: Cno(file.cno),
+                    vblocknr: VBlockNr(vblocknr),
+                    period: no_period,
+                    offset,
+                    blocknr,
+                    node,
+                };
+                let bd = |offset: u64, level: u8| Bdesc {
+                    ino: Ino(file.ino),
                     oblocknr: blocknr,
                     blocknr: BlockNr(0),
-                    offset: blkoff.0,
-                    level: 0,
-                }),
-                Binfo::NodeDat { blkoff, level } => bdescs.push(Bdesc {
-                    ino: e.ino,
-                    oblocknr: blocknr,
-                    blocknr: BlockNr(0),
-                    offset: blkoff.0,
+                    offset,
                     level,
-                }),
-                Binfo::DataV { vblocknr, blkoff } => vdescs.push(Vdesc {
-                    ino: e.ino,
-                    cno: finfo.cno,
-                    vblocknr,
-                    period: Period {
-                        start: Cno(0),
-                        end: Cno(0),
-                    },
-                    offset: blkoff.0,
-                    blocknr,
-                    node: false,
-                }),
-                Binfo::NodeV { vblocknr } => vdescs.push(Vdesc {
-                    ino: e.ino,
-                    cno: finfo.cno,
-                    vblocknr,
-                    period: Period {
-                        start: Cno(0),
-                        end: Cno(0),
-                    },
-                    offset: 0,
-                    blocknr,
-                    node: true,
-                }),
+                };
+                match b.binfo {
+                    DumpBinfo::Data { vblocknr, blkoff } => {
+                        vdescs.push(vd(vblocknr, blkoff, false))
+                    }
+                    DumpBinfo::Node { vblocknr } => vdescs.push(vd(vblocknr, 0, true)),
+                    DumpBinfo::DatData { blkoff } => bdescs.push(bd(blkoff, 0)),
+                    DumpBinfo::DatNode { blkoff, level } => bdescs.push(bd(blkoff, level)),
+                }
             }
         }
-        let n = u64::from(hdr.nblocks);
-        blkcnt = blkcnt.saturating_sub(n);
-        pseg += n;
     }
     Ok(())
 }
@@ -207,15 +195,18 @@ pub fn plan_reclaim(
             chosen.push(s);
             continue;
         }
-        let geo = fs.seg_geometry();
-        let first = crate::device::read_block(fs.device(), geo.block_size, geo.range(s).0 .0)?;
-        let seq = Seq(u64::from_le_bytes(
-            first[16..24].try_into().expect("8 bytes"),
-        ));
+        let (bytes, seq) = read_segment(fs, s)?;
         if seq.0.wrapping_sub(params.protseq.0) as i64 >= 0 {
             continue; // cnt64_ge(seq, protseq)
         }
-        acc_blocks_segment(fs, s, u64::from(su.nblocks), &mut vdescs, &mut bdescs)?;
+        acc_blocks_segment(
+            fs,
+            s,
+            &bytes,
+            u64::from(su.nblocks),
+            &mut vdescs,
+            &mut bdescs,
+        )?;
         chosen.push(s);
     }
     let mut stat = ReclaimStat {

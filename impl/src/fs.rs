@@ -1185,39 +1185,32 @@ impl<'a> Fs<'a> {
                     ino::SUFILE => (&mut self.su_map, true),
                     _ => (&mut self.dat_map, false),
                 };
-                if i == ino::DAT {
-                    let mut src = PNodes { dev, bs };
-                    if map.bmap.lookup(key, &mut src)?.is_none() {
-                        continue;
-                    }
-                    let out = map.bmap.delete(key, &mut src)?;
-                    map.raw.blocks = map
-                        .raw
-                        .blocks
-                        .saturating_sub((1 + u64::from(out.nodes_removed)) * sectors(bs));
-                    continue;
-                }
-                let mut src = VNodes {
+                // The DAT's pointers are disk blocks; the others' are
+                // virtual, read through the DAT.
+                let mut pnodes = PNodes { dev, bs };
+                let mut vnodes = VNodes {
                     dat: &mut self.dat,
                     dev,
                     bs,
                 };
-                if map.bmap.lookup(key, &mut src)?.is_none() {
+                let src: &mut dyn NodeSource = if i == ino::DAT {
+                    &mut pnodes
+                } else {
+                    &mut vnodes
+                };
+                if map.bmap.lookup(key, src)?.is_none() {
                     continue;
                 }
-                let mut src = VNodes {
-                    dat: &mut self.dat,
-                    dev,
-                    bs,
-                };
-                let out = map.bmap.delete(key, &mut src)?;
+                let out = map.bmap.delete(key, src)?;
                 map.raw.blocks = map
                     .raw
                     .blocks
                     .saturating_sub((1 + u64::from(out.nodes_removed)) * sectors(bs));
-                self.dat.end(VBlockNr(out.ptr), cno, vs)?;
-                for p in out.freed_nodes {
-                    self.dat.end(VBlockNr(p), cno, vs)?;
+                if i != ino::DAT {
+                    self.dat.end(VBlockNr(out.ptr), cno, vs)?;
+                    for p in out.freed_nodes {
+                        self.dat.end(VBlockNr(p), cno, vs)?;
+                    }
                 }
             }
         }
@@ -1698,12 +1691,7 @@ impl<'a> Fs<'a> {
         let mut blocks: Vec<(FileTag, Binfo, Src)> = Vec::new();
         // NILFS_ST_GC: the GC inodes, each under its own checkpoint number
         // (`nilfs_segctor_end_finfo` uses `i_cno` for GC inodes).
-        for (n, b) in gc
-            .map(|g| g.moved.blocks())
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
+        for (n, b) in gc.map_or(&[][..], |g| g.moved.blocks()).iter().enumerate() {
             let tag = FileTag {
                 ino: b.ino,
                 cno: b.cno,
@@ -1829,7 +1817,7 @@ impl<'a> Fs<'a> {
             gc,
         } = c;
         let order = &order[..];
-        let gc_blocks = gc.as_ref().map(|g| g.moved.blocks()).unwrap_or_default();
+        let gc_blocks = gc.as_ref().map_or(&[][..], |g| g.moved.blocks());
         let gc_tags: BTreeSet<(Ino, Cno)> = gc_blocks.iter().map(|b| (b.ino, b.cno)).collect();
         let bs = self.bs;
         // Where every block goes.
@@ -1889,7 +1877,7 @@ impl<'a> Fs<'a> {
             let data = match *s {
                 Src::Data(i, key) => self.data_block(i, key)?,
                 Src::Node(i, id) => self.bmap_of(i).encode_node(id)?,
-                Src::Gc(n) => gc_blocks[n].data.to_vec(),
+                Src::Gc(n) => gc_blocks[n].data.clone(),
             };
             payload.insert(t as u64, data);
         }

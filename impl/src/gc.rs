@@ -81,86 +81,86 @@ pub struct CleanArgs {
 }
 
 /// A B-tree node held by a GC inode.
-#[derive(Clone, Debug)]
 struct GcNode {
     level: u8,
     first_key: u64,
     data: Vec<u8>,
 }
 
-/// One GC inode: the blocks of inode `ino` as checkpoint `cno` wrote them
-/// (`nilfs_iget_for_gc`), data by file offset, nodes by virtual number
-/// (its btnode cache).
-#[derive(Clone, Debug)]
-pub struct GcInode {
-    pub ino: Ino,
-    pub cno: Cno,
+/// One GC inode while `move_blocks` fills it: the blocks of inode `ino`
+/// as checkpoint `cno` wrote them (`nilfs_iget_for_gc`), data by file
+/// offset, nodes by virtual number (its btnode cache).
+struct GcInode {
+    ino: Ino,
+    cno: Cno,
     data: BTreeMap<u64, (VBlockNr, Vec<u8>)>,
     nodes: BTreeMap<VBlockNr, GcNode>,
 }
 
-/// One block a GC construction writes, in collection order.
+/// One block a GC construction writes.
 #[derive(Clone, Debug)]
-pub struct GcBlock<'m> {
+pub struct GcBlock {
     pub ino: Ino,
     pub cno: Cno,
     pub vblocknr: VBlockNr,
     /// `Some(offset)` for a data block, `None` for a node.
     pub offset: Option<u64>,
-    pub data: &'m [u8],
+    pub data: Vec<u8>,
 }
 
-/// The GC inodes `nilfs_ioctl_move_blocks` filled (`ns_gc_inodes`).
+/// What `nilfs_ioctl_move_blocks` read (`ns_gc_inodes`), in the order the
+/// GC stage collects it: GC inodes from the head of the list (`list_add`
+/// puts each new one there); in each, data blocks by offset (page order),
+/// then nodes level by level, each level by first key
+/// (`nilfs_btree_lookup_dirty_buffers` over the btnode cache, which it
+/// walks in virtual-number order).
 #[derive(Clone, Debug, Default)]
 pub struct MovedBlocks {
-    /// In list order: `list_add` puts each new GC inode at the head.
-    inodes: Vec<GcInode>,
+    blocks: Vec<GcBlock>,
 }
 
 impl MovedBlocks {
     /// No block to move.
     pub fn is_empty(&self) -> bool {
-        self.inodes.is_empty()
+        self.blocks.is_empty()
     }
 
     /// How many blocks.
     pub fn len(&self) -> usize {
-        self.inodes
-            .iter()
-            .map(|i| i.data.len() + i.nodes.len())
-            .sum()
+        self.blocks.len()
     }
 
-    /// Every block in the order the GC stage collects them: GC inodes from
-    /// the head of the list; in each, data blocks by offset (page order),
-    /// then nodes level by level, each level by first key
-    /// (`nilfs_btree_lookup_dirty_buffers` over the btnode cache, which it
-    /// walks in virtual-number order).
-    pub fn blocks(&self) -> Vec<GcBlock<'_>> {
-        let mut out = Vec::with_capacity(self.len());
-        for gi in &self.inodes {
-            for (&off, (v, d)) in &gi.data {
-                out.push(GcBlock {
-                    ino: gi.ino,
-                    cno: gi.cno,
-                    vblocknr: *v,
+    /// Every block, in collection order.
+    pub fn blocks(&self) -> &[GcBlock] {
+        &self.blocks
+    }
+
+    fn from_inodes(inodes: Vec<GcInode>) -> Self {
+        let mut blocks = Vec::new();
+        for gi in inodes {
+            let (ino, cno) = (gi.ino, gi.cno);
+            for (off, (vblocknr, data)) in gi.data {
+                blocks.push(GcBlock {
+                    ino,
+                    cno,
+                    vblocknr,
                     offset: Some(off),
-                    data: d,
+                    data,
                 });
             }
-            let mut nodes: Vec<(&VBlockNr, &GcNode)> = gi.nodes.iter().collect();
-            nodes.sort_by_key(|(v, n)| (n.level, n.first_key, **v));
-            for (v, n) in nodes {
-                out.push(GcBlock {
-                    ino: gi.ino,
-                    cno: gi.cno,
-                    vblocknr: *v,
+            let mut nodes: Vec<(VBlockNr, GcNode)> = gi.nodes.into_iter().collect();
+            nodes.sort_by_key(|(v, n)| (n.level, n.first_key, *v));
+            for (vblocknr, n) in nodes {
+                blocks.push(GcBlock {
+                    ino,
+                    cno,
+                    vblocknr,
                     offset: None,
-                    data: &n.data,
+                    data: n.data,
                 });
             }
         }
-        out
+        MovedBlocks { blocks }
     }
 }
 
@@ -174,7 +174,7 @@ pub fn move_blocks(
     block_size: u32,
     vdescs: &[Vdesc],
 ) -> Result<MovedBlocks> {
-    let mut moved = MovedBlocks::default();
+    let mut inodes: Vec<GcInode> = Vec::new();
     let nblocks = dev.size_bytes() / u64::from(block_size);
     for vd in vdescs {
         if vd.blocknr.0 == 0 || vd.blocknr.0 >= nblocks {
@@ -186,14 +186,13 @@ pub fn move_blocks(
                 ),
             ));
         }
-        let at = match moved
-            .inodes
+        let at = match inodes
             .iter()
             .position(|g| g.ino == vd.ino && g.cno == vd.cno)
         {
             Some(i) => i,
             None => {
-                moved.inodes.insert(
+                inodes.insert(
                     0,
                     GcInode {
                         ino: vd.ino,
@@ -205,7 +204,7 @@ pub fn move_blocks(
                 0
             }
         };
-        let gi = &mut moved.inodes[at];
+        let gi = &mut inodes[at];
         let conflict = if vd.node {
             gi.nodes.contains_key(&vd.vblocknr)
         } else {
@@ -246,5 +245,5 @@ pub fn move_blocks(
             gi.data.insert(vd.offset, (vd.vblocknr, data));
         }
     }
-    Ok(moved)
+    Ok(MovedBlocks::from_inodes(inodes))
 }

@@ -634,24 +634,23 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             .unwrap_or_else(|| {
                 namespace_op(s, *at, META_OP_BLOCKS, false, |ns| ns.rmdir(path, now))
             }),
-        Op::Rename { old, new, at } if s.view(*at).is_some() && !s.writable(*at) => {
-            read_only_first(s, *at, |ns| ns.rename_precheck(old, new)).expect("read-only view")
-        }
-        Op::Rename { old, new, at } => {
-            // nilfs_rename marks the moved inode dirty (its ctime) even when
-            // the clock has not moved: it needs an inode sync as well.
-            let moved = s.view(*at).and_then(|ns| ns.lookup(old, false).ok());
-            let mut out = namespace_op(s, *at, META_OP_BLOCKS, true, |ns| ns.rename(old, new, now));
-            if let Some(id) = moved {
-                for b in &mut out {
-                    if matches!(b.expect, Expect::Exact(Outcome::Ok)) && b.next.live != s.live {
-                        b.next.pending.dirty_inodes.insert(id);
-                        b.next.pending.inode_sync.insert(id);
+        Op::Rename { old, new, at } => read_only_first(s, *at, |ns| ns.rename_precheck(old, new))
+            .unwrap_or_else(|| {
+                // nilfs_rename marks the moved inode dirty (its ctime) even when
+                // the clock has not moved: it needs an inode sync as well.
+                let moved = s.view(*at).and_then(|ns| ns.lookup(old, false).ok());
+                let mut out =
+                    namespace_op(s, *at, META_OP_BLOCKS, true, |ns| ns.rename(old, new, now));
+                if let Some(id) = moved {
+                    for b in &mut out {
+                        if matches!(b.expect, Expect::Exact(Outcome::Ok)) && b.next.live != s.live {
+                            b.next.pending.dirty_inodes.insert(id);
+                            b.next.pending.inode_sync.insert(id);
+                        }
                     }
                 }
-            }
-            out
-        }
+                out
+            }),
         Op::Write {
             path,
             offset,

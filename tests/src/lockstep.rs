@@ -327,24 +327,7 @@ impl<'d> ImplUnderTest<'d> {
 
     fn lstat(&mut self, path: &str) -> R<StatInfo> {
         let i = self.resolve(path, false)?;
-        let raw = self.stat(i)?;
-        let file_type = match raw.mode & S_IFMT {
-            S_IFDIR => FileType::Dir,
-            S_IFLNK => FileType::Symlink,
-            _ => FileType::File,
-        };
-        Ok(StatInfo {
-            file_type,
-            // The model leaves a directory's size out (block-size dependent).
-            size: if file_type == FileType::Dir {
-                0
-            } else {
-                raw.size
-            },
-            nlink: u32::from(raw.links_count),
-            perm: u32::from(raw.mode & 0o7777),
-            mtime: Some(raw.mtime as i64 * NS + i64::from(raw.mtime_nsec)),
-        })
+        Ok(stat_info(&self.stat(i)?))
     }
 
     fn readdir(&mut self, i: Ino) -> R<Vec<String>> {
@@ -454,23 +437,7 @@ impl<'d> ImplUnderTest<'d> {
                     }
                 }
                 Op::Lstat { path, .. } => {
-                    let (_, raw) = view.resolve(path.as_bytes(), false)?;
-                    let file_type = match raw.mode & S_IFMT {
-                        S_IFDIR => FileType::Dir,
-                        S_IFLNK => FileType::Symlink,
-                        _ => FileType::File,
-                    };
-                    Outcome::Stat(StatInfo {
-                        file_type,
-                        size: if file_type == FileType::Dir {
-                            0
-                        } else {
-                            raw.size
-                        },
-                        nlink: u32::from(raw.links_count),
-                        perm: u32::from(raw.mode & 0o7777),
-                        mtime: Some(raw.mtime as i64 * NS + i64::from(raw.mtime_nsec)),
-                    })
+                    Outcome::Stat(stat_info(&view.resolve(path.as_bytes(), false)?.1))
                 }
                 Op::Readdir { path, .. } => {
                     let (_, inode) = view.resolve(path.as_bytes(), true)?;
@@ -746,6 +713,27 @@ enum Stop {
 impl From<Errno> for Stop {
     fn from(e: Errno) -> Self {
         Stop::Errno(e)
+    }
+}
+
+/// What lstat(2) reports of a raw inode, as the model states it.
+fn stat_info(raw: &Inode) -> StatInfo {
+    let file_type = match raw.mode & S_IFMT {
+        S_IFDIR => FileType::Dir,
+        S_IFLNK => FileType::Symlink,
+        _ => FileType::File,
+    };
+    StatInfo {
+        file_type,
+        // The model leaves a directory's size out (block-size dependent).
+        size: if file_type == FileType::Dir {
+            0
+        } else {
+            raw.size
+        },
+        nlink: u32::from(raw.links_count),
+        perm: u32::from(raw.mode & 0o7777),
+        mtime: Some(raw.mtime as i64 * NS + i64::from(raw.mtime_nsec)),
     }
 }
 

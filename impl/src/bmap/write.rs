@@ -636,20 +636,24 @@ impl Bmap {
     /// becomes dirty, with its ancestors (what `nilfs_btree_propagate_p`
     /// does when the constructor collects it). ENOENT if there is none.
     pub fn mark_node_dirty(&mut self, key: u64, level: u8, src: &mut dyn NodeSource) -> Result<()> {
-        let Some(ptr) = self.lookup_at_level(key, level, src)? else {
-            return Err(Error::errno(
-                Errno::ENOENT,
-                format!("bmap: no level-{level} node at key {key}"),
-            ));
-        };
-        if level == 0 {
-            return Err(Error::Invalid(
-                "bmap: mark_node_dirty of a data block".into(),
-            ));
-        }
-        let mut path = Path::default();
         let minlevel = usize::from(level) + 1;
-        self.do_lookup(key, minlevel, src, &mut path)?;
+        let mut path = Path::default();
+        let found = level > 0
+            && minlevel < PATH_LEN
+            && matches!(self.root, Root::Btree(_))
+            && self.do_lookup(key, minlevel, src, &mut path)?;
+        let ptr = found
+            .then(|| {
+                let loc = self.loc_at(&path, minlevel);
+                self.bt(loc).ptr(path[minlevel].index).filter(|&p| p != 0)
+            })
+            .flatten()
+            .ok_or_else(|| {
+                Error::errno(
+                    Errno::ENOENT,
+                    format!("bmap: no level-{level} node at key {key}"),
+                )
+            })?;
         let id = self.get_child(ptr, usize::from(level), src)?;
         self.set_dirty(id);
         self.dirty_path(&path, minlevel);

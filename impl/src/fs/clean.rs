@@ -6,7 +6,7 @@
 use super::{Fs, GcWork, PNodes, VNodes};
 use crate::format::dat::DatEntry;
 use crate::format::sufile::SegmentUsage;
-use crate::format::{ino, Cno, SegNum, Seq, VBlockNr};
+use crate::format::{Cno, SegNum, Seq, VBlockNr};
 use crate::gc::{Bdesc, CleanArgs, MovedBlocks};
 use crate::recovery::SegGeometry;
 use crate::{Errno, Error, Result};
@@ -216,30 +216,19 @@ impl<'a> Fs<'a> {
                 .mdt
                 .materialize(keys.into_iter().map(|(k, _)| k))?;
         }
-        for i in [ino::IFILE, ino::CPFILE, ino::SUFILE] {
-            let has_loader = match i {
-                ino::IFILE => self.ifile.palloc.mdt.has_loader(),
-                ino::CPFILE => self.cpfile.mdt.has_loader(),
-                _ => self.sufile.mdt.has_loader(),
-            };
-            if !has_loader {
+        for (mdt, map) in [
+            (&mut self.ifile.palloc.mdt, &mut self.if_map),
+            (&mut self.cpfile.mdt, &mut self.cp_map),
+            (&mut self.sufile.mdt, &mut self.su_map),
+        ] {
+            if !mdt.has_loader() {
                 continue;
             }
-            let map = match i {
-                ino::IFILE => &mut self.if_map,
-                ino::CPFILE => &mut self.cp_map,
-                _ => &mut self.su_map,
-            };
             let keys = map.bmap.entries(&mut VNodes {
                 dat: &mut self.dat,
                 dev,
                 bs,
             })?;
-            let mdt = match i {
-                ino::IFILE => &mut self.ifile.palloc.mdt,
-                ino::CPFILE => &mut self.cpfile.mdt,
-                _ => &mut self.sufile.mdt,
-            };
             mdt.materialize(keys.into_iter().map(|(k, _)| k))?;
         }
         Ok(())

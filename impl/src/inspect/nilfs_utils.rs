@@ -1009,6 +1009,19 @@ fn binfo_sizes(ino: u64) -> (u64, u64) {
 ///   (`ceil(ss_sumbytes / block_size)`), each finfo's after the previous
 ///   one's `fi_nblocks`.
 pub fn dumpseg_read_segment(segment: &[u8], segnum: u64, geo: &SegmentGeometry) -> DumpSegment {
+    read_segment_logs(segment, segnum, geo, u64::from(geo.blocks_per_segment))
+}
+
+/// The same walk bounded to the first `blkcnt` blocks of the segment, as
+/// `nilfs_psegment_for_each(pseg, segment, blkcnt)` is: dumpseg passes the
+/// whole segment, the cleaner (`nilfs_acc_blocks_segment`) the segment's
+/// `su_nblocks`.
+pub fn read_segment_logs(
+    segment: &[u8],
+    segnum: u64,
+    geo: &SegmentGeometry,
+    blkcnt: u64,
+) -> DumpSegment {
     let mut seg = DumpSegment {
         segnum,
         logs: Vec::new(),
@@ -1025,13 +1038,13 @@ pub fn dumpseg_read_segment(segment: &[u8], segnum: u64, geo: &SegmentGeometry) 
     };
     let seg_start = bps.wrapping_mul(segnum).wrapping_add(skip);
     let max_blocks = bps - skip;
-    // The iterator's bound: as many blocks as the segment buffer holds
-    // (`bps`), counted from `seg_start`.
-    let nblocks_bound = bps;
+    // The iterator's bound: `blkcnt`, at most the blocks the segment
+    // buffer holds from `seg_start`.
+    let bound = blkcnt.min(max_blocks);
     let mut blocknr = seg_start;
     loop {
         let rel = blocknr - seg_start;
-        if rel >= nblocks_bound || max_blocks < rel + PSEG_MIN_BLOCKS {
+        if bound < rel.saturating_add(PSEG_MIN_BLOCKS) {
             break;
         }
         let base = (skip + rel) * bs;
