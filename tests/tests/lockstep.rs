@@ -705,8 +705,9 @@ fn regress_008_link_of_a_directory_on_a_read_only_mount_is_erofs() {
 }
 
 /// Snapshot mounts beside the read-write mount: `mount -o ro,cp=N` of a
-/// snapshot made a moment ago (its flag not yet written), reads through
-/// it while the live tree moves on, EINVAL for a plain checkpoint, EBUSY
+/// snapshot whose flag may not be written yet, reads through it after the
+/// live tree moved on (and was synced, so that reading the latest
+/// checkpoint instead would show), EINVAL for a plain checkpoint, EBUSY
 /// twice.
 #[test]
 fn snapshot_mounts_read_their_checkpoint() {
@@ -717,6 +718,7 @@ fn snapshot_mounts_read_their_checkpoint() {
 {"op":"mkcp","snapshot":true}
 {"op":"write","path":"/d/a","offset":0,"data":{"text":"changed live"}}
 {"op":"unlink","path":"/d/a"}
+{"op":"sync"}
 {"op":"mount","cp":2,"ro":true}
 {"op":"mount","cp":2,"ro":true}
 {"op":"read","path":"/d/a","offset":0,"len":100,"at":2}
