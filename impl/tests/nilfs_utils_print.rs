@@ -11,8 +11,7 @@
 //!   covers a case.
 //!
 //! Tests that need the fixture image (`scenario-gc-128M.img.xz`) look in
-//! `$NILFS_FIXTURES_DIR`, default `/work/shared/fixtures/kernel-6.1`, and
-//! skip with a note if it is absent.
+//! `tests/fixtures/kernel-6.1` (committed; `$NILFS_FIXTURES_DIR` overrides).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -32,29 +31,24 @@ fn at(hh: u64, mm: u64, ss: u64) -> u64 {
 fn fixtures_dir() -> PathBuf {
     std::env::var_os("NILFS_FIXTURES_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/fixtures/kernel-6.1"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/kernel-6.1")
+        })
 }
 
-/// The decompressed fixture image, or None (with a note) if absent.
+/// The decompressed fixture image (committed, so always there).
 fn fixture_image() -> Option<&'static [u8]> {
-    static IMAGE: OnceLock<Option<Vec<u8>>> = OnceLock::new();
-    IMAGE
-        .get_or_init(|| {
-            let path = fixtures_dir().join("scenario-gc-128M.img.xz");
-            let xz = std::fs::read(&path).ok()?;
-            let mut raw = Vec::new();
-            lzma_rs::xz_decompress(&mut std::io::Cursor::new(xz), &mut raw)
-                .expect("fixture image decompresses");
-            Some(raw)
-        })
-        .as_deref()
-        .or_else(|| {
-            eprintln!(
-                "note: fixture image not found under {}; skipped",
-                fixtures_dir().display()
-            );
-            None
-        })
+    static IMAGE: OnceLock<Vec<u8>> = OnceLock::new();
+    let raw = IMAGE.get_or_init(|| {
+        let path = fixtures_dir().join("scenario-gc-128M.img.xz");
+        let xz = std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("fixture image {}: {e}", path.display()));
+        let mut raw = Vec::new();
+        lzma_rs::xz_decompress(&mut std::io::Cursor::new(xz), &mut raw)
+            .expect("fixture image decompresses");
+        raw
+    });
+    Some(raw)
 }
 
 /// Show the first differing line, then fail.
@@ -1638,16 +1632,12 @@ fn section(text: &str, marker: &str, stop: &str) -> String {
 #[test]
 fn embedded_listings_are_the_fixture_text() {
     let dir = fixtures_dir();
-    let (Ok(manifest), Ok(log)) = (
-        std::fs::read_to_string(dir.join("scenario-gc-128M.manifest")),
-        std::fs::read_to_string(dir.join("scenario-gc-128M.scenario.log")),
-    ) else {
-        eprintln!(
-            "note: fixture texts not found under {}; skipped",
-            dir.display()
-        );
-        return;
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .unwrap_or_else(|e| panic!("fixture text {name} in {}: {e}", dir.display()))
     };
+    let manifest = read("scenario-gc-128M.manifest");
+    let log = read("scenario-gc-128M.scenario.log");
     assert_text(&section(&manifest, "== lscp", "=="), MANIFEST_LSCP);
     assert_text(&section(&manifest, "== lssu", "=="), MANIFEST_LSSU);
     let before = section(&log, "== before GC", "/dev/");

@@ -1,5 +1,5 @@
 //! The manifest of a namespace, byte for byte as
-//! shared/tools/nilfs-oracle/manifest.sh prints it:
+//! tests/guest/manifest.sh prints it:
 //!
 //! ```text
 //! <sha256>  <size>  <path>      regular file

@@ -3,7 +3,7 @@
 //! A trace never carries megabytes of file contents: a write names a
 //! [`Pattern`], and both the model and the implementation under test expand it
 //! to the same bytes. The patterns can express exactly what
-//! `shared/tools/nilfs-oracle/scenario-gc.sh` writes: its awk `blk TAG FIRST
+//! `tests/guest/scenario-gc.sh` writes: its awk `blk TAG FIRST
 //! COUNT` blocks (optionally cut by `head -c`), `echo`/`printf` text, and the
 //! LCG-placed random writes (each is one `blk` block at a computed offset).
 

@@ -261,7 +261,7 @@ pub enum Op {
         #[serde(default)]
         protection_s: u64,
     },
-    /// shared/tools/nilfs-oracle/manifest.sh of a mounted view.
+    /// tests/guest/manifest.sh of a mounted view.
     Manifest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<Cno>,

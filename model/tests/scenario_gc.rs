@@ -2,9 +2,9 @@
 //!
 //! `scenario_trace()` below is the program that writes
 //! model/traces/scenario-gc.jsonl: it follows
-//! shared/tools/nilfs-oracle/scenario-gc.sh command by command (same
+//! tests/guest/scenario-gc.sh command by command (same
 //! names, sizes, awk `blk` blocks, LCG offsets) and records as outcomes what
-//! the Linux 6.1 kernel showed in shared/fixtures/kernel-6.1
+//! the Linux 6.1 kernel showed in tests/fixtures/kernel-6.1
 //! (scenario-gc-128M.manifest and .scenario.log): the snapshot's cno, the
 //! lscp listings, the manifests, and whole-file reads whose sha256 the
 //! manifests give. Everything else succeeded (the script runs under
@@ -19,16 +19,9 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// ../shared/fixtures/kernel-6.1 beside the repository, else
-/// $NILFS_SHARED_DIR or /work/shared (as nilfs_conformance::shared_dir).
+/// The kernel-written fixture, committed in tests/fixtures/kernel-6.1.
 fn fixtures() -> PathBuf {
-    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared");
-    let shared = match std::env::var_os("NILFS_SHARED_DIR") {
-        Some(d) => PathBuf::from(d),
-        None if beside.exists() => beside,
-        None => PathBuf::from("/work/shared"),
-    };
-    shared.join("fixtures/kernel-6.1")
+    root().join("../tests/fixtures/kernel-6.1")
 }
 
 fn fixture() -> String {

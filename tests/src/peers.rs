@@ -1,5 +1,5 @@
 //! Running the real NILFS2 peers: host tools, loop devices, GRUB's reader
-//! and the Linux kernel in a qemu guest (../shared/tools/nilfs-oracle).
+//! and the Linux kernel in a qemu guest (the scripts in tests/guest).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -97,9 +97,10 @@ impl Drop for Loop {
     }
 }
 
-/// The nilfs-oracle scripts folder.
+/// The kernel-guest and GRUB scripts (`tests/guest`: kernel-run.sh,
+/// build-initramfs.sh, init.sh, manifest.sh, grub-check.sh).
 pub fn oracle_dir() -> PathBuf {
-    crate::shared_dir().join("tools").join("nilfs-oracle")
+    crate::harness_dir().join("guest")
 }
 
 /// A scratch directory under the target dir, removed on drop.

@@ -1,4 +1,4 @@
-//! The image Linux 6.1 wrote (shared/fixtures/kernel-6.1: scenario-gc.sh,
+//! The image Linux 6.1 wrote (tests/fixtures/kernel-6.1: scenario-gc.sh,
 //! GC with protection period 0, one snapshot), read by us.
 //!
 //! Hermetic: our lscp and lssu equal the listings the kernel guest printed

@@ -1,5 +1,5 @@
 //! The manifest of a checkpoint, in exactly the format of
-//! shared/tools/nilfs-oracle/manifest.sh (and grub-check.sh), so our view,
+//! tests/guest/manifest.sh (and grub-check.sh), so our view,
 //! the kernel's and GRUB's can be diffed line for line:
 //!
 //! ```text

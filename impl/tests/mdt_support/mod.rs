@@ -15,8 +15,11 @@ use nilfs::mkfs::{mkfs, MkfsOptions};
 use nilfs::sufile::Sufile;
 use nilfs::the_nilfs::Nilfs;
 
-/// The kernel-written fixture.
-pub const FIXTURE: &str = "/work/shared/fixtures/kernel-6.1/scenario-gc-128M.img.xz";
+/// The kernel-written fixture (committed in tests/fixtures).
+pub const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/fixtures/kernel-6.1/scenario-gc-128M.img.xz"
+);
 
 /// A fresh mkfs image of `size` bytes with `block_size`-byte blocks.
 pub fn fresh(size: u64, block_size: u64, blocks_per_segment: u64) -> MemDevice {
@@ -30,10 +33,9 @@ pub fn fresh(size: u64, block_size: u64, blocks_per_segment: u64) -> MemDevice {
     dev
 }
 
-/// The kernel fixture, if present.
+/// The kernel fixture (committed, so always there).
 pub fn fixture() -> Option<MemDevice> {
-    let p = Path::new(FIXTURE);
-    p.exists().then(|| import_image(p).expect("import fixture"))
+    Some(import_image(Path::new(FIXTURE)).expect("import the kernel fixture"))
 }
 
 /// The metadata files of an opened image.

@@ -1,0 +1,14 @@
+#!/bin/sh
+# manifest [DIR] — in the guest (/usr/bin/manifest): one line per entry under
+# DIR (default /mnt), paths relative to DIR, sorted by path (LC_ALL=C sort -k3):
+#   <sha256>  <size>  <path>      regular file
+#   DIR  -  <path>/               directory
+#   LNK  -  <path> -> <target>    symbolic link
+# nilref manifest prints the same format for an image, grub-check.sh for what
+# GRUB reads, so any two can be diffed.
+cd "${1:-/mnt}"
+find . -mindepth 1 | while IFS= read -r p; do
+  if [ -L "$p" ]; then echo "LNK  -  ${p#.} -> $(readlink "$p")"
+  elif [ -d "$p" ]; then echo "DIR  -  ${p#.}/"
+  else echo "$(sha256sum < "$p" | cut -c1-64)  $(stat -c %s "$p")  ${p#.}"; fi
+done | LC_ALL=C sort -k3
