@@ -4,7 +4,12 @@
 //! observed, so that `nilref oracle check OUT` can judge it.
 //!
 //! - The trace is JSON Lines; each line's `out` field is optional and
-//!   ignored (the output carries the observed outcomes instead).
+//!   ignored (the output carries the observed outcomes instead). Checkpoint
+//!   references (`{"$mkcp": k}`, `{"$lscp": i}`, see
+//!   `nilfs_model::workload`) are resolved from the outcomes observed so
+//!   far; a line whose reference cannot be resolved, or that reads a
+//!   snapshot view that is not mounted (its mount failed), is not run and
+//!   leaves no line in the output.
 //! - IMAGE (raw, or `.xz` with `--dry-run`) is loaded into memory; nothing
 //!   is written to it unless every line ran, and then it is written back as
 //!   a sparse raw image (not with `--dry-run`).
@@ -19,8 +24,8 @@
 //!   part; an operation it does not support stops the run with an error
 //!   naming the trace line, before anything is written.
 //! - The injected clock starts at 0 ns, as the checker's model clock does at
-//!   `mkfs`, and moves only with `clock` lines; a leading `mkfs` also stamps
-//!   creation time 0. Observed times are therefore deterministic and on the
+//!   `mkfs` (or at the `mkfs` line's `clock`, in whole seconds), and moves
+//!   only with `clock` lines; a leading `mkfs` stamps that creation time. Observed times are therefore deterministic and on the
 //!   checker's clock.
 //! - A trace that ends mounted leaves the image as a power cut there would:
 //!   end it with `umount` (or `sync`) to keep everything.
@@ -32,6 +37,7 @@ use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs_conformance::lockstep::ImplUnderTest;
+use nilfs_model::workload::{self, Resolver, Unresolved};
 use nilfs_model::{Line, Op, Outcome};
 
 const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
@@ -46,7 +52,9 @@ pub fn run(
     dry_run: bool,
 ) -> Result<String, String> {
     let text = std::fs::read_to_string(trace).map_err(|e| format!("{}: {e}", trace.display()))?;
-    let ops = parse(&text).map_err(|(n, m)| format!("{} line {n}: {m}", trace.display()))?;
+    let lines =
+        workload::parse(&text).map_err(|(n, m)| format!("{} line {n}: {m}", trace.display()))?;
+    let mut resolver = Resolver::default();
 
     let bytes = std::fs::read(image).map_err(|e| format!("{}: {e}", image.display()))?;
     if !dry_run && bytes.starts_with(&XZ_MAGIC) {
@@ -58,19 +66,23 @@ pub fn run(
     drop(bytes);
     let dev = import_image(image).map_err(|e| e.to_string())?;
 
-    let mut lines = Vec::with_capacity(ops.len() + 1);
-    let rest = match ops.first() {
-        Some((n, op @ Op::Mkfs { .. })) => {
-            format_image(&dev, op, image)
+    let mut observed_lines = Vec::with_capacity(lines.len() + 1);
+    let first = lines
+        .first()
+        .map(|(n, v)| (n, resolver.resolve(v)))
+        .expect("parse refuses an empty workload");
+    let rest = match first {
+        (n, Ok(op @ Op::Mkfs { .. })) => {
+            format_image(&dev, &op, image)
                 .map_err(|m| format!("{} line {n}: {m}", trace.display()))?;
-            lines.push(Line {
-                op: op.clone(),
+            observed_lines.push(Line {
+                op,
                 out: Outcome::Ok,
             });
-            &ops[1..]
+            &lines[1..]
         }
         _ => {
-            lines.push(Line {
+            observed_lines.push(Line {
                 op: describe_image(&dev).map_err(|m| {
                     format!(
                         "{}: {m} (and the trace does not start with mkfs)",
@@ -79,12 +91,33 @@ pub fn run(
                 })?,
                 out: Outcome::Ok,
             });
-            &ops[..]
+            &lines[..]
         }
     };
 
-    let mut sut = ImplUnderTest::from_device(&dev, 0);
-    for (n, op) in rest {
+    let start_s = match &observed_lines[0].op {
+        Op::Mkfs { clock, .. } => (*clock).max(0) as u64 / 1_000_000_000,
+        _ => 0,
+    };
+    let mut sut = ImplUnderTest::from_device(&dev, start_s);
+    let mut views = std::collections::BTreeSet::new();
+    for (n, line) in rest {
+        let op = match resolver.resolve(line) {
+            Ok(op) => op,
+            Err(u @ Unresolved::Malformed(_)) => {
+                return Err(format!(
+                    "{} line {n}: {u}; nothing was written",
+                    trace.display()
+                ))
+            }
+            Err(Unresolved::Reference(_)) => {
+                resolver.skipped(line);
+                continue;
+            }
+        };
+        if view_of(&op).is_some_and(|c| !views.contains(&c)) {
+            continue;
+        }
         if matches!(op, Op::Mkfs { .. }) {
             return Err(format!(
                 "{} line {n}: mkfs is valid only as the first line; nothing was written",
@@ -92,12 +125,20 @@ pub fn run(
             ));
         }
         let observed = sut
-            .try_apply(op)
+            .try_apply(&op)
             .map_err(|u| format!("{} line {n}: {u}; nothing was written", trace.display()))?;
-        lines.push(Line {
-            op: op.clone(),
-            out: observed,
-        });
+        resolver.observe(&op, &observed);
+        match (&op, &observed) {
+            (Op::Mount { cp: Some(c), .. }, Outcome::Ok) => {
+                views.insert(*c);
+            }
+            (Op::Umount { cp: Some(c) }, Outcome::Ok) => {
+                views.remove(c);
+            }
+            (Op::Crash, _) => views.clear(),
+            _ => {}
+        }
+        observed_lines.push(Line { op, out: observed });
     }
     let note = if sut.is_mounted() {
         " (the trace ends mounted: what it did not sync is lost, as in a power cut)"
@@ -105,7 +146,7 @@ pub fn run(
         ""
     };
 
-    let observed: String = lines.iter().map(|l| l.to_json() + "\n").collect();
+    let observed: String = observed_lines.iter().map(|l| l.to_json() + "\n").collect();
     if !dry_run {
         export_image(&dev, image).map_err(|e| e.to_string())?;
     }
@@ -116,7 +157,7 @@ pub fn run(
             Ok(format!(
                 "{}: applied {} operations{}{note}; observed trace in {}\n",
                 image.display(),
-                lines.len(),
+                observed_lines.len(),
                 if dry_run {
                     " (dry run, image unchanged)"
                 } else {
@@ -128,27 +169,16 @@ pub fn run(
     }
 }
 
-/// The trace's operations with their 1-based line numbers (blank lines
-/// skipped, `out` fields dropped), or the first bad line and why.
-fn parse(text: &str) -> Result<Vec<(usize, Op)>, (usize, String)> {
-    let mut ops = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let mut v: serde_json::Value =
-            serde_json::from_str(raw).map_err(|e| (i + 1, format!("not JSON: {e}")))?;
-        if let Some(obj) = v.as_object_mut() {
-            obj.remove("out");
-        }
-        let op: Op =
-            serde_json::from_value(v).map_err(|e| (i + 1, format!("not an operation: {e}")))?;
-        ops.push((i + 1, op));
+/// The snapshot view an operation reads (`at`), if any.
+fn view_of(op: &Op) -> Option<u64> {
+    match op {
+        Op::Read { at, .. }
+        | Op::Lstat { at, .. }
+        | Op::Readdir { at, .. }
+        | Op::Readlink { at, .. }
+        | Op::Manifest { at } => *at,
+        _ => None,
     }
-    if ops.is_empty() {
-        return Err((0, "empty trace".into()));
-    }
-    Ok(ops)
 }
 
 /// Formats `dev` for a trace's `mkfs` line: our mkfs at the device's size
@@ -162,6 +192,7 @@ fn format_image(dev: &MemDevice, op: &Op, image: &Path) -> Result<(), String> {
         nsegments,
         r_segments_percentage,
         dot_nilfs,
+        clock,
     } = op
     else {
         unreachable!("called for mkfs lines only");
@@ -171,7 +202,7 @@ fn format_image(dev: &MemDevice, op: &Op, image: &Path) -> Result<(), String> {
         blocks_per_segment: u64::from(*blocks_per_segment),
         reserved_percentage: u64::from(*r_segments_percentage),
         dot_nilfs: *dot_nilfs,
-        ctime: 0,
+        ctime: (*clock).max(0) as u64 / 1_000_000_000,
         ..MkfsOptions::from_seed(0)
     };
     mkfs::check_options(&o).map_err(|m| format!("mkfs refuses the geometry: {m}"))?;
@@ -211,5 +242,6 @@ fn describe_image(dev: &MemDevice) -> Result<Op, String> {
         nsegments: nilfs.sb.nsegments,
         r_segments_percentage: nilfs.sb.r_segments_percentage,
         dot_nilfs: view.resolve(b"/.nilfs", false).is_ok(),
+        clock: 0,
     })
 }

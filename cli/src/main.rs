@@ -6,6 +6,7 @@
 //! print; `demo` runs all of it on an in-memory device.
 
 mod apply;
+mod exec;
 mod listings;
 mod oracle;
 mod sim;
@@ -219,6 +220,52 @@ enum Cmd {
         /// Leave the image unchanged.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Run a workload through system calls on a mounted file system (any
+    /// implementation) and record what it observed (for `nilref oracle check`).
+    Exec {
+        /// The mount point (or, with --device, where to mount).
+        dir: PathBuf,
+        /// The workload (JSON Lines; `out` fields are ignored).
+        workload: PathBuf,
+        /// Where to write the observed trace (default: stdout).
+        #[arg(short = 'o')]
+        out: Option<PathBuf>,
+        /// The block device: lets the workload mount, remount and unmount
+        /// it, and mount snapshots.
+        #[arg(long)]
+        device: Option<PathBuf>,
+    },
+    /// Generate a workload (a trace without outcomes) from a seed, biased
+    /// by the model's state; run it with `apply` or `exec`.
+    Gen {
+        /// The seed: the same seed, length and profile give the same workload.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Generation steps (each is one to a few operations).
+        #[arg(long, default_value_t = 50)]
+        len: usize,
+        /// mixed, namespace, data, checkpoints, enospc or crash.
+        #[arg(long, default_value = "mixed")]
+        profile: String,
+        /// What the implementation under test can be given: `all` (nilfs-ref:
+        /// crashes, remounts, snapshot mounts, an injected clock), `device`
+        /// (`exec --device`: mounts, no crash or clock) or `mounted` (`exec`
+        /// on a mounted file system: system calls and the nilfs-tools only).
+        #[arg(long, default_value = "all")]
+        features: String,
+        /// Block size (default: the profile's, 1024).
+        #[arg(short = 'b')]
+        block_size: Option<u32>,
+        /// Blocks per segment (default: the profile's, 64).
+        #[arg(short = 'B')]
+        blocks_per_segment: Option<u32>,
+        /// Segments (default: the profile's: 511 = a 32 MiB device, or 31 = 2 MiB for enospc).
+        #[arg(long)]
+        nsegments: Option<u64>,
+        /// Leave out the closing sync, manifest, lscp and umount.
+        #[arg(long)]
+        no_epilogue: bool,
     },
     /// Experiments on the simulated device (the seeds' figures).
     Sim {
@@ -490,6 +537,52 @@ fn run(cli: Cli) -> Result<String, String> {
             out,
             dry_run,
         } => apply::run(&image, &trace, out.as_deref(), dry_run),
+        Cmd::Exec {
+            dir,
+            workload,
+            out,
+            device,
+        } => exec::run(&exec::ExecOptions {
+            dir: &dir,
+            workload: &workload,
+            out: out.as_deref(),
+            device: device.as_deref(),
+        }),
+        Cmd::Gen {
+            seed,
+            len,
+            profile,
+            features,
+            block_size,
+            blocks_per_segment,
+            nsegments,
+            no_epilogue,
+        } => {
+            use nilfs_model::gen::{generate, Features, GenConfig, Profile};
+            let profile: Profile = profile.parse()?;
+            let mut cfg = GenConfig::new(seed, len, profile);
+            cfg.features = match features.as_str() {
+                "all" => Features::ALL,
+                "device" => Features::DEVICE,
+                "mounted" => Features::MOUNTED,
+                other => {
+                    return Err(format!(
+                        "unknown feature set {other:?} (all, device, mounted)"
+                    ))
+                }
+            };
+            if let Some(b) = block_size {
+                cfg.geometry.block_size = b;
+            }
+            if let Some(b) = blocks_per_segment {
+                cfg.geometry.blocks_per_segment = b;
+            }
+            if let Some(n) = nsegments {
+                cfg.geometry.nsegments = n;
+            }
+            cfg.epilogue = !no_epilogue;
+            Ok(generate(&cfg).to_jsonl())
+        }
         Cmd::Sim {
             cmd: SimCmd::CompletionOrder(args),
         } => sim::completion_order(&args),

@@ -30,7 +30,10 @@ pub const SYMLINK_FOLLOW_MAX: u32 = 40;
 /// size gives `MAX_LFS_FILESIZE` = `LLONG_MAX`.
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
-/// Error numbers as Linux returns them (only those the model can produce).
+/// Error numbers as Linux returns them: those the model can produce, a few
+/// more that other implementations answer (an ioctl a file system does not
+/// have, a permission check), and any other by its number (`{"err": 61}`),
+/// which the model never allows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[allow(clippy::upper_case_acronyms)]
 pub enum Errno {
@@ -50,6 +53,60 @@ pub enum Errno {
     ENAMETOOLONG,
     ENOTEMPTY,
     ELOOP,
+    EACCES,
+    ENOTTY,
+    ENOSYS,
+    EOPNOTSUPP,
+    /// Any other errno, by its Linux number.
+    #[serde(untagged)]
+    Other(i32),
+}
+
+impl Errno {
+    /// Linux's numbering (asm-generic/errno-base.h, errno.h), which every
+    /// architecture the kernel's nilfs2 runs on shares for these.
+    const NUMBERS: [(Errno, i32); 20] = [
+        (Errno::EPERM, 1),
+        (Errno::ENOENT, 2),
+        (Errno::EIO, 5),
+        (Errno::EACCES, 13),
+        (Errno::EBUSY, 16),
+        (Errno::EEXIST, 17),
+        (Errno::EXDEV, 18),
+        (Errno::ENOTDIR, 20),
+        (Errno::EISDIR, 21),
+        (Errno::EINVAL, 22),
+        (Errno::ENOTTY, 25),
+        (Errno::EFBIG, 27),
+        (Errno::ENOSPC, 28),
+        (Errno::EROFS, 30),
+        (Errno::EMLINK, 31),
+        (Errno::ENAMETOOLONG, 36),
+        (Errno::ENOSYS, 38),
+        (Errno::ENOTEMPTY, 39),
+        (Errno::ELOOP, 40),
+        (Errno::EOPNOTSUPP, 95),
+    ];
+
+    /// The errno a Linux system call returned.
+    pub fn from_linux(n: i32) -> Errno {
+        Self::NUMBERS
+            .iter()
+            .find(|(_, k)| *k == n)
+            .map_or(Errno::Other(n), |(e, _)| *e)
+    }
+
+    /// Its Linux number.
+    pub fn to_linux(self) -> i32 {
+        match self {
+            Errno::Other(n) => n,
+            e => Self::NUMBERS
+                .iter()
+                .find(|(x, _)| *x == e)
+                .map(|(_, n)| *n)
+                .expect("every named errno has a number"),
+        }
+    }
 }
 
 /// The model's identity of an inode. Not the on-disk inode number: the
@@ -663,8 +720,9 @@ impl Namespace {
         let ino = self.get(id);
         let (file_type, size) = match &ino.kind {
             Kind::File(f) => (FileType::File, f.size),
-            // nilfs directories are whole blocks; their size is not part of
-            // the model (it depends on the block size and on entry layout).
+            // nilfs directories are whole blocks; how many depends on the
+            // entries' layout, so the model says 0 here and accepts any
+            // non-zero multiple of the block size (`outcome_matches`).
             Kind::Dir { .. } => (FileType::Dir, 0),
             Kind::Symlink(t) => (FileType::Symlink, t.len() as u64),
         };
@@ -734,4 +792,22 @@ pub fn read_data(f: &FileData, offset: u64, len: u64) -> Vec<u8> {
         pos += take as u64;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Errno;
+
+    #[test]
+    fn errnos_round_trip_by_name_and_number() {
+        for n in 1..140 {
+            let e = Errno::from_linux(n);
+            assert_eq!(e.to_linux(), n);
+            let json = serde_json::to_string(&e).unwrap();
+            let back: Errno = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, e, "{json}");
+        }
+        assert_eq!(serde_json::to_string(&Errno::ENOENT).unwrap(), "\"ENOENT\"");
+        assert_eq!(serde_json::to_string(&Errno::Other(61)).unwrap(), "61");
+    }
 }

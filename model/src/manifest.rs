@@ -50,6 +50,14 @@ pub fn manifest(ns: &Namespace) -> Vec<String> {
     lines.into_iter().map(|(_, l)| l).collect()
 }
 
+/// Lines in manifest.sh's order (`LC_ALL=C sort -k3`), for a listing made
+/// elsewhere (a runner walking a mounted tree).
+pub fn sort_lines(lines: Vec<String>) -> Vec<String> {
+    let mut keyed: Vec<(String, String)> = lines.into_iter().map(|l| (sort_key(&l), l)).collect();
+    keyed.sort();
+    keyed.into_iter().map(|(_, l)| l).collect()
+}
+
 /// `sort -k3` key: the line from the start of the third field, the blanks
 /// before it included (no `-b`).
 fn sort_key(line: &str) -> String {

@@ -2,7 +2,7 @@
 //! frozen namespace, mounts, what is durable, and the space estimate.
 //! [`step`] is the transition function; it is pure.
 
-use crate::fs::{Errno, FileData, Id, Kind, Namespace, StatInfo, PAGE};
+use crate::fs::{Errno, FileData, FileType, Id, Kind, Namespace, StatInfo, PAGE};
 use crate::manifest::manifest;
 use crate::pattern::{sha256_hex, Pattern};
 use imbl::{OrdMap, OrdSet, Vector};
@@ -127,6 +127,10 @@ pub enum Op {
         /// nilfs-utils <= 2.2.x also creates `/.nilfs`.
         #[serde(default)]
         dot_nilfs: bool,
+        /// The clock (ns) at mkfs: the root's and `/.nilfs`'s times. A
+        /// runner on a real file system reads it from the fresh root.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        clock: i64,
     },
     /// Sets the injected clock (ns); it never goes back.
     Clock {
@@ -266,6 +270,10 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<Cno>,
     },
+}
+
+fn is_zero(x: &i64) -> bool {
+    *x == 0
 }
 
 fn default_rsv() -> u32 {
@@ -884,7 +892,22 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                     cp.may_be_gone = true;
                 }
             }
-            ok(n)
+            // A cleaning step is a construction of its own
+            // (nilfs_clean_segments -> nilfs_segctor_construct): if
+            // anything is pending, the first step that moves blocks writes
+            // it as a new checkpoint; the later steps' checkpoints are MINOR
+            // and hidden. Whether any step ran depends on the segments
+            // chosen, so both ways are allowed.
+            let mut out = ok(n.clone());
+            if s.pending.dirty {
+                let mut c = n;
+                c.construct();
+                out.push(Branch {
+                    expect: Expect::Exact(Outcome::Ok),
+                    next: c,
+                });
+            }
+            out
         }
     }
 }
@@ -1121,7 +1144,9 @@ impl Branch {
     /// Does this branch allow `observed`? If so, the state after it.
     pub fn accept(&self, observed: &Outcome) -> Option<State> {
         match (&self.expect, observed) {
-            (Expect::Exact(want), got) => outcome_matches(want, got).then(|| self.next.clone()),
+            (Expect::Exact(want), got) => {
+                outcome_matches(want, got, self.next.geometry.block_size).then(|| self.next.clone())
+            }
             (Expect::NewCno { snapshot, .. }, Outcome::Ok) => {
                 // `mkcp` without -p: the number is not observed.
                 let mut n = self.next.clone();
@@ -1206,7 +1231,13 @@ impl Branch {
 }
 
 /// Exact outcome comparison with the two allowed freedoms.
-pub fn outcome_matches(want: &Outcome, got: &Outcome) -> bool {
+/// Exact outcome comparison with the allowed freedoms: readdir order, stat
+/// times within [`TIME_SLACK_NS`] after the model's, and a directory's size,
+/// which is whole blocks (`nilfs_make_empty` starts it at one block, and it
+/// grows a block at a time: `nilfs_add_link`), as many as its entries' layout
+/// needs — the model states only that it is a non-zero multiple of
+/// `block_size`.
+pub fn outcome_matches(want: &Outcome, got: &Outcome, block_size: u32) -> bool {
     match (want, got) {
         (Outcome::Names(a), Outcome::Names(b)) => {
             let (mut a, mut b) = (a.clone(), b.clone());
@@ -1219,12 +1250,20 @@ pub fn outcome_matches(want: &Outcome, got: &Outcome) -> bool {
                 (Some(m), Some(o)) => o >= m && o - m <= TIME_SLACK_NS,
                 _ => true,
             };
+            let size_ok = if a.file_type == FileType::Dir {
+                b.size > 0 && b.size % u64::from(block_size.max(1)) == 0
+            } else {
+                a.size == b.size
+            };
             times_ok
+                && size_ok
                 && StatInfo {
                     mtime: None,
+                    size: 0,
                     ..a.clone()
                 } == StatInfo {
                     mtime: None,
+                    size: 0,
                     ..b.clone()
                 }
         }

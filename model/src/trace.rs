@@ -110,6 +110,7 @@ pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
                 nsegments,
                 r_segments_percentage,
                 dot_nilfs,
+                clock,
             } = &line.op
             else {
                 return Err(reject(vec!["the first line must be mkfs".into()]));
@@ -123,7 +124,7 @@ pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
                 nsegments: *nsegments,
                 r_segments_percentage: *r_segments_percentage,
             };
-            states.push(State::mkfs(g, *dot_nilfs, 0));
+            states.push(State::mkfs(g, *dot_nilfs, *clock));
             continue;
         }
         let mut next: Vec<State> = Vec::new();

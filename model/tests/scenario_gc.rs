@@ -141,6 +141,7 @@ pub fn scenario_trace() -> Vec<Line> {
             nsegments: 64,
             r_segments_percentage: 5,
             dot_nilfs: true,
+            clock: 0,
         },
     );
     ok(
@@ -396,6 +397,7 @@ fn model_manifests_equal_the_kernels() {
         nsegments,
         r_segments_percentage,
         dot_nilfs,
+        ..
     } = trace[0].op.clone()
     else {
         panic!("first line is mkfs")

@@ -725,12 +725,7 @@ fn stat_info(raw: &Inode) -> StatInfo {
     };
     StatInfo {
         file_type,
-        // The model leaves a directory's size out (block-size dependent).
-        size: if file_type == FileType::Dir {
-            0
-        } else {
-            raw.size
-        },
+        size: raw.size,
         nlink: u32::from(raw.links_count),
         perm: u32::from(raw.mode & 0o7777),
         mtime: Some(raw.mtime as i64 * NS + i64::from(raw.mtime_nsec)),

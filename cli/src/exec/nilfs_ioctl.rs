@@ -1,0 +1,129 @@
+//! NILFS2's checkpoint ioctls (include/uapi/linux/nilfs2_api.h), the only
+//! `unsafe` code of the project: each call hands the kernel a pointer to a
+//! `#[repr(C)]` struct laid out as the header declares it.
+//!
+//! Audit notes, per ioctl (fs/nilfs2/ioctl.c):
+//! - `NILFS_IOCTL_SYNC` (`_IOR('n', 0x8A, __u64)`): the kernel writes one
+//!   `__u64` (`nilfs_ioctl_sync`: `ns_cno - 1`, the checkpoint it made or
+//!   the latest). rustix's `Getter` owns that `u64`.
+//! - `NILFS_IOCTL_CHANGE_CPMODE` (`_IOW`, `struct nilfs_cpmode`, 16 bytes)
+//!   and `NILFS_IOCTL_DELETE_CHECKPOINT` (`_IOW`, `__u64`): the kernel only
+//!   reads the argument (`copy_from_user`). rustix's `Setter` owns it.
+//! - `NILFS_IOCTL_GET_CPINFO` (`_IOR`, `struct nilfs_argv`, 24 bytes): the
+//!   kernel reads the argv, writes up to `v_nmembs` records of `v_size`
+//!   bytes at `v_base`, and writes the argv back with the count filled
+//!   (`nilfs_ioctl_get_info` -> `nilfs_ioctl_wrap_copy`). `v_base` points
+//!   into a `Vec<CpInfo>` that this function borrows mutably for the whole
+//!   call, with `v_nmembs` its length and `v_size` the record size, so the
+//!   kernel never writes outside it; the count it returns is clamped to the
+//!   buffer before the records are read.
+#![allow(unsafe_code)]
+
+use rustix::fd::AsFd;
+use rustix::io::Result;
+use rustix::ioctl::{self, opcode, Getter, Setter, Updater};
+
+/// `struct nilfs_cpmode`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct CpMode {
+    cm_cno: u64,
+    cm_mode: u32,
+    cm_pad: u32,
+}
+
+/// `struct nilfs_argv`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Argv {
+    v_base: u64,
+    v_nmembs: u32,
+    v_size: u16,
+    v_flags: u16,
+    v_index: u64,
+}
+
+/// `struct nilfs_cpinfo` (56 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpInfo {
+    pub ci_flags: u32,
+    pub ci_pad: u32,
+    pub ci_cno: u64,
+    pub ci_create: u64,
+    pub ci_nblk_inc: u64,
+    pub ci_inodes_count: u64,
+    pub ci_blocks_count: u64,
+    pub ci_next: u64,
+}
+
+impl CpInfo {
+    /// `nilfs_cpinfo_snapshot` (bit `NILFS_CPINFO_SNAPSHOT` = 0).
+    pub fn is_snapshot(&self) -> bool {
+        self.ci_flags & 1 != 0
+    }
+    /// `nilfs_cpinfo_minor` (bit `NILFS_CPINFO_MINOR` = 3).
+    pub fn is_minor(&self) -> bool {
+        self.ci_flags & (1 << 3) != 0
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CpMode>() == 16);
+const _: () = assert!(std::mem::size_of::<Argv>() == 24);
+const _: () = assert!(std::mem::size_of::<CpInfo>() == 56);
+
+const IDENT: u8 = b'n';
+const CHANGE_CPMODE: ioctl::Opcode = opcode::write::<CpMode>(IDENT, 0x80);
+const DELETE_CHECKPOINT: ioctl::Opcode = opcode::write::<u64>(IDENT, 0x81);
+const GET_CPINFO: ioctl::Opcode = opcode::read::<Argv>(IDENT, 0x82);
+const SYNC: ioctl::Opcode = opcode::read::<u64>(IDENT, 0x8A);
+
+/// `cm_mode` values (`NILFS_CHECKPOINT`, `NILFS_SNAPSHOT`).
+const NILFS_CHECKPOINT: u32 = 0;
+const NILFS_SNAPSHOT: u32 = 1;
+
+/// `NILFS_IOCTL_SYNC`: construct, and return the latest checkpoint number
+/// (what `mkcp -p` prints).
+pub fn sync(fd: impl AsFd) -> Result<u64> {
+    // SAFETY: SYNC writes exactly one u64, which Getter owns.
+    unsafe { ioctl::ioctl(fd, Getter::<SYNC, u64>::new()) }
+}
+
+/// `NILFS_IOCTL_CHANGE_CPMODE` (what `chcp` and `mkcp -s` call).
+pub fn change_cpmode(fd: impl AsFd, cno: u64, snapshot: bool) -> Result<()> {
+    let arg = CpMode {
+        cm_cno: cno,
+        cm_mode: if snapshot {
+            NILFS_SNAPSHOT
+        } else {
+            NILFS_CHECKPOINT
+        },
+        cm_pad: 0,
+    };
+    // SAFETY: CHANGE_CPMODE reads one struct nilfs_cpmode, which Setter owns.
+    unsafe { ioctl::ioctl(fd, Setter::<CHANGE_CPMODE, CpMode>::new(arg)) }
+}
+
+/// `NILFS_IOCTL_DELETE_CHECKPOINT` (what `rmcp` calls for each number).
+pub fn delete_checkpoint(fd: impl AsFd, cno: u64) -> Result<()> {
+    // SAFETY: DELETE_CHECKPOINT reads one u64, which Setter owns.
+    unsafe { ioctl::ioctl(fd, Setter::<DELETE_CHECKPOINT, u64>::new(cno)) }
+}
+
+/// `NILFS_IOCTL_GET_CPINFO` with `NILFS_CHECKPOINT`: up to `buf.len()`
+/// checkpoints from number `start` on; returns how many were filled.
+pub fn get_cpinfo(fd: impl AsFd, start: u64, buf: &mut [CpInfo]) -> Result<usize> {
+    let nmembs = buf.len().min(u32::MAX as usize);
+    let mut argv = Argv {
+        v_base: buf.as_mut_ptr() as u64,
+        v_nmembs: nmembs as u32,
+        v_size: std::mem::size_of::<CpInfo>() as u16,
+        v_flags: NILFS_CHECKPOINT as u16,
+        v_index: start,
+    };
+    // SAFETY: GET_CPINFO reads and writes back the argv (Updater borrows it)
+    // and writes at most v_nmembs records of v_size bytes at v_base, which
+    // is `buf`, borrowed mutably and not touched until the call returns.
+    unsafe { ioctl::ioctl(fd, Updater::<GET_CPINFO, Argv>::new(&mut argv))? };
+    Ok((argv.v_nmembs as usize).min(nmembs))
+}
