@@ -159,13 +159,15 @@ fn unsupported_operation_names_its_line_and_writes_nothing() {
     let trace = d.join("t.jsonl");
     std::fs::write(
         &trace,
-        "{\"op\":\"mount\"}\n{\"op\":\"create\",\"path\":\"/x\"}\n\n{\"op\":\"clean\"}\n{\"op\":\"umount\"}\n",
+        "{\"op\":\"mount\"}\n{\"op\":\"create\",\"path\":\"/x\"}\n\n{\"op\":\"remount\",\"ro\":true}\n{\"op\":\"umount\"}\n",
     )
     .unwrap();
     let (ok, out, err) = nilref(&["apply", s(&img), s(&trace)]);
     assert!(!ok, "{out}");
     assert!(
-        err.contains("t.jsonl line 4: the adapter does not support {\"op\":\"clean\",\"protection_s\":0} yet"),
+        err.contains(
+            "t.jsonl line 4: the adapter does not support {\"op\":\"remount\",\"ro\":true} yet"
+        ),
         "{err}"
     );
     assert!(err.contains("nothing was written"), "{err}");

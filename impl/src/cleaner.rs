@@ -340,6 +340,16 @@ pub struct CleanReport {
 /// `nilfs-clean -p PROTECTION_S` with `nsegments_per_clean` segments per
 /// step: clean until no segment is selectable or a step frees nothing.
 pub fn clean(fs: &mut Fs<'_>, protection_s: u64, nsegs_per_step: usize) -> Result<CleanReport> {
+    // The cleaner works only on a writable mount: nilfs_ioctl_clean_segments
+    // (like every ioctl that changes the file system) starts with
+    // mnt_want_write_file, and the model answers EROFS whatever the
+    // segments would have been.
+    if fs.is_read_only() {
+        return Err(crate::Error::errno(
+            crate::Errno::EROFS,
+            "the cleaner needs a read-write mount",
+        ));
+    }
     let mut report = CleanReport::default();
     loop {
         let segs = select_segments(fs, protection_s, nsegs_per_step)?;

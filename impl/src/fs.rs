@@ -91,6 +91,12 @@ struct FileState {
     /// (created, linked or unlinked, grown, truncated) since the last
     /// checkpoint, so fdatasync needs a full construction.
     inode_sync: bool,
+    /// `NILFS_I_DIRTY` (`nilfs_set_file_dirty`): its pages were dirtied —
+    /// a write, a truncate that changed the size, a directory entry, a new
+    /// directory's or symlink's block. What fsync and fdatasync test
+    /// (`nilfs_inode_dirty`): an inode changed only in metadata (new and
+    /// empty, renamed, linked) makes them write nothing.
+    pages_dirty: bool,
 }
 
 /// A metadata file's mapping and raw inode.
@@ -530,6 +536,7 @@ impl<'a> Fs<'a> {
                     dir: None,
                     inode_dirty: false,
                     inode_sync: false,
+                    pages_dirty: false,
                 },
             );
         }
@@ -579,13 +586,10 @@ impl<'a> Fs<'a> {
             let d = DirFile::from_blocks(self.bs, blocks)?;
             self.files.get_mut(&i).expect("loaded").dir = Some(d);
         }
-        Ok(self
-            .files
-            .get_mut(&i)
-            .expect("loaded")
-            .dir
-            .as_mut()
-            .expect("set above"))
+        // Every caller changes an entry (nilfs_commit_chunk, nilfs_set_link).
+        let f = self.files.get_mut(&i).expect("loaded");
+        f.pages_dirty = true;
+        Ok(f.dir.as_mut().expect("set above"))
     }
 
     /// Look `name` up in directory `parent`.
@@ -614,6 +618,7 @@ impl<'a> Fs<'a> {
                 dir: None,
                 inode_dirty: true,
                 inode_sync: true,
+                pages_dirty: false,
             },
         );
         self.inodes_count += 1;
@@ -676,6 +681,7 @@ impl<'a> Fs<'a> {
         let f = self.files.get_mut(&i).expect("created");
         f.raw.size = d.size();
         f.dir = Some(d);
+        f.pages_dirty = true; // nilfs_make_empty writes "." and ".."
         self.file(parent)?.raw.links_count += 1;
         self.link_into(parent, name, i, mode)?;
         Ok(i)
@@ -724,6 +730,7 @@ impl<'a> Fs<'a> {
         f.raw.mtime = now;
         f.raw.ctime = now;
         f.inode_dirty = true;
+        f.pages_dirty = true; // nilfs_write_end -> nilfs_set_file_dirty
         self.touch(i);
         Ok(())
     }
@@ -921,6 +928,7 @@ impl<'a> Fs<'a> {
         block[..target.len()].copy_from_slice(target);
         let f = self.files.get_mut(&i).expect("created");
         f.dirty.insert(0, block);
+        f.pages_dirty = true; // page_symlink writes the target's block
         f.raw.size = target.len() as u64;
         self.link_into(parent, name, i, mode)?;
         Ok(i)
@@ -953,6 +961,11 @@ impl<'a> Fs<'a> {
         f.raw.ctime = now;
         f.inode_dirty = true;
         f.inode_sync = true;
+        // nilfs_setattr calls nilfs_truncate (nilfs_set_file_dirty) only
+        // when the size changes; otherwise the inode is only marked dirty.
+        if size != old {
+            f.pages_dirty = true;
+        }
         self.touch(i);
         Ok(())
     }
@@ -1236,24 +1249,25 @@ impl<'a> Fs<'a> {
     }
 
     /// `fsync` (`nilfs_sync_file` without datasync): a full construction
-    /// if the file has anything dirty.
+    /// if the file's pages are dirty (`nilfs_inode_dirty`); nothing for an
+    /// inode changed only in metadata.
     pub fn fsync(&mut self, i: Ino) -> Result<()> {
         let f = self.file(i)?;
-        if f.inode_dirty || !f.dirty.is_empty() {
+        if f.pages_dirty || !f.dirty.is_empty() {
             self.construct()?;
         }
         Ok(())
     }
 
-    /// `fdatasync` (`nilfs_construct_dsync_segment`): nothing if the file is
-    /// clean; a full construction if its inode needs a sync
+    /// `fdatasync` (`nilfs_construct_dsync_segment`): nothing if the file's
+    /// pages are clean (`nilfs_inode_dirty`); a full construction if its inode needs a sync
     /// (`NILFS_I_INODE_SYNC`); otherwise a data-only log (`SS_SYNDT`) of
     /// its dirty blocks. Their new DAT entries, B-tree nodes and inode stay
     /// dirty in memory for the next checkpoint; after a crash, roll-forward
     /// replays the blocks.
     pub fn fdatasync(&mut self, i: Ino) -> Result<()> {
         let f = self.file(i)?;
-        if !f.inode_dirty && f.dirty.is_empty() {
+        if !f.pages_dirty && f.dirty.is_empty() {
             return Ok(());
         }
         if f.inode_sync || f.raw.mode & S_IFMT != S_IFREG {
@@ -1369,7 +1383,10 @@ impl<'a> Fs<'a> {
         for (key, _) in &blocks {
             f.dirty.remove(key);
         }
-        // The inode (its bmap, times) is still dirty for the next checkpoint.
+        // The inode (its bmap, times) is still dirty for the next checkpoint,
+        // and NILFS_I_DIRTY stays set: only a full construction's file stage
+        // clears it (nilfs_segctor_collect_blocks), so a later fsync still
+        // makes a checkpoint.
         f.inode_dirty = true;
         self.touch(i);
         Ok(())
@@ -1935,6 +1952,7 @@ impl<'a> Fs<'a> {
             f.dirty.clear();
             f.inode_dirty = false;
             f.inode_sync = false;
+            f.pages_dirty = false;
             f.bmap.mark_clean()?;
             if let Some(d) = &mut f.dir {
                 d.mark_clean();

@@ -400,8 +400,11 @@ impl Namespace {
                 _ => Ok(self.clone()),
             };
         }
+        // "/", "." or ".." last (not LAST_NORM): open_last_lookups creates
+        // nothing, and do_open answers EEXIST for O_EXCL before EISDIR for
+        // the directory it found.
         if Self::special(&name) {
-            return Err(Errno::EISDIR);
+            return Err(if excl { Errno::EEXIST } else { Errno::EISDIR });
         }
         let mut ns = self.clone();
         let id = ns.alloc(Kind::File(FileData::default()), perm & 0o7777, now);
@@ -636,8 +639,21 @@ impl Namespace {
     /// and shortens a write that would cross it. A write past EOF leaves a
     /// hole that reads as zeros.
     pub fn write(&self, path: &str, offset: u64, data: &Pattern, now: i64) -> R<(Namespace, u64)> {
+        self.write_prefix(path, offset, data, data.len(), now)
+    }
+
+    /// A write of the first `want` bytes of `data` only (what a write that
+    /// stopped early left).
+    pub fn write_prefix(
+        &self,
+        path: &str,
+        offset: u64,
+        data: &Pattern,
+        want: u64,
+        now: i64,
+    ) -> R<(Namespace, u64)> {
         let (id, f) = self.file(path)?;
-        let want = data.len();
+        let want = want.min(data.len());
         if want == 0 {
             return Ok((self.clone(), 0));
         }

@@ -165,6 +165,8 @@ pub struct GenConfig {
     /// End with `sync`, the live manifest, `lscp` and `umount`, so the
     /// final state is observed and durable.
     pub epilogue: bool,
+    /// The clock at mkfs (ns): where `clock` lines start from.
+    pub clock: i64,
 }
 
 impl GenConfig {
@@ -177,6 +179,7 @@ impl GenConfig {
             dot_nilfs: true,
             features: Features::ALL,
             epilogue: true,
+            clock: 0,
         }
     }
 }
@@ -203,7 +206,7 @@ pub fn generate(cfg: &GenConfig) -> Workload {
         nsegments: cfg.geometry.nsegments,
         r_segments_percentage: cfg.geometry.r_segments_percentage,
         dot_nilfs: cfg.dot_nilfs,
-        clock: 0,
+        clock: cfg.clock,
     };
     g.lines.push(to_value(&mkfs));
     g.emit(Op::Mount {
@@ -413,7 +416,7 @@ impl<'c> Generator<'c> {
         Generator {
             cfg,
             rng: Rng(splitmix64(cfg.seed ^ 0x6e69_6c66_7367_656e)),
-            state: State::mkfs(cfg.geometry.clone(), cfg.dot_nilfs, 0),
+            state: State::mkfs(cfg.geometry.clone(), cfg.dot_nilfs, cfg.clock),
             lines: Vec::new(),
             mkcps: Vec::new(),
             lscp: None,
@@ -893,9 +896,19 @@ impl<'c> Generator<'c> {
         if n == 0 {
             return;
         }
+        // Counted from the end, rmcp's choice stays off the latest when the
+        // implementation lists more checkpoints than the model (timer ones).
+        let from_end = rmcp || self.rng.chance(50);
         let i = self.rng.below(n as u64) as usize;
-        let cno = list[i].cno;
-        let r = json!({ "$lscp": i });
+        let (cno, r) = if from_end {
+            let back = i + if rmcp { 2 } else { 1 };
+            (
+                list[list.len() - back].cno,
+                json!({ "$lscp": -(back as i64) }),
+            )
+        } else {
+            (list[i].cno, json!({ "$lscp": i }))
+        };
         if rmcp {
             let mut v = to_value(&Op::Rmcp { cno });
             v["cno"] = r;

@@ -22,6 +22,13 @@ fn file_data(s: &State, id: Id) -> Option<&FileData> {
     }
 }
 
+fn file_data_in(ns: &crate::fs::Namespace, id: Id) -> Option<&FileData> {
+    match ns.inodes.get(&id).map(|i| &i.kind) {
+        Some(Kind::File(f)) => Some(f),
+        _ => None,
+    }
+}
+
 fn is_modifying(op: &Op) -> Option<Option<u64>> {
     match op {
         Op::Create { at, .. }
@@ -140,14 +147,20 @@ pub fn check_transition(
             }
         }
     }
-    // Promises: fsync/fdatasync that succeeded on the rw latest.
+    // Promises: fsync/fdatasync that succeeded on the rw latest, for a file
+    // it had to write (its pages were dirty: nilfs_sync_file writes nothing
+    // for an inode nilfs_inode_dirty calls clean, such as a new empty file)
+    // or whose data is already in the latest checkpoint.
     match (op, outcome) {
         (Op::Fsync { path, at: None } | Op::Fdatasync { path, at: None }, Outcome::Ok)
             if before.mount == Some(crate::state::Mount::ReadWrite) =>
         {
             if let Ok(id) = after.live.lookup(path, true) {
-                if let Some(f) = file_data(after, id) {
-                    promises.files.insert(id, f.clone());
+                let in_checkpoint = file_data_in(&before.latest().1.ns, id) == file_data(after, id);
+                if before.pending.dirty_inodes.contains(&id) || in_checkpoint {
+                    if let Some(f) = file_data(after, id) {
+                        promises.files.insert(id, f.clone());
+                    }
                 }
             }
         }

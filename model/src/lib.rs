@@ -14,13 +14,15 @@
 //! - [`pattern::Pattern`]: compact descriptions of written data.
 //! - [`manifest::manifest`]: manifest.sh's listing of a namespace.
 //! - [`workload`]: workloads (traces before they run) and their checkpoint
-//!   references; [`gen`]: the workload generator every runner shares.
+//!   references; [`gen`]: the workload generator every runner shares;
+//!   [`shrink`]: delta debugging of a failing workload.
 
 pub mod fs;
 pub mod gen;
 pub mod laws;
 pub mod manifest;
 pub mod pattern;
+pub mod shrink;
 pub mod state;
 pub mod trace;
 pub mod workload;

@@ -79,7 +79,13 @@ pub struct DsyncLog {
 pub struct Pending {
     /// Some change is not in the latest checkpoint.
     pub dirty: bool,
-    /// Inodes changed since the latest checkpoint (`nilfs_inode_dirty`).
+    /// Inodes whose pages were dirtied since the latest checkpoint: what
+    /// `nilfs_inode_dirty` tests (NILFS_I_DIRTY, set only by
+    /// `nilfs_set_file_dirty`: a write, a truncate that changes the size,
+    /// a directory's entry block, a new directory's or symlink's block).
+    /// Metadata alone (a new empty file, a rename, a link, a same-size
+    /// truncate) goes to the ifile but leaves the inode clean, so fsync and
+    /// fdatasync of it write nothing (seen on Linux 6.1; docs/findings.md).
     pub dirty_inodes: OrdSet<Id>,
     /// Inodes whose metadata changed since the latest checkpoint (created,
     /// truncated, extended, linked, unlinked, renamed, parents of such
@@ -272,6 +278,32 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The snapshot view (`mount -o ro,cp=N`) the operation works on, if
+    /// any: a runner sends it only while that view is mounted.
+    pub fn at(&self) -> Option<Cno> {
+        match self {
+            Op::Create { at, .. }
+            | Op::Mkdir { at, .. }
+            | Op::Symlink { at, .. }
+            | Op::Link { at, .. }
+            | Op::Unlink { at, .. }
+            | Op::Rmdir { at, .. }
+            | Op::Rename { at, .. }
+            | Op::Write { at, .. }
+            | Op::Read { at, .. }
+            | Op::Truncate { at, .. }
+            | Op::Lstat { at, .. }
+            | Op::Readdir { at, .. }
+            | Op::Readlink { at, .. }
+            | Op::Fsync { at, .. }
+            | Op::Fdatasync { at, .. }
+            | Op::Manifest { at } => *at,
+            _ => None,
+        }
+    }
+}
+
 fn is_zero(x: &i64) -> bool {
     *x == 0
 }
@@ -335,6 +367,17 @@ pub enum Expect {
     },
     /// `lscp`: the listing shape rule of docs/model.md.
     Lscp,
+    /// A write that stopped early for want of space: `generic_perform_write`
+    /// copies page by page, each page through `nilfs_write_begin`, whose
+    /// `nilfs_transaction_begin(sb, NULL, 1)` may refuse with ENOSPC; what
+    /// was copied before stays and the call returns its length. Accepts
+    /// `{"written": k}` with 0 < k < the write's length and the write's end
+    /// `offset + k` on a page boundary (the kernel's 4 KiB page).
+    ShortWrite {
+        path: String,
+        offset: u64,
+        data: Pattern,
+    },
     /// The operation is not meaningful here (the checker rejects the trace).
     Invalid(String),
 }
@@ -368,6 +411,10 @@ fn invalid(s: &State, why: &str) -> Vec<Branch> {
         next: s.clone(),
     }]
 }
+
+/// The kernel's page size on the machines the model speaks for (x86-64,
+/// arm64 with 4 KiB pages): the step of a short write.
+const KERNEL_PAGE: u64 = 4096;
 
 /// Metadata blocks charged to one namespace operation (a directory block,
 /// the inode's ifile block) and to one checkpoint (summary, super root,
@@ -470,11 +517,14 @@ impl State {
     /// Records a successful modification of the live namespace.
     fn modified(mut self, ns: Namespace, blocks: u64) -> State {
         for d in self.live.inodes.diff(&ns.inodes) {
-            let id = match d {
-                imbl::ordmap::DiffItem::Add(k, _) | imbl::ordmap::DiffItem::Remove(k, _) => *k,
-                imbl::ordmap::DiffItem::Update { new: (k, _), .. } => *k,
+            let (id, before, after) = match d {
+                imbl::ordmap::DiffItem::Add(k, v) => (*k, None, Some(v)),
+                imbl::ordmap::DiffItem::Remove(k, v) => (*k, Some(v), None),
+                imbl::ordmap::DiffItem::Update { old, new } => (*new.0, Some(old.1), Some(new.1)),
             };
-            self.pending.dirty_inodes.insert(id);
+            if pages_dirtied(before, after) {
+                self.pending.dirty_inodes.insert(id);
+            }
         }
         self.live = ns;
         self.pending.dirty = true;
@@ -652,7 +702,6 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                 if let Some(id) = moved {
                     for b in &mut out {
                         if matches!(b.expect, Expect::Exact(Outcome::Ok)) && b.next.live != s.live {
-                            b.next.pending.dirty_inodes.insert(id);
                             b.next.pending.inode_sync.insert(id);
                         }
                     }
@@ -695,6 +744,16 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                             expect: Expect::Exact(Outcome::Err(Errno::ENOSPC)),
                             next: s.clone(),
                         });
+                        if n > KERNEL_PAGE {
+                            out.push(Branch {
+                                expect: Expect::ShortWrite {
+                                    path: path.clone(),
+                                    offset: *offset,
+                                    data: data.clone(),
+                                },
+                                next: s.clone(),
+                            });
+                        }
                     }
                     out
                 }
@@ -709,6 +768,13 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                         .live
                         .lookup(path, true)
                         .expect("truncate resolved it");
+                    // nilfs_setattr ends with mark_inode_dirty whether or not
+                    // the size or the times changed, so even a truncate to
+                    // the same size at the same clock dirties the inode and
+                    // the next construction makes a checkpoint.
+                    if b.next == *s && s.writable(*at) {
+                        b.next = s.clone().modified(s.live.clone(), 1);
+                    }
                     b.next.pending.inode_sync.insert(id);
                 }
             }
@@ -941,7 +1007,159 @@ fn construct_branches(s: &State, outcome: Outcome) -> Vec<Branch> {
 /// SYNDT segment (`nilfs_construct_dsync_segment`) unless the inode needs
 /// its metadata synced (NILFS_I_INODE_SYNC: created, truncated or grown),
 /// which escalates to a full checkpoint.
+///
+/// The kernel's log writer also constructs on its own timer (`segctord`,
+/// every 5 s while anything is dirty), which the model does not see: if it
+/// ran after the last change that made the inode need this sync, the sync
+/// finds less to do — fsync nothing, fdatasync a data-only log of what was
+/// written since. Those branches are allowed too (`timer_branches`).
 fn sync_file(s: &State, id: Id, data_only: bool) -> Vec<Branch> {
+    let mut out = sync_file_now(s, id, data_only);
+    let full = !data_only || s.pending.inode_sync.contains(&id);
+    if s.pending.dirty_inodes.contains(&id) && full {
+        if let Some(k) = last_change(s, id, data_only) {
+            if k < s.pending.history.len() {
+                let t = timer(s, k);
+                for b in sync_file_now(&t, id, data_only) {
+                    if !out.iter().any(|o| o.next == b.next && o.expect == b.expect) {
+                        out.push(b);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The position in `pending.history` just after the last change to `id`
+/// that a sync of it must write: any change for fsync, a metadata change
+/// (the inode is new, or its kind, size, link count or permissions
+/// differ) for fdatasync.
+fn last_change(s: &State, id: Id, data_only: bool) -> Option<usize> {
+    let (_, cp) = s.latest();
+    let h = &s.pending.history;
+    (0..h.len()).rev().find_map(|i| {
+        let before = if i == 0 { &cp.ns } else { &h[i - 1] };
+        let (a, b) = (before.inodes.get(&id), h[i].inodes.get(&id));
+        let changed = if data_only {
+            metadata_differs(a, b)
+        } else {
+            pages_dirtied(a, b)
+        };
+        changed.then_some(i + 1)
+    })
+}
+
+/// Whether a change from `before` to `after` dirtied pages of the inode
+/// (`nilfs_set_file_dirty`): a file's data or size (`nilfs_write_end`,
+/// `nilfs_truncate` — which `nilfs_setattr` calls only when the size
+/// changes), a directory's entries or its ".." (`nilfs_commit_chunk`,
+/// `nilfs_set_link`), a new directory (`nilfs_make_empty`) or symlink
+/// (`page_symlink`). A new regular file is not dirty until written.
+fn pages_dirtied(before: Option<&crate::fs::Inode>, after: Option<&crate::fs::Inode>) -> bool {
+    let Some(a) = after else { return false };
+    let Some(b) = before else {
+        return !matches!(a.kind, Kind::File(_));
+    };
+    match (&b.kind, &a.kind) {
+        (Kind::File(x), Kind::File(y)) => {
+            x.size != y.size
+                || x.pages.len() != y.pages.len()
+                || x.pages
+                    .iter()
+                    .zip(y.pages.iter())
+                    .any(|((i, p), (j, q))| i != j || !Arc::ptr_eq(p, q))
+        }
+        (
+            Kind::Dir {
+                entries: e1,
+                parent: p1,
+            },
+            Kind::Dir {
+                entries: e2,
+                parent: p2,
+            },
+        ) => e1 != e2 || p1 != p2,
+        (Kind::Symlink(x), Kind::Symlink(y)) => x != y,
+        _ => true,
+    }
+}
+
+fn metadata_differs(a: Option<&crate::fs::Inode>, b: Option<&crate::fs::Inode>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let size = |i: &crate::fs::Inode| match &i.kind {
+                Kind::File(f) => Some(f.size),
+                _ => None,
+            };
+            std::mem::discriminant(&a.kind) != std::mem::discriminant(&b.kind)
+                || size(a) != size(b)
+                || a.nlink != b.nlink
+                || a.perm != b.perm
+        }
+        (None, None) => false,
+        _ => true,
+    }
+}
+
+/// The state after the log writer's timer wrote a checkpoint of the
+/// namespace as it was after the k-th change since the latest checkpoint
+/// (1 <= k <= the number of changes): that checkpoint's number is not
+/// observed; the changes after it stay pending, and so do the SYNDT logs
+/// written after it.
+fn timer(s: &State, k: usize) -> State {
+    let mut n = s.clone();
+    let h = &s.pending.history;
+    let base = h[k - 1].clone();
+    let cno = n.next_cno;
+    n.next_cno += 1;
+    n.checkpoints.insert(
+        cno,
+        Checkpoint {
+            ns: base.clone(),
+            snapshot: false,
+            created: s.clock,
+            bound: false,
+            may_be_gone: false,
+            minor: false,
+        },
+    );
+    n.consumed_blocks += CHECKPOINT_BLOCKS;
+    let rest: Vector<Namespace> = h.iter().skip(k).cloned().collect();
+    let mut p = Pending {
+        dirty: !rest.is_empty(),
+        history: rest,
+        ..Pending::default()
+    };
+    for d in base.inodes.diff(&s.live.inodes) {
+        let (id, a, b) = match d {
+            imbl::ordmap::DiffItem::Add(k, v) => (*k, None, Some(v)),
+            imbl::ordmap::DiffItem::Remove(k, v) => (*k, Some(v), None),
+            imbl::ordmap::DiffItem::Update { old, new } => (*new.0, Some(old.1), Some(new.1)),
+        };
+        if pages_dirtied(a, b) {
+            p.dirty_inodes.insert(id);
+        }
+        if metadata_differs(a, b) {
+            p.inode_sync.insert(id);
+        }
+    }
+    p.dsync = s
+        .pending
+        .dsync
+        .iter()
+        .filter(|l| l.after > k)
+        .map(|l| DsyncLog {
+            after: l.after - k,
+            ..l.clone()
+        })
+        .collect();
+    n.pending = p;
+    n
+}
+
+/// `nilfs_sync_file` on the state as the model has it.
+fn sync_file_now(s: &State, id: Id, data_only: bool) -> Vec<Branch> {
     let (_, cp) = s.latest();
     let live_ino = s.live.inodes.get(&id);
     if !s.pending.dirty_inodes.contains(&id) {
@@ -1142,6 +1360,68 @@ pub fn crash(s: &State) -> Vec<State> {
 
 impl Branch {
     /// Does this branch allow `observed`? If so, the state after it.
+    /// Every state in which `observed` leaves the file system along this
+    /// branch: one for most outcomes, two when a printed checkpoint number
+    /// can be read two ways (see the `mkcp` case).
+    pub fn accept_all(&self, observed: &Outcome) -> Vec<State> {
+        let (
+            Expect::NewCno {
+                must_be_new,
+                snapshot,
+                ..
+            },
+            Outcome::Cno(c),
+        ) = (&self.expect, observed)
+        else {
+            if let (Expect::Lscp, Outcome::Checkpoints(list)) = (&self.expect, observed) {
+                return lscp_accept(&self.next, list);
+            }
+            return self.accept(observed).into_iter().collect();
+        };
+        let (mcno, mcp) = self.next.latest();
+        let mcp = mcp.clone();
+        let mut ways: Vec<State> = Vec::new();
+        let mut place = |f: &dyn Fn(&mut State)| {
+            let mut n = self.next.clone();
+            f(&mut n);
+            n.next_cno = n.next_cno.max(c + 1);
+            n.checkpoints.get_mut(c).expect("just placed").bound = true;
+            if *snapshot {
+                n.set_mode(*c, true);
+            }
+            ways.push(n);
+        };
+        if *c == mcno {
+            // The model's own number.
+            place(&|_| {});
+        }
+        if *c > mcno && !mcp.bound {
+            // The model's latest (new or not) has an unobserved number; the
+            // kernel's timer made checkpoints the model does not count, so
+            // its real number is `c`.
+            place(&|n| {
+                n.checkpoints.remove(&mcno);
+                n.checkpoints.insert(*c, mcp.clone());
+            });
+        }
+        if *c > mcno && !*must_be_new {
+            // Nothing was dirty for the model, yet a checkpoint was made
+            // (seen on Linux 6.1 after a sync that followed `mkcp -s`): it
+            // shows the latest and, made without a change to any file, is
+            // MINOR (hidden by lscp).
+            place(&|n| {
+                n.checkpoints.insert(
+                    *c,
+                    Checkpoint {
+                        minor: true,
+                        ..mcp.clone()
+                    },
+                );
+            });
+        }
+        ways
+    }
+
     pub fn accept(&self, observed: &Outcome) -> Option<State> {
         match (&self.expect, observed) {
             (Expect::Exact(want), got) => {
@@ -1156,40 +1436,28 @@ impl Branch {
                 }
                 Some(n)
             }
-            (
-                Expect::NewCno {
-                    must_be_new,
-                    snapshot,
-                    ..
-                },
-                Outcome::Cno(c),
-            ) => {
-                let mut n = self.next.clone();
-                let (mcno, mcp) = n.latest();
-                let mcp = mcp.clone();
-                if *c == mcno {
-                    // The model's own number.
-                } else if *c > mcno && !mcp.bound {
-                    // The model's latest (new or not) has an unobserved
-                    // number; the kernel's timer made checkpoints the model
-                    // does not count, so its real number is `c`.
-                    n.checkpoints.remove(&mcno);
-                    n.checkpoints.insert(*c, mcp);
-                } else if *c > mcno && !*must_be_new {
-                    // Nothing was dirty for the model, yet a checkpoint was
-                    // made (e.g. for a dirty cpfile): it shows the latest.
-                    n.checkpoints.insert(*c, mcp);
-                } else {
+            (Expect::NewCno { .. }, Outcome::Cno(_)) => {
+                self.accept_all(observed).into_iter().next()
+            }
+            (Expect::Lscp, Outcome::Checkpoints(list)) => {
+                lscp_accept(&self.next, list).into_iter().next()
+            }
+            (Expect::ShortWrite { path, offset, data }, Outcome::Written(k)) => {
+                let s = &self.next;
+                if *k == 0 || *k >= data.len() || (offset + k) % KERNEL_PAGE != 0 {
                     return None;
                 }
-                n.next_cno = n.next_cno.max(c + 1);
-                n.checkpoints.get_mut(c).expect("just placed").bound = true;
-                if *snapshot {
-                    n.set_mode(*c, true);
+                let ns = s.live.clone();
+                let id = ns.lookup(path, true).ok()?;
+                let (next_ns, _) = ns.write_prefix(path, *offset, data, *k, s.clock).ok()?;
+                let grew = size_of(&next_ns, id) != size_of(&ns, id);
+                let blocks = s.blocks_for(*k);
+                let mut n = s.clone().modified(next_ns, blocks);
+                if grew {
+                    n.pending.inode_sync.insert(id);
                 }
                 Some(n)
             }
-            (Expect::Lscp, Outcome::Checkpoints(list)) => lscp_accept(&self.next, list),
             _ => None,
         }
     }
@@ -1225,7 +1493,8 @@ impl Branch {
                 let o = Outcome::Checkpoints(list);
                 self.accept(&o).map(|n| (o, n))
             }
-            Expect::Invalid(_) => None,
+            // The model's own runs never stop a write early.
+            Expect::ShortWrite { .. } | Expect::Invalid(_) => None,
         }
     }
 }
@@ -1278,11 +1547,65 @@ pub fn outcome_matches(want: &Outcome, got: &Outcome, block_size: u32) -> bool {
 /// least its own; the last entry is the model's latest. Extra plain entries
 /// are the segment constructor's timer checkpoints. Returns the state with
 /// the cleaner's removals resolved and the latest bound to the listed cno.
-fn lscp_accept(s: &State, list: &[CpEntry]) -> Option<State> {
-    if list.windows(2).any(|w| w[0].cno >= w[1].cno) {
-        return None;
+/// One unbound checkpoint to find in an lscp listing.
+struct Unbound {
+    cno: Cno,
+    ss: bool,
+    /// The cleaner may have removed it: it may have no entry.
+    optional: bool,
+}
+
+/// Entries for `items`, in order: each a distinct unused entry of its mode
+/// with a number at least its own, strictly after the previous one. With
+/// `keep_optional`, an optional item takes an entry whenever the mandatory
+/// ones after it still fit; without, optional items take none. `None` if a
+/// mandatory item finds no entry. Greedy earliest matching is optimal for
+/// the mandatory items (numbers and entries both increase).
+fn match_unbound(
+    list: &[CpEntry],
+    used: &[bool],
+    items: &[Unbound],
+    keep_optional: bool,
+) -> Option<Vec<Option<usize>>> {
+    let eligible =
+        |i: usize, it: &Unbound| !used[i] && list[i].ss == it.ss && list[i].cno >= it.cno;
+    let mandatory_fit = |rest: &[Unbound], mut from: usize| {
+        rest.iter().filter(|it| !it.optional).all(|it| {
+            match (from..list.len()).find(|&i| eligible(i, it)) {
+                Some(i) => {
+                    from = i + 1;
+                    true
+                }
+                None => false,
+            }
+        })
+    };
+    let mut from = 0;
+    let mut out = Vec::with_capacity(items.len());
+    for (k, it) in items.iter().enumerate() {
+        let e = (from..list.len()).find(|&i| eligible(i, it));
+        let take = match (it.optional, e) {
+            (false, None) => return None,
+            (false, Some(i)) => Some(i),
+            (true, Some(i)) if keep_optional && mandatory_fit(&items[k + 1..], i + 1) => Some(i),
+            (true, _) => None,
+        };
+        if let Some(i) = take {
+            from = i + 1;
+        }
+        out.push(take);
     }
-    let mut n = s.clone();
+    Some(out)
+}
+
+/// The states an lscp listing leaves (the shape rule of docs/model.md). A
+/// checkpoint the cleaner may have removed and whose number was never
+/// observed cannot always be told from a timer checkpoint, so up to two
+/// readings come back: it survived where an entry allows, or it is gone.
+fn lscp_accept(s: &State, list: &[CpEntry]) -> Vec<State> {
+    if list.windows(2).any(|w| w[0].cno >= w[1].cno) {
+        return Vec::new();
+    }
     // lscp without -a hides MINOR checkpoints that are not snapshots.
     let shown = |cp: &Checkpoint| !cp.minor || cp.snapshot;
     let Some((latest_cno, latest_cp)) = s
@@ -1292,15 +1615,22 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Option<State> {
         .find(|(_, cp)| shown(cp))
         .map(|(c, cp)| (*c, cp))
     else {
-        return list.is_empty().then_some(n);
+        return if list.is_empty() {
+            vec![s.clone()]
+        } else {
+            Vec::new()
+        };
     };
-    let last = list.last()?;
+    let Some(last) = list.last() else {
+        return Vec::new();
+    };
     if last.ss != latest_cp.snapshot || last.cno < latest_cno {
-        return None;
+        return Vec::new();
     }
     if latest_cp.bound && last.cno != latest_cno {
-        return None;
+        return Vec::new();
     }
+    let mut base = s.clone();
     let mut used = vec![false; list.len()];
     for (c, cp) in s.checkpoints.iter() {
         if !cp.bound || *c == latest_cno || !shown(cp) {
@@ -1308,39 +1638,70 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Option<State> {
         }
         match list.iter().position(|e| e.cno == *c) {
             Some(i) if list[i].ss == cp.snapshot => used[i] = true,
-            Some(_) => return None,
+            Some(_) => return Vec::new(),
             None if cp.may_be_gone => {
-                n.checkpoints.remove(c);
+                base.checkpoints.remove(c);
             }
-            None => return None,
+            None => return Vec::new(),
         }
     }
-    *used.last_mut()? = true;
-    let mut from = 0;
-    for (c, cp) in s.checkpoints.iter() {
-        if cp.bound || *c == latest_cno || !shown(cp) {
+    *used.last_mut().expect("non-empty") = true;
+    let unbound: Vec<(Cno, Unbound)> = s
+        .checkpoints
+        .iter()
+        .filter(|(c, cp)| !cp.bound && **c != latest_cno && shown(cp))
+        .map(|(c, cp)| {
+            (
+                *c,
+                Unbound {
+                    cno: *c,
+                    ss: cp.snapshot,
+                    optional: cp.may_be_gone,
+                },
+            )
+        })
+        .collect();
+    let items: Vec<Unbound> = unbound.iter().map(|(_, u)| Unbound { ..*u }).collect();
+    let mut out: Vec<State> = Vec::new();
+    for keep_optional in [true, false] {
+        let Some(assign) = match_unbound(list, &used, &items, keep_optional) else {
             continue;
-        }
-        let found = (from..list.len())
-            .find(|&i| !used[i] && list[i].ss == cp.snapshot && list[i].cno >= *c);
-        match found {
-            Some(i) => {
-                used[i] = true;
-                from = i + 1;
-                if let Some(x) = n.checkpoints.get_mut(c) {
-                    x.may_be_gone = false;
+        };
+        let mut n = base.clone();
+        let mut taken = used.clone();
+        for ((c, _), a) in unbound.iter().zip(&assign) {
+            match a {
+                Some(i) => {
+                    taken[*i] = true;
+                    if let Some(x) = n.checkpoints.get_mut(c) {
+                        x.may_be_gone = false;
+                    }
+                }
+                None => {
+                    n.checkpoints.remove(c);
                 }
             }
-            None if cp.may_be_gone => {
-                n.checkpoints.remove(c);
-            }
-            None => return None,
+        }
+        // Every listed snapshot is one the model knows.
+        if list.iter().zip(&taken).any(|(e, t)| e.ss && !t) {
+            continue;
+        }
+        let n = finish_lscp(n, latest_cno, last, shown);
+        if !out.contains(&n) {
+            out.push(n);
         }
     }
-    // Every listed snapshot is one the model knows.
-    if list.iter().zip(&used).any(|(e, u)| e.ss && !u) {
-        return None;
-    }
+    out
+}
+
+/// The common end of an accepted lscp: what is shown can no longer be gone,
+/// and the latest is bound to the listed number.
+fn finish_lscp(
+    mut n: State,
+    latest_cno: Cno,
+    last: &CpEntry,
+    shown: impl Fn(&Checkpoint) -> bool,
+) -> State {
     let cnos: Vec<Cno> = n.checkpoints.keys().copied().collect();
     for c in cnos {
         let cp = n.checkpoints.get_mut(&c).expect("listed");
@@ -1357,12 +1718,12 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Option<State> {
             .next()
             .is_some_and(|(c, _)| last.cno >= *c)
         {
-            return Some(n);
+            return n;
         }
         let cp = n.checkpoints.remove(&latest_cno).expect("latest");
         n.checkpoints.insert(last.cno, cp);
         n.next_cno = n.next_cno.max(last.cno + 1);
     }
     n.checkpoints.get_mut(&last.cno).expect("latest").bound = true;
-    Some(n)
+    n
 }

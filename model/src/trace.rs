@@ -52,6 +52,9 @@ pub struct Rejection {
     pub allowed: Vec<String>,
     /// The outcome the trace records.
     pub observed: String,
+    /// The model states the trace allowed before this line, each as its
+    /// checkpoint table (see [`describe_state`]), at most 4.
+    pub states: Vec<String>,
 }
 
 impl fmt::Display for Rejection {
@@ -62,7 +65,17 @@ impl fmt::Display for Rejection {
         for a in &self.allowed {
             writeln!(f, "    {a}")?;
         }
-        write!(f, "  observed: {}", self.observed)
+        write!(f, "  observed: {}", self.observed)?;
+        if !self.states.is_empty() {
+            write!(
+                f,
+                "\n  model states before this line (checkpoints: cno, s = snapshot, ? = number not observed, m = minor, ~ = the cleaner may have removed it):"
+            )?;
+            for s in &self.states {
+                write!(f, "\n    {s}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -77,6 +90,7 @@ pub fn check_trace(path: &std::path::Path) -> Result<Verdict, Rejection> {
         op: String::new(),
         allowed: vec![],
         observed: format!("cannot read {}: {e}", path.display()),
+        states: vec![],
     })?;
     check_trace_str(&text)
 }
@@ -95,6 +109,7 @@ pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
             op: raw.to_string(),
             allowed: vec!["a well-formed trace line".into()],
             observed: format!("unparsable: {e}"),
+            states: vec![],
         })?;
         checked += 1;
         let reject = |allowed: Vec<String>| Rejection {
@@ -102,6 +117,7 @@ pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
             op: serde_json::to_string(&line.op).expect("serialises"),
             allowed,
             observed: describe(&line.out),
+            states: states.iter().take(4).map(describe_state).collect(),
         };
         if states.is_empty() {
             let Op::Mkfs {
@@ -131,13 +147,16 @@ pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
         let mut allowed: Vec<String> = Vec::new();
         for s in &states {
             for b in step(s, &line.op) {
-                match b.accept(&line.out) {
-                    Some(n) => {
-                        if !next.contains(&n) {
-                            next.push(n);
+                let accepted = b.accept_all(&line.out);
+                match accepted.is_empty() {
+                    false => {
+                        for n in accepted {
+                            if !next.contains(&n) {
+                                next.push(n);
+                            }
                         }
                     }
-                    None => {
+                    true => {
                         let d = describe_expect(&b.expect, &line.out);
                         if !allowed.contains(&d) {
                             allowed.push(d);
@@ -163,12 +182,44 @@ pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
             op: String::new(),
             allowed: vec!["mkfs".into()],
             observed: "empty trace".into(),
+            states: vec![],
         });
     }
     Ok(Verdict {
         lines: checked,
         states: states.len(),
     })
+}
+
+/// A state's checkpoint table in one line: `1 2s 5? 6m~ | mounted rw`.
+pub fn describe_state(s: &State) -> String {
+    let cps: Vec<String> = s
+        .checkpoints
+        .iter()
+        .map(|(c, cp)| {
+            format!(
+                "{c}{}{}{}{}",
+                if cp.snapshot { "s" } else { "" },
+                if cp.bound { "" } else { "?" },
+                if cp.minor { "m" } else { "" },
+                if cp.may_be_gone { "~" } else { "" }
+            )
+        })
+        .collect();
+    format!(
+        "{} | {}{}",
+        cps.join(" "),
+        match s.mount {
+            None => "not mounted",
+            Some(crate::state::Mount::ReadWrite) => "mounted rw",
+            Some(crate::state::Mount::ReadOnly) => "mounted ro",
+        },
+        if s.pending.dirty {
+            ", changes pending"
+        } else {
+            ""
+        }
+    )
 }
 
 fn describe(o: &Outcome) -> String {
@@ -202,6 +253,10 @@ fn describe_expect(e: &Expect, observed: &Outcome) -> String {
         } => format!("{{\"cno\": n}} with n > {latest}"),
         Expect::NewCno { latest, .. } => format!("{{\"cno\": n}} with n >= {latest}"),
         Expect::Lscp => "a checkpoint list of the model's shape (see docs/model.md, lscp)".into(),
+        Expect::ShortWrite { offset, data, .. } => format!(
+            "{{\"written\": k}}, a short write: 0 < k < {} with offset {offset} + k on a 4 KiB page boundary",
+            data.len()
+        ),
         Expect::Invalid(why) => format!("nothing: {why}"),
     }
 }

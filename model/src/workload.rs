@@ -10,7 +10,8 @@
 //!
 //! - `{"$mkcp": k}`: the number the k-th `mkcp` of the workload (0-based,
 //!   counting `mkcp` lines in order, failed ones included) printed;
-//! - `{"$lscp": i}`: entry i of the latest `lscp` output (0 = oldest).
+//! - `{"$lscp": i}`: entry i of the latest `lscp` output (0 = the oldest;
+//!   negative from the end, -1 = the latest listed).
 //!
 //! A reference can stand wherever the trace format has a checkpoint number
 //! (`cno`, `cp`, `at`). A line whose reference cannot be resolved (its
@@ -87,16 +88,28 @@ impl Resolver {
             _ => return Ok(None),
         };
         let shown = || Unresolved::Reference(format!("{{\"{key}\": {val}}}"));
-        let k = val.as_u64().ok_or_else(shown)? as usize;
+        let k = val.as_i64().ok_or_else(shown)?;
         match list {
-            None => self
-                .mkcp
-                .get(k)
-                .copied()
-                .flatten()
-                .map(Some)
-                .ok_or_else(shown),
-            Some(l) => l.get(k).copied().map(Some).ok_or_else(shown),
+            None => {
+                let k = usize::try_from(k).map_err(|_| shown())?;
+                self.mkcp
+                    .get(k)
+                    .copied()
+                    .flatten()
+                    .map(Some)
+                    .ok_or_else(shown)
+            }
+            Some(l) => {
+                let i = if k < 0 {
+                    l.len().checked_sub(k.unsigned_abs() as usize)
+                } else {
+                    Some(k as usize)
+                };
+                i.and_then(|i| l.get(i))
+                    .copied()
+                    .map(Some)
+                    .ok_or_else(shown)
+            }
         }
     }
 
@@ -166,6 +179,7 @@ mod tests {
                 snapshot: true
             }
         );
+        let latest = json!({"op": "rmcp", "cno": {"$lscp": -1}});
         let read = json!({"op": "lstat", "path": "/a", "at": {"$lscp": 1}});
         assert!(r.resolve(&read).is_err());
         r.observe(
@@ -182,6 +196,9 @@ mod tests {
                 at: Some(4)
             }
         );
+        assert_eq!(r.resolve(&latest).unwrap(), Op::Rmcp { cno: 4 });
+        let before_first = json!({"op": "rmcp", "cno": {"$lscp": -3}});
+        assert!(r.resolve(&before_first).is_err());
     }
 
     #[test]

@@ -490,7 +490,10 @@ fn model_manifests_equal_the_kernels() {
 #[test]
 fn checker_accepts_the_kernels_trace() {
     let v = check_trace_str(&committed()).unwrap_or_else(|r| panic!("{r}"));
-    assert_eq!(v.states, 1);
+    // A few readings survive: checkpoints the cleaner may have removed and
+    // whose numbers were never observed can be either an lscp entry or a
+    // timer checkpoint's (model::state::lscp_accept keeps both).
+    assert!((1..=4).contains(&v.states), "{} states", v.states);
 }
 
 /// Replaces line `n` (1-based) of the committed trace.
