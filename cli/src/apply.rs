@@ -54,8 +54,6 @@ pub fn run(
     let text = std::fs::read_to_string(trace).map_err(|e| format!("{}: {e}", trace.display()))?;
     let lines =
         workload::parse(&text).map_err(|(n, m)| format!("{} line {n}: {m}", trace.display()))?;
-    let mut resolver = Resolver::default();
-
     let bytes = std::fs::read(image).map_err(|e| format!("{}: {e}", image.display()))?;
     if !dry_run && bytes.starts_with(&XZ_MAGIC) {
         return Err(format!(
@@ -65,16 +63,61 @@ pub fn run(
     }
     drop(bytes);
     let dev = import_image(image).map_err(|e| e.to_string())?;
+    let applied = apply_lines(&dev, &lines, &image.display().to_string())
+        .map_err(|(n, m)| format!("{} line {n}: {m}; nothing was written", trace.display()))?;
+    let note = if applied.mounted_at_end {
+        " (the trace ends mounted: what it did not sync is lost, as in a power cut)"
+    } else {
+        ""
+    };
+    let observed: String = applied.lines.iter().map(|l| l.to_json() + "\n").collect();
+    if !dry_run {
+        export_image(&dev, image).map_err(|e| e.to_string())?;
+    }
+    match out {
+        None => Ok(observed),
+        Some(o) => {
+            std::fs::write(o, &observed).map_err(|e| format!("{}: {e}", o.display()))?;
+            Ok(format!(
+                "{}: applied {} operations{}{note}; observed trace in {}\n",
+                image.display(),
+                applied.lines.len(),
+                if dry_run {
+                    " (dry run, image unchanged)"
+                } else {
+                    ""
+                },
+                o.display()
+            ))
+        }
+    }
+}
 
+/// What a workload did on a device.
+pub struct Applied {
+    /// The observed trace, `mkfs` line first.
+    pub lines: Vec<Line>,
+    /// The workload left the file system mounted.
+    pub mounted_at_end: bool,
+}
+
+/// Runs a parsed workload on `dev` through nilfs-ref's file system (see the
+/// module documentation); `label` names the device in messages. An error
+/// names the workload line it stopped at.
+pub fn apply_lines(
+    dev: &MemDevice,
+    lines: &[(usize, serde_json::Value)],
+    label: &str,
+) -> Result<Applied, (usize, String)> {
+    let mut resolver = Resolver::default();
     let mut observed_lines = Vec::with_capacity(lines.len() + 1);
-    let first = lines
+    let (first_n, first) = lines
         .first()
-        .map(|(n, v)| (n, resolver.resolve(v)))
-        .expect("parse refuses an empty workload");
+        .map(|(n, v)| (*n, resolver.resolve(v)))
+        .ok_or((0, "empty workload".to_string()))?;
     let rest = match first {
-        (n, Ok(op @ Op::Mkfs { .. })) => {
-            format_image(&dev, &op, image)
-                .map_err(|m| format!("{} line {n}: {m}", trace.display()))?;
+        Ok(op @ Op::Mkfs { .. }) => {
+            format_image(dev, &op, label).map_err(|m| (first_n, m))?;
             observed_lines.push(Line {
                 op,
                 out: Outcome::Ok,
@@ -83,50 +126,39 @@ pub fn run(
         }
         _ => {
             observed_lines.push(Line {
-                op: describe_image(&dev).map_err(|m| {
-                    format!(
-                        "{}: {m} (and the trace does not start with mkfs)",
-                        image.display()
+                op: describe_image(dev).map_err(|m| {
+                    (
+                        0,
+                        format!("{label}: {m} (and the trace does not start with mkfs)"),
                     )
                 })?,
                 out: Outcome::Ok,
             });
-            &lines[..]
+            lines
         }
     };
-
     let start_s = match &observed_lines[0].op {
         Op::Mkfs { clock, .. } => (*clock).max(0) as u64 / 1_000_000_000,
         _ => 0,
     };
-    let mut sut = ImplUnderTest::from_device(&dev, start_s);
+    let mut sut = ImplUnderTest::from_device(dev, start_s);
     let mut views = std::collections::BTreeSet::new();
     for (n, line) in rest {
         let op = match resolver.resolve(line) {
             Ok(op) => op,
-            Err(u @ Unresolved::Malformed(_)) => {
-                return Err(format!(
-                    "{} line {n}: {u}; nothing was written",
-                    trace.display()
-                ))
-            }
+            Err(u @ Unresolved::Malformed(_)) => return Err((*n, u.to_string())),
             Err(Unresolved::Reference(_)) => {
                 resolver.skipped(line);
                 continue;
             }
         };
-        if view_of(&op).is_some_and(|c| !views.contains(&c)) {
+        if op.at().is_some_and(|c| !views.contains(&c)) {
             continue;
         }
         if matches!(op, Op::Mkfs { .. }) {
-            return Err(format!(
-                "{} line {n}: mkfs is valid only as the first line; nothing was written",
-                trace.display()
-            ));
+            return Err((*n, "mkfs is valid only as the first line".into()));
         }
-        let observed = sut
-            .try_apply(&op)
-            .map_err(|u| format!("{} line {n}: {u}; nothing was written", trace.display()))?;
+        let observed = sut.try_apply(&op).map_err(|u| (*n, u.to_string()))?;
         resolver.observe(&op, &observed);
         match (&op, &observed) {
             (Op::Mount { cp: Some(c), .. }, Outcome::Ok) => {
@@ -140,52 +172,17 @@ pub fn run(
         }
         observed_lines.push(Line { op, out: observed });
     }
-    let note = if sut.is_mounted() {
-        " (the trace ends mounted: what it did not sync is lost, as in a power cut)"
-    } else {
-        ""
-    };
-
-    let observed: String = observed_lines.iter().map(|l| l.to_json() + "\n").collect();
-    if !dry_run {
-        export_image(&dev, image).map_err(|e| e.to_string())?;
-    }
-    match out {
-        None => Ok(observed),
-        Some(o) => {
-            std::fs::write(o, &observed).map_err(|e| format!("{}: {e}", o.display()))?;
-            Ok(format!(
-                "{}: applied {} operations{}{note}; observed trace in {}\n",
-                image.display(),
-                observed_lines.len(),
-                if dry_run {
-                    " (dry run, image unchanged)"
-                } else {
-                    ""
-                },
-                o.display()
-            ))
-        }
-    }
-}
-
-/// The snapshot view an operation reads (`at`), if any.
-fn view_of(op: &Op) -> Option<u64> {
-    match op {
-        Op::Read { at, .. }
-        | Op::Lstat { at, .. }
-        | Op::Readdir { at, .. }
-        | Op::Readlink { at, .. }
-        | Op::Manifest { at } => *at,
-        _ => None,
-    }
+    Ok(Applied {
+        lines: observed_lines,
+        mounted_at_end: sut.is_mounted(),
+    })
 }
 
 /// Formats `dev` for a trace's `mkfs` line: our mkfs at the device's size
 /// with the line's geometry, creation time 0 (the checker's model clock),
 /// CRC seed and UUID from seed 0. Refuses when the image size does not give
 /// the line's segment count, naming the size that would.
-fn format_image(dev: &MemDevice, op: &Op, image: &Path) -> Result<(), String> {
+fn format_image(dev: &MemDevice, op: &Op, label: &str) -> Result<(), String> {
     let Op::Mkfs {
         block_size,
         blocks_per_segment,
@@ -222,7 +219,7 @@ fn format_image(dev: &MemDevice, op: &Op, image: &Path) -> Result<(), String> {
          but {} ({size} bytes) holds {}{}",
         o.blocks_per_segment,
         o.block_size,
-        image.display(),
+        label,
         layout.nsegments,
         fits.map_or(String::new(), |b| format!(
             "; an image of {b} bytes holds {nsegments}"

@@ -6,6 +6,7 @@
 //! print; `demo` runs all of it on an in-memory device.
 
 mod apply;
+mod campaign;
 mod exec;
 mod listings;
 mod oracle;
@@ -221,6 +222,12 @@ enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Campaigns: generated workloads against another implementation,
+    /// judged by the model; failures shrunk to minimal findings.
+    Campaign {
+        #[command(subcommand)]
+        cmd: CampaignCmd,
+    },
     /// Run a workload through system calls on a mounted file system (any
     /// implementation) and record what it observed (for `nilref oracle check`).
     Exec {
@@ -310,6 +317,44 @@ enum SimCmd {
         #[arg(long, default_value_t = 2)]
         nsegs: usize,
     },
+}
+
+#[derive(clap::Args)]
+struct CampaignArgs {
+    /// Seeds, `A..B` (both included) or one number.
+    #[arg(long, default_value = "1..12")]
+    seeds: String,
+    /// Generation steps per workload.
+    #[arg(long, default_value_t = 60)]
+    len: usize,
+    /// One profile for every seed (default: the seed picks one of mixed,
+    /// namespace, data, checkpoints, enospc, crash in turn).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Run only the I-th of N slices of the seeds (for a CI matrix).
+    #[arg(long)]
+    shard: Option<String>,
+    /// Workload files to run instead of generated ones (a finding's
+    /// workload.jsonl replays it).
+    #[arg(long)]
+    workload: Vec<PathBuf>,
+    /// Where findings go.
+    #[arg(long, default_value = "target/campaign")]
+    out: PathBuf,
+    /// Do not shrink failing workloads.
+    #[arg(long)]
+    no_shrink: bool,
+    /// Stop after this many failing workloads (0: never).
+    #[arg(long, default_value_t = 0)]
+    max_findings: usize,
+}
+
+#[derive(Subcommand)]
+enum CampaignCmd {
+    /// Linux's nilfs2 in a qemu guest (one boot per batch of 12 workloads):
+    /// the kernel's traces through the oracle, its images through our read
+    /// path, and our own run of each workload.
+    Kernel(CampaignArgs),
 }
 
 #[derive(Subcommand)]
@@ -537,6 +582,28 @@ fn run(cli: Cli) -> Result<String, String> {
             out,
             dry_run,
         } => apply::run(&image, &trace, out.as_deref(), dry_run),
+        Cmd::Campaign {
+            cmd: CampaignCmd::Kernel(a),
+        } => {
+            let workloads = campaign_workloads(&a, nilfs_model::gen::Features::DEVICE)?;
+            let s = campaign::run_kernel(&campaign::Options {
+                workloads,
+                out: a.out.clone(),
+                shrink: !a.no_shrink,
+                batch: 12,
+                max_findings: a.max_findings,
+            })?;
+            let table = s.table();
+            if s.findings.is_empty() {
+                Ok(table)
+            } else {
+                Err(format!(
+                    "{table}
+findings are in {}",
+                    a.out.join("findings").display()
+                ))
+            }
+        }
         Cmd::Exec {
             dir,
             workload,
@@ -597,6 +664,30 @@ fn run(cli: Cli) -> Result<String, String> {
             blocks_per_segment,
         } => demo(block_size, blocks_per_segment),
     }
+}
+
+/// The workloads a campaign's arguments name.
+fn campaign_workloads(
+    a: &CampaignArgs,
+    features: nilfs_model::gen::Features,
+) -> Result<Vec<campaign::Workload>, String> {
+    if !a.workload.is_empty() {
+        return a
+            .workload
+            .iter()
+            .map(|p| campaign::Workload::from_file(p))
+            .collect();
+    }
+    let profile = a
+        .profile
+        .as_deref()
+        .map(str::parse::<nilfs_model::gen::Profile>)
+        .transpose()?;
+    let seeds = campaign::shard(campaign::parse_seeds(&a.seeds)?, a.shard.as_deref())?;
+    Ok(seeds
+        .into_iter()
+        .map(|s| campaign::Workload::generated(s, a.len, profile, features))
+        .collect())
 }
 
 /// Mount `image` read-write, run `f`, unmount (which writes what `f`

@@ -126,7 +126,7 @@ pub fn run(opts: &ExecOptions<'_>) -> Result<String, String> {
             Op::Umount { cp: None } if k == last && opts.device.is_none() => continue,
             _ => {}
         }
-        if let Some(c) = view_of(&op) {
+        if let Some(c) = op.at() {
             if !runner.snapshots.iter().any(|(s, _)| *s == c) {
                 skipped += 1;
                 continue;
@@ -188,29 +188,6 @@ fn with_root(op: Op, at: i64, has_dot_nilfs: bool) -> Op {
             clock: at,
         },
         other => other,
-    }
-}
-
-/// The snapshot view an operation reads (`at`), if any.
-pub fn view_of(op: &Op) -> Option<u64> {
-    match op {
-        Op::Read { at, .. }
-        | Op::Lstat { at, .. }
-        | Op::Readdir { at, .. }
-        | Op::Readlink { at, .. }
-        | Op::Manifest { at }
-        | Op::Create { at, .. }
-        | Op::Mkdir { at, .. }
-        | Op::Symlink { at, .. }
-        | Op::Link { at, .. }
-        | Op::Unlink { at, .. }
-        | Op::Rmdir { at, .. }
-        | Op::Rename { at, .. }
-        | Op::Write { at, .. }
-        | Op::Truncate { at, .. }
-        | Op::Fsync { at, .. }
-        | Op::Fdatasync { at, .. } => *at,
-        _ => None,
     }
 }
 
@@ -669,6 +646,12 @@ impl<'a> Runner<'a> {
             std::thread::sleep(Duration::from_millis(500));
         }
         let _ = run(&[OsStr::new("nilfs-clean"), OsStr::new("-q"), d]);
+        // nilfs-clean -q only asks: the daemon holds the mount until it has
+        // gone, and an unmount before that is EBUSY.
+        let gone_by = Instant::now() + Duration::from_secs(60);
+        while cleanerd_running() && Instant::now() < gone_by {
+            std::thread::sleep(Duration::from_millis(100));
+        }
         if !request.status.success() {
             return Err(Stop::Cannot(format!(
                 "nilfs-clean failed: {}",
@@ -711,6 +694,16 @@ fn mount_entry(dir: &Path) -> Option<(String, bool)> {
         }
         let ro = f.get(5)?.split(',').any(|o| o == "ro");
         Some((f.get(dash + 2)?.to_string(), ro))
+    })
+}
+
+/// Whether a nilfs_cleanerd process exists (from /proc).
+fn cleanerd_running() -> bool {
+    std::fs::read_dir("/proc").is_ok_and(|d| {
+        d.flatten().any(|e| {
+            std::fs::read_to_string(e.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "nilfs_cleanerd")
+        })
     })
 }
 

@@ -1,0 +1,236 @@
+//! The behaviour campaign against Linux: generated workloads run by
+//! `nilref exec` on the kernel's nilfs2 in the guest, a batch per boot,
+//! each on a fresh mkfs.nilfs2 disk. For every workload:
+//!
+//! 1. the kernel's observed trace goes through the oracle (the model);
+//! 2. the kernel's final image is read by our read path: the latest
+//!    checkpoint's manifest and every snapshot's must equal the kernel's
+//!    own manifests, printed in the guest;
+//! 3. the same workload runs through nilfs-ref's own file system (`apply`)
+//!    and that trace must be accepted too.
+//!
+//! A workload that fails is shrunk (ddmin, re-running the kernel on each
+//! candidate) to a minimal one that fails the same way.
+
+use std::path::{Path, PathBuf};
+
+use nilfs::device::{FileDevice, MemDevice};
+use nilfs::format::Cno;
+use nilfs::posix::CheckpointView;
+use nilfs::the_nilfs::Nilfs;
+use nilfs_model::gen::Profile;
+use serde_json::Value;
+
+use super::guest::{sparse_disk, Harness, DEVS};
+use super::{geometry_of, Problem, Workload};
+use crate::apply;
+
+/// Seconds one boot may take (a batch of workloads).
+const BOOT_TIMEOUT_S: u64 = 1800;
+
+/// The guest script for one batch: workload i on disk DEVS[i].
+fn script(batch: &[Workload]) -> String {
+    let mut s = String::from("set +e\nmkdir -p /snap\n");
+    for (i, w) in batch.iter().enumerate() {
+        let g = &w.geometry;
+        let dev = DEVS[i];
+        s.push_str(&format!(
+            r#"
+# workload {i}: {label}
+d=/dev/{dev}
+mkfs.nilfs2 -q -f -b {bs} -B {bps} -m {rsv} $d
+mount -t nilfs2 $d /mnt
+timeout 900 nilref exec /mnt /host/w{i}.jsonl -o /host/o{i}.jsonl --device $d 2>/host/e{i}.txt
+echo $? > /host/rc{i}
+grep -q ' /mnt ' /proc/mounts && umount /mnt
+if mount -t nilfs2 -o ro $d /mnt; then
+  lscp > /host/k{i}.lscp
+  manifest /mnt > /host/k{i}.latest
+  for cno in $(lscp -s | awk 'NR>1 {{print $1}}'); do
+    mount -t nilfs2 -o ro,cp=$cno $d /snap && manifest /snap > /host/k{i}.ss$cno && umount /snap
+  done
+  umount /mnt
+fi
+"#,
+            label = w.label,
+            bs = g.block_size,
+            bps = g.blocks_per_segment,
+            rsv = g.r_segments_percentage,
+        ));
+    }
+    s.push_str("dmesg | grep -i nilfs > /host/dmesg.txt\ntrue\n");
+    s
+}
+
+/// Runs a batch of at most 12 workloads in one boot; returns, per
+/// workload, the problems found (empty: it passed) and the boot's seconds.
+pub fn run_batch(
+    harness: &Harness,
+    work: &Path,
+    batch: &[Workload],
+) -> Result<(Vec<Vec<Problem>>, f64), String> {
+    assert!(batch.len() <= DEVS.len());
+    let _ = std::fs::remove_dir_all(work);
+    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let mut disks = Vec::new();
+    for (i, w) in batch.iter().enumerate() {
+        std::fs::write(work.join(format!("w{i}.jsonl")), w.to_jsonl())
+            .map_err(|e| e.to_string())?;
+        let d = work.join(format!("d{i}.img"));
+        sparse_disk(&d, w.device_bytes())?;
+        disks.push(d);
+    }
+    let boot = harness.boot(&disks, work, &script(batch), BOOT_TIMEOUT_S)?;
+    let _ = std::fs::write(
+        work.join("guest.log"),
+        format!("{}\n--- stderr\n{}", boot.stdout, boot.stderr),
+    );
+    let mut all = Vec::new();
+    for (i, w) in batch.iter().enumerate() {
+        let mut p = judge(work, i, w);
+        if p.is_empty() && !boot.success {
+            p.push(Problem::guest(format!(
+                "the guest failed: {}",
+                boot.stderr.lines().last().unwrap_or("")
+            )));
+        }
+        all.push(p);
+    }
+    Ok((all, boot.seconds))
+}
+
+/// Everything wrong with workload `i` of a finished batch.
+fn judge(work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let read = |name: String| std::fs::read_to_string(work.join(name)).ok();
+    let rc = read(format!("rc{i}")).map(|s| s.trim().to_string());
+    if rc.as_deref() != Some("0") {
+        let err = read(format!("e{i}.txt")).unwrap_or_default();
+        problems.push(Problem::runner(format!(
+            "nilref exec in the guest ended with {}: {}",
+            rc.as_deref()
+                .unwrap_or("no status (the guest stopped first)"),
+            err.trim()
+        )));
+        return problems;
+    }
+    let kernel_trace = read(format!("o{i}.jsonl")).unwrap_or_default();
+    if let Err(r) = nilfs_model::check_trace_str(&kernel_trace) {
+        problems.push(Problem::kernel_rejected(&r, &kernel_trace));
+    }
+    // The kernel's image through our read path.
+    match read_path_problems(&work.join(format!("d{i}.img")), work, i) {
+        Ok(mut p) => problems.append(&mut p),
+        Err(e) => problems.push(Problem::read_path(format!(
+            "our read path cannot open the kernel's image: {e}"
+        ))),
+    }
+    // Our own run of the same workload.
+    problems.extend(ours(w));
+    problems
+}
+
+/// Our manifests of the kernel's image against the kernel's own.
+fn read_path_problems(img: &Path, work: &Path, i: usize) -> Result<Vec<Problem>, String> {
+    let dev = FileDevice::open_read_only(img).map_err(|e| e.to_string())?;
+    let nilfs = Nilfs::open(&dev).map_err(|e| e.to_string())?;
+    let mut problems = Vec::new();
+    let Ok(latest) = std::fs::read_to_string(work.join(format!("k{i}.latest"))) else {
+        return Ok(vec![Problem::guest(
+            "the kernel could not mount its own image read-only",
+        )]);
+    };
+    let mut views: Vec<(Option<u64>, String)> = vec![(None, latest)];
+    let mut snaps: Vec<u64> = std::fs::read_dir(work)
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.strip_prefix(&format!("k{i}.ss"))?.parse().ok()
+        })
+        .collect();
+    snaps.sort();
+    for c in snaps {
+        let text = std::fs::read_to_string(work.join(format!("k{i}.ss{c}"))).unwrap_or_default();
+        views.push((Some(c), text));
+    }
+    for (cp, kernel) in views {
+        let ours = CheckpointView::open(&nilfs, cp.map(Cno))
+            .and_then(|v| nilfs::inspect::manifest::manifest(&v));
+        let name = cp.map_or("the latest checkpoint".to_string(), |c| {
+            format!("snapshot {c}")
+        });
+        match ours {
+            Err(e) => problems.push(Problem::read_path(format!(
+                "{name}: our read path fails: {e}"
+            ))),
+            Ok(m) if m != kernel => problems.push(Problem::read_path(format!(
+                "{name}: our manifest differs from the kernel's: {}",
+                first_difference(&kernel, &m)
+            ))),
+            Ok(_) => {}
+        }
+    }
+    Ok(problems)
+}
+
+fn first_difference(want: &str, got: &str) -> String {
+    let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
+    let k = w.iter().zip(&g).take_while(|(a, b)| a == b).count();
+    format!(
+        "line {}: kernel {:?}, ours {:?}",
+        k + 1,
+        w.get(k).unwrap_or(&"<end>"),
+        g.get(k).unwrap_or(&"<end>")
+    )
+}
+
+/// The workload through nilfs-ref (`apply` on a fresh image in memory).
+pub fn ours(w: &Workload) -> Vec<Problem> {
+    let dev = MemDevice::new(w.device_bytes());
+    let lines: Vec<(usize, Value)> = w
+        .lines
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, v)| (i + 1, v))
+        .collect();
+    match apply::apply_lines(&dev, &lines, "memory") {
+        Err((n, m)) => vec![Problem::ours_runner(format!("line {n}: {m}"))],
+        Ok(a) => {
+            let text: String = a.lines.iter().map(|l| l.to_json() + "\n").collect();
+            match nilfs_model::check_trace_str(&text) {
+                Ok(_) => Vec::new(),
+                Err(r) => vec![Problem::ours_rejected(&r, &text)],
+            }
+        }
+    }
+}
+
+/// The geometry and size of the device a workload's mkfs line asks for.
+pub fn device_bytes_for(lines: &[Value]) -> u64 {
+    let g = geometry_of(lines);
+    // mkfs.nilfs2 and ours give nsegments = the device's whole segments
+    // less one (the super block area), so one more segment fits them all.
+    (g.nsegments + 1) * g.blocks_per_segment as u64 * g.block_size as u64
+}
+
+/// A reproducer command for a workload file.
+pub fn replay_command(path: &Path) -> String {
+    format!("nilref campaign kernel --workload {}", path.display())
+}
+
+/// Profiles of the default mix, by seed.
+pub fn profile_for(seed: u64, profile: Option<Profile>) -> Profile {
+    profile.unwrap_or(Profile::ALL[(seed % Profile::ALL.len() as u64) as usize])
+}
+
+/// The kernel's observed trace of workload `i` of a batch (for findings).
+pub fn kernel_trace(work: &Path, i: usize) -> Option<String> {
+    std::fs::read_to_string(work.join(format!("o{i}.jsonl"))).ok()
+}
+
+/// The kernel's image of workload `i` of a batch.
+pub fn kernel_image(work: &Path, i: usize) -> PathBuf {
+    work.join(format!("d{i}.img"))
+}
