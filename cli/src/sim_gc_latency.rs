@@ -18,9 +18,11 @@ pub struct GcLatencyArgs {
     /// sysbench requests per run (`--max-requests`).
     #[arg(long, default_value_t = 10_000)]
     pub requests: u64,
-    /// How each request is made durable: `data-only` (O_SYNC in 2.6.31,
-    /// a data-only log) or `full` (an fsync, a checkpoint, per request).
-    #[arg(long, default_value = "data-only")]
+    /// How each request is made durable: `full` (a full construction, a
+    /// checkpoint, per request: what the seed's averages point to; see
+    /// docs/seeds/001-gc-freeze.md) or `data-only` (a data-only log, the
+    /// metadata left for the timer's checkpoint).
+    #[arg(long, default_value = "full")]
     pub sync: String,
     /// Skip the fit: use the data-sheet media rate as it is.
     #[arg(long)]
