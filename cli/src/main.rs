@@ -11,7 +11,10 @@ mod exec;
 mod listings;
 mod oracle;
 mod sim;
+mod sim_gc_latency;
 mod sim_readahead;
+mod sim_streams;
+mod svg;
 mod tree;
 
 use std::path::{Path, PathBuf};
@@ -317,6 +320,13 @@ enum SimCmd {
         #[arg(long, default_value_t = 2)]
         nsegs: usize,
     },
+    /// Seed 001's own figure: sysbench per-request write latency with
+    /// nilfs_cleanerd running, before and after the patch, next to the
+    /// seed's table.
+    GcLatency(sim_gc_latency::GcLatencyArgs),
+    /// Seed 002 in the shape of the thread's measurement: 8 concurrent
+    /// streams sharing the last-level cache, beside its LLC-miss figure.
+    CompletionStreams(sim_streams::StreamsArgs),
 }
 
 #[derive(clap::Args)]
@@ -659,6 +669,12 @@ findings are in {}",
         Cmd::Sim {
             cmd: SimCmd::GcFreeze { nsegs },
         } => gc_freeze(nsegs),
+        Cmd::Sim {
+            cmd: SimCmd::GcLatency(args),
+        } => sim_gc_latency::run(&args),
+        Cmd::Sim {
+            cmd: SimCmd::CompletionStreams(args),
+        } => sim_streams::run_cli(&args),
         Cmd::Demo {
             block_size,
             blocks_per_segment,

@@ -1365,6 +1365,14 @@ impl<'a> Fs<'a> {
             layout.restart(true);
         }
         let (plans, cursor) = layout.finish(&mut Segs(&mut self.sufile))?;
+        // nilfs_segctor_update_segusage runs for data-only logs too: the
+        // segments' usage (in memory until the next checkpoint) says they
+        // hold blocks written now, so the cleaner neither picks them as
+        // the oldest nor frees them as empty.
+        for p in &plans {
+            self.sufile
+                .set_segment_usage(p.segnum, p.live_blocks as u32, ctime)?;
+        }
         let f = &self.files[&i];
         for p in &plans {
             let mut payload = BTreeMap::new();

@@ -601,3 +601,62 @@ mod bad_requests {
         }
     }
 }
+
+// postmortem: our data-only logs (fdatasync) left their segments' usage
+// untouched until the next checkpoint, so in between the cleaner saw them
+// as the oldest segments (lastmod 0) holding nothing (nblocks 0), freed
+// them "as scrapped", and the allocator handed them out again under the
+// fdatasync'ed blocks. The kernel's nilfs_segctor_do_construct calls
+// nilfs_segctor_update_segusage for every mode, SC_LSEG_DSYNC included.
+// Found by seed 001's latency experiment (cleanerd against an O_SYNC
+// writer).
+#[test]
+fn regress_the_cleaner_keeps_segments_of_data_only_logs() {
+    let dev = fresh(8 << 20, 1024, 64);
+    let mut t = T0;
+    churn(&dev, "a", 6, &mut t);
+    t += 100;
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, t).unwrap();
+    let f = fs.create(ino::ROOT, b"synced", 0o644).unwrap();
+    fs.write(f, 0, &vec![1u8; 240 << 10]).unwrap();
+    fs.unmount().unwrap();
+    // A fresh mount: the log writer's next segment was allocated by the
+    // mount before.
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, t).unwrap();
+    // Several segments of data-only logs.
+    let data = pattern(99, 240 << 10);
+    for (k, part) in data.chunks(8 << 10).enumerate() {
+        fs.write(f, (k as u64) << 13, part).unwrap();
+        fs.fdatasync(f).unwrap();
+    }
+    let su = fs.suinfo(nilfs::format::SegNum(0), 1 << 20).unwrap();
+    let unaccounted: Vec<_> = su
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| u.is_dirty() && !u.is_active() && (u.lastmod == 0 || u.nblocks == 0))
+        .collect();
+    assert!(
+        unaccounted.is_empty(),
+        "segments written by data-only logs carry no usage: {unaccounted:?}"
+    );
+    // Clean everything the cleaner will take (no protection period), then
+    // reuse what it freed; the fdatasync'ed data must survive both.
+    t += 10;
+    fs.set_time(t);
+    cleaner::clean(&mut fs, 0, 2).unwrap();
+    assert_eq!(fs.read(f, 0, data.len() as u64).unwrap(), data);
+    let g = fs.create(ino::ROOT, b"filler", 0o644).unwrap();
+    for i in 0..40u64 {
+        fs.write(g, i << 16, &pattern(i, 64 << 10)).unwrap();
+        if fs.sync().is_err() {
+            break;
+        }
+    }
+    fs.unmount().unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let view = CheckpointView::open(&nilfs, None).unwrap();
+    let (_, inode) = view.resolve(b"/synced", false).unwrap();
+    assert_eq!(view.read_all(&inode).unwrap(), data);
+}

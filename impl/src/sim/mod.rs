@@ -4,4 +4,6 @@
 pub mod cache_model;
 pub mod completion;
 pub mod gc_freeze;
+pub mod gc_latency;
 pub mod readahead;
+pub mod streams;

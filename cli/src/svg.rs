@@ -1,0 +1,186 @@
+//! The seeds' figures as SVG plots (plotters' SVG backend: no system fonts
+//! needed), written by `nilref sim ... --svg FILE`.
+
+use std::path::Path;
+
+use nilfs::sim::gc_latency::{Figures, Mode};
+use plotters::prelude::*;
+
+fn err(e: impl std::fmt::Display) -> String {
+    format!("svg: {e}")
+}
+
+/// Seed 001: per-request latency over time, before and after the patch,
+/// random and sequential, each cleaning request's span shaded (its reads
+/// in one shade, its locked part in another). Requests are bucketed by
+/// 50 ms of start time; each bucket shows its slowest request.
+pub fn gc_latency(path: &Path, f: &Figures) -> Result<(), String> {
+    let root = SVGBackend::new(path, (1100, 800)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let panels = root.split_evenly((2, 2));
+    let reads = RGBColor(255, 200, 120).mix(0.5);
+    let locked = RGBColor(230, 90, 90).mix(0.35);
+    for (k, area) in panels.iter().enumerate() {
+        let mode = if k < 2 {
+            Mode::Random
+        } else {
+            Mode::Sequential
+        };
+        let patched = k % 2 == 1;
+        let r = f.get(mode, patched);
+        let end_s = r.total_ns as f64 / 1e9;
+        let title = format!(
+            "{} writes, rc8{}",
+            if mode == Mode::Random {
+                "random"
+            } else {
+                "sequential"
+            },
+            if patched { " + patch" } else { "" }
+        );
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.0..end_s, (0.1f64..2000.0).log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("simulated time (s)")
+            .y_desc("request latency (ms)")
+            .draw()
+            .map_err(err)?;
+        for c in &r.cleanings {
+            let s = |ns: u64| ns as f64 / 1e9;
+            let (rd0, rd1, lk0) = if c.locked_ns <= c.read_ns {
+                (s(c.locked_ns), s(c.read_ns), s(c.locked_ns))
+            } else {
+                (s(c.start_ns), s(c.read_ns), s(c.locked_ns))
+            };
+            chart
+                .draw_series([Rectangle::new(
+                    [(lk0, 0.1), (s(c.end_ns), 2000.0)],
+                    locked.filled(),
+                )])
+                .map_err(err)?;
+            chart
+                .draw_series([Rectangle::new([(rd0, 0.1), (rd1, 2000.0)], reads.filled())])
+                .map_err(err)?;
+        }
+        let bucket = 50_000_000u64;
+        let mut pts: Vec<(f64, f64)> = Vec::new();
+        for q in &r.requests {
+            let b = q.start_ns / bucket;
+            let x = (b * bucket) as f64 / 1e9;
+            let y = (q.latency_ns as f64 / 1e6).max(0.1);
+            match pts.last_mut() {
+                Some(p) if p.0 == x => p.1 = p.1.max(y),
+                _ => pts.push((x, y)),
+            }
+        }
+        chart
+            .draw_series(LineSeries::new(pts, BLUE.stroke_width(1)))
+            .map_err(err)?
+            .label("slowest request per 50 ms")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], BLUE));
+        chart
+            .draw_series([Rectangle::new([(0.0, 0.1), (0.0, 0.1)], reads.filled())])
+            .map_err(err)?
+            .label("cleaning: source-block reads")
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], reads.filled()));
+        chart
+            .draw_series([Rectangle::new([(0.0, 0.1), (0.0, 0.1)], locked.filled())])
+            .map_err(err)?
+            .label("cleaning: exclusive side held")
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], locked.filled()));
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}
+
+/// Seed 002: misses per level (the readers' and the checksums' together),
+/// reverse (the baseline) beside submission order (the patch), for the
+/// thread's workload shape.
+pub fn streams(
+    path: &Path,
+    reverse: &nilfs::sim::streams::StreamsRun,
+    submission: &nilfs::sim::streams::StreamsRun,
+) -> Result<(), String> {
+    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let per_page = |r: &nilfs::sim::streams::StreamsRun| {
+        let p = r.pages.max(1) as f64;
+        [
+            (r.csum.l1 + r.reader.l1) as f64 / p,
+            (r.csum.l2 + r.reader.l2) as f64 / p,
+            (r.csum.l3 + r.reader.l3) as f64 / p,
+        ]
+    };
+    let (rv, sb) = (per_page(reverse), per_page(submission));
+    let top = rv.iter().chain(&sb).fold(0.0f64, |a, &b| a.max(b)) * 1.15;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "seed 002, 8 streams: cache misses per 4 KiB page read",
+            ("sans-serif", 18),
+        )
+        .margin(15)
+        .x_label_area_size(35)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0.0f64..3.0, 0.0..top)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(7)
+        .x_label_formatter(&|x| match (*x * 2.0).round() as i32 {
+            1 => "L1d".into(),
+            3 => "L2".into(),
+            5 => "L3 (perf cache-misses)".into(),
+            _ => String::new(),
+        })
+        .y_desc("misses per page (64-byte lines; 64 = every line once)")
+        .draw()
+        .map_err(err)?;
+    let red = RGBColor(200, 80, 80);
+    let blue = RGBColor(70, 110, 200);
+    for i in 0..3 {
+        let x = i as f64;
+        chart
+            .draw_series([Rectangle::new(
+                [(x + 0.15, 0.0), (x + 0.48, rv[i])],
+                red.filled(),
+            )])
+            .map_err(err)?;
+        chart
+            .draw_series([Rectangle::new(
+                [(x + 0.52, 0.0), (x + 0.85, sb[i])],
+                blue.filled(),
+            )])
+            .map_err(err)?;
+    }
+    chart
+        .draw_series([Rectangle::new([(0.0, 0.0), (0.0, 0.0)], red.filled())])
+        .map_err(err)?
+        .label("reverse completion (before the patch)")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], red.filled()));
+    chart
+        .draw_series([Rectangle::new([(0.0, 0.0), (0.0, 0.0)], blue.filled())])
+        .map_err(err)?
+        .label("submission order (the patch)")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], blue.filled()));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
