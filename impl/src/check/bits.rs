@@ -1,0 +1,75 @@
+//! A sparse bit set over `u64`: pages of 4096 bits that exist only where a
+//! bit was set, so memory follows what was marked (the metadata), not the
+//! range of numbers a hostile image can name.
+
+use std::collections::HashMap;
+
+const PAGE_BITS: u64 = 4096;
+const WORDS: usize = (PAGE_BITS / 64) as usize;
+
+/// A set of `u64`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SparseBits {
+    pages: HashMap<u64, Box<[u64; WORDS]>>,
+    len: u64,
+}
+
+impl SparseBits {
+    /// Insert `n`; `false` if it was already there.
+    pub fn insert(&mut self, n: u64) -> bool {
+        let page = self
+            .pages
+            .entry(n / PAGE_BITS)
+            .or_insert_with(|| Box::new([0; WORDS]));
+        let bit = n % PAGE_BITS;
+        let (w, m) = ((bit / 64) as usize, 1u64 << (bit % 64));
+        let was = page[w] & m != 0;
+        page[w] |= m;
+        if !was {
+            self.len += 1;
+        }
+        !was
+    }
+
+    /// Whether `n` is in the set.
+    pub fn contains(&self, n: u64) -> bool {
+        let bit = n % PAGE_BITS;
+        self.pages
+            .get(&(n / PAGE_BITS))
+            .is_some_and(|p| p[(bit / 64) as usize] & (1u64 << (bit % 64)) != 0)
+    }
+
+    /// Members.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Empty the set, keeping nothing.
+    pub fn clear(&mut self) {
+        self.pages.clear();
+        self.len = 0;
+    }
+
+    /// Bytes of memory the pages take.
+    pub fn heap_bytes(&self) -> u64 {
+        self.pages.len() as u64 * (PAGE_BITS / 8 + 16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SparseBits;
+
+    #[test]
+    fn insert_contains_len() {
+        let mut s = SparseBits::default();
+        assert!(s.insert(5));
+        assert!(!s.insert(5));
+        assert!(s.insert(u64::MAX));
+        assert!(s.insert(1 << 40));
+        assert!(s.contains(5) && s.contains(u64::MAX) && !s.contains(6));
+        assert_eq!(s.len(), 3);
+        s.clear();
+        assert!(!s.contains(5));
+    }
+}
