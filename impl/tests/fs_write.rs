@@ -8,6 +8,12 @@
 use std::collections::BTreeMap;
 
 use nilfs::check::verify_checksums;
+
+/// Every image the write path leaves must check clean.
+fn assert_checks_clean(dev: &dyn nilfs::device::BlockDevice, ctx: &str) {
+    let r = nilfs::check::check_device(dev, &Default::default());
+    assert!(r.is_clean(), "{ctx}: nilref check:\n{r}");
+}
 use nilfs::device::MemDevice;
 use nilfs::format::{ino, Cno};
 use nilfs::fs::Fs;
@@ -96,6 +102,7 @@ fn files_and_directories_survive_sync_and_remount() {
         }
         let ctx = format!("-b {bs} -B {bps}");
         let r = verify_checksums(&dev).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        assert_checks_clean(&dev, &ctx);
         assert!(r.super_roots >= 3, "{ctx}: {r:?}");
         let nilfs = Nilfs::open(&dev).unwrap();
         assert_eq!(nilfs.scan.cno, Cno(3), "{ctx}");
@@ -191,6 +198,7 @@ fn namespace_operations_and_truncate() {
         fs.unmount().unwrap();
     }
     verify_checksums(&dev).unwrap();
+    assert_checks_clean(&dev, "fs_write.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     let mut a = pattern(3, 4000);
@@ -274,6 +282,7 @@ fn fdatasync_survives_a_crash_by_roll_forward() {
         fs.unmount().unwrap();
     }
     verify_checksums(&dev).unwrap();
+    assert_checks_clean(&dev, "fs_write.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     assert_eq!(nilfs.scan.cno, Cno(3), "recovery wrote one checkpoint");
     let view = CheckpointView::open(&nilfs, None).unwrap();
@@ -319,6 +328,7 @@ fn many_segments_and_sufile_blocks() {
         expect[k * 59_999..k * 59_999 + 10].copy_from_slice(b"0123456789");
     }
     verify_checksums(&dev).unwrap();
+    assert_checks_clean(&dev, "fs_write.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     // Past segment 62: the second sufile block.
     assert!(
@@ -448,6 +458,7 @@ fn a_full_device_gives_enospc_and_stays_consistent() {
     }
     assert!(enospc, "the device never filled up");
     verify_checksums(&dev).unwrap();
+    assert_checks_clean(&dev, "fs_write.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     // A create that succeeded before its write hit ENOSPC leaves an empty
@@ -499,6 +510,7 @@ fn a_construction_that_outgrows_its_estimate_reaches_new_sufile_blocks() {
         fs.unmount().unwrap();
     }
     verify_checksums(&dev).unwrap();
+    assert_checks_clean(&dev, "fs_write.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     for r in 0..6 {

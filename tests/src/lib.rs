@@ -7,6 +7,7 @@
 //! command sets it and installs the peers). With the variable set, a missing
 //! peer is a failure, never a silent skip.
 
+pub mod corrupt;
 pub mod fuzz;
 pub mod lockstep;
 pub mod peers;

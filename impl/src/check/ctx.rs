@@ -367,9 +367,9 @@ impl<'a, 'd> Ck<'a, 'd> {
         if su.is_clean() {
             self.find(
                 Code::SuLiveInClean,
-                who,
-                Some(pbn),
-                format!("the block of {owner} is in clean segment {seg}"),
+                format!("segment usage of segment {seg}"),
+                None,
+                format!("clean, but holds block {pbn} ({who})"),
                 "live blocks in used segments",
             );
             return;
@@ -396,10 +396,10 @@ impl<'a, 'd> Ck<'a, 'd> {
             Some((None, false)) => {}
             _ => self.find(
                 Code::SuLivePastNblocks,
-                who,
-                Some(pbn),
+                format!("segment usage of segment {seg}"),
+                None,
                 format!(
-                    "the block of {owner} is past su_nblocks {} of segment {seg}",
+                    "su_nblocks {}, but block {pbn} at offset {idx} is live ({who})",
                     su.nblocks
                 ),
                 "live blocks inside the segment's logs",

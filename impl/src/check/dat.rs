@@ -29,6 +29,7 @@ impl Ck<'_, '_> {
         let map = self.dat_map.clone();
         let geo = self.dat_geo;
         let last = self.latest();
+        let mut leaks: Vec<(u64, u64)> = Vec::new();
         let mut read = |ck: &mut Self, blkoff: u64| ck.dat_block(blkoff).map(|b| b.to_vec());
         let mut entry = |ck: &mut Self, v: u64, data: Option<&[u8]>| {
             if v == 0 {
@@ -69,19 +70,25 @@ impl Ck<'_, '_> {
                     format!("de_start <= de_end, both at most the latest checkpoint {last}"),
                 );
             } else if e.end == Cno::MAX && !latest.contains(v) {
-                ck.find(
-                    Code::DatLeak,
-                    structure,
-                    None,
-                    format!(
-                        "alive in the current tree (de_end max, block {}) but not reached by checkpoint {last}",
-                        e.blocknr
-                    ),
-                    "de_end set when the block left the tree",
-                );
+                leaks.push((v, e.blocknr.0));
             }
         };
         self.palloc_scan("DAT", geo, &map, &mut read, &mut entry);
+        if let Some(&(v, b)) = leaks.first() {
+            let more = match leaks.len() {
+                1 => String::new(),
+                n => format!(" and {} more", n - 1),
+            };
+            self.find(
+                Code::DatLeak,
+                "DAT",
+                None,
+                format!(
+                    "virtual block {v} (block {b}){more} alive in the current tree (de_end max) but not reached by checkpoint {last}"
+                ),
+                "de_end set when a block leaves the tree",
+            );
+        }
     }
 
     /// Whether DAT block `blkoff` is mapped.

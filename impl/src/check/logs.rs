@@ -74,7 +74,9 @@ impl Ck<'_, '_> {
             let mut off = 0u64;
             while off < limit {
                 let Some(n) = self.one_log(seg, start.0 + off, end.0, &mut w, &mut own, off) else {
+                    // Past a broken log nothing is known.
                     own.complete = false;
+                    own.owners.truncate(off as usize);
                     break;
                 };
                 if off + n > limit {
@@ -104,7 +106,9 @@ impl Ck<'_, '_> {
                     );
                 }
             }
-            own.owners.truncate(limit as usize);
+            if own.complete {
+                own.owners.truncate(limit as usize);
+            }
             self.segs.insert(seg, own);
         }
         self.roll_forward_logs()

@@ -91,7 +91,8 @@ impl ctx::Ck<'_, '_> {
         self.superblocks();
         self.load_dat();
         self.load_sufile();
-        if self.stopped() {
+        // Without its header the kernel cannot load the sufile (nor mount).
+        if self.stopped() || self.report.has(Code::SuHeaderMissing) {
             return;
         }
         let dsync = self.logs();
@@ -109,9 +110,11 @@ impl ctx::Ck<'_, '_> {
             if self.stopped() {
                 return;
             }
-            let Some(entry) = self.cp_entry(&cp, cno.0) else {
-                continue; // reported by the cpfile pass
+            // A missing or invalid latest checkpoint is the cpfile pass's finding.
+            let Some(mut entry) = self.cp_entry(&cp, cno.0).filter(|e| !e.is_invalid()) else {
+                continue;
             };
+            entry.cno = cno; // cp_cno itself may be wrong (cp-cno)
             self.checkpoint(&entry, i == 0, &dsync);
             if i == 0 {
                 latest_scope = Some(self.scope.clone());
