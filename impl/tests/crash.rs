@@ -45,7 +45,15 @@ fn fresh() -> MemDevice {
     dev
 }
 
+/// Every cut image, as the crash left it, must check clean: consistent as
+/// of its last super root, with pending data-sync logs reported, not errors.
+fn assert_checks_clean(dev: &dyn BlockDevice) {
+    let r = nilfs::check::check_device(dev, &Default::default());
+    assert!(r.is_clean(), "nilref check after the cut:\n{r}");
+}
+
 fn latest_manifest(dev: &dyn BlockDevice) -> String {
+    assert_checks_clean(dev);
     let nilfs = Nilfs::open(dev).unwrap_or_else(|e| panic!("mount after the cut: {e}"));
     manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap()
 }

@@ -52,3 +52,15 @@ pub fn sha256_hex(data: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+/// `nilref check` on `dev`, every checkpoint: panics with the report (and
+/// `ctx`) unless the image is clean. Every image the kernel or our write
+/// path leaves in the tests goes through it.
+pub fn assert_checks_clean(dev: &dyn nilfs::device::BlockDevice, ctx: &str) {
+    let opts = nilfs::check::Options {
+        checkpoints: nilfs::check::Checkpoints::All,
+        ..Default::default()
+    };
+    let r = nilfs::check::check_device(dev, &opts);
+    assert!(r.is_clean(), "{ctx}: nilref check:\n{r}");
+}
