@@ -255,9 +255,11 @@ fn reseal_super_block(dev: &dyn BlockDevice, off: u64) -> R<()> {
 }
 
 fn reseal_log(dev: &dyn BlockDevice, pseg: u64, n: u64, data_only: bool) -> R<()> {
-    let nilfs = Nilfs::open(dev).map_err(s)?;
-    let bs = u64::from(nilfs.block_size());
-    let seed = nilfs.sb.crc_seed;
+    let mut raw = vec![0u8; 1024];
+    dev.read_at(SB_OFFSET_BYTES, &mut raw).map_err(s)?;
+    let sb = SuperBlock::decode(&raw).map_err(s)?;
+    let bs = u64::from(sb.block_size().map_err(s)?);
+    let seed = sb.crc_seed;
     let mut log = vec![0u8; (n * bs) as usize];
     dev.read_at(pseg * bs, &mut log).map_err(s)?;
     let h = SegmentSummary::decode(&log).map_err(s)?;
@@ -303,6 +305,70 @@ pub fn log_ranges(dev: &dyn BlockDevice) -> R<Vec<(u64, u64)>> {
         }
     }
     Ok(out)
+}
+
+/// Flip `n` random bytes (seeded) in the metadata inside the logs of
+/// `dev` (summaries, super roots, B-tree nodes, blocks of the DAT, cpfile,
+/// sufile and ifile, directory blocks of the root), then reseal every log
+/// touched: hostile input that passes the checksums. Returns the blocks hit.
+pub fn damage_random(dev: &dyn BlockDevice, seed: u64, n: usize) -> R<Vec<u64>> {
+    let logs = log_ranges(dev)?;
+    let bs = block_size(dev)?;
+    let mut cands: Vec<(u64, (u64, u64))> = Vec::new();
+    for &(p, len) in &logs {
+        let mut log = vec![0u8; (len * bs) as usize];
+        dev.read_at(p * bs, &mut log).map_err(s)?;
+        let Ok(sum) = segsum::Summary::decode(&log, bs as u32) else {
+            continue;
+        };
+        for b in 0..u64::from(sum.nsumblk(bs as u32)) {
+            cands.push((p + b, (p, len)));
+        }
+        if let Some(i) = sum.super_root_index() {
+            cands.push((p + i, (p, len)));
+        }
+        for e in sum.block_entries(bs as u32) {
+            if !e.binfo.is_data() || (2..=6).contains(&e.ino.0) {
+                cands.push((p + e.index, (p, len)));
+            }
+        }
+    }
+    if cands.is_empty() {
+        return Err("no metadata blocks".into());
+    }
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut hit = Vec::new();
+    let mut touched = Vec::new();
+    for _ in 0..n {
+        let (pbn, log) = cands[(next() % cands.len() as u64) as usize];
+        // Mostly the first bytes, where headers and early entries are.
+        let off = if next() % 2 == 0 {
+            next() % 128
+        } else {
+            next() % bs
+        };
+        let byte = pbn * bs + off;
+        let sector = byte - byte % 512;
+        let mut b = vec![0u8; 512];
+        dev.read_at(sector, &mut b).map_err(s)?;
+        b[(byte - sector) as usize] ^= (next() % 255 + 1) as u8;
+        dev.write_at(sector, &b).map_err(s)?;
+        hit.push(pbn);
+        if !touched.contains(&log) {
+            touched.push(log);
+        }
+    }
+    for (p, len) in touched {
+        // A damaged header may no longer decode: leave that log as it is.
+        let _ = reseal_log(dev, p, len, false);
+    }
+    Ok(hit)
 }
 
 // --- field tables ------------------------------------------------------
