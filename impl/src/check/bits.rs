@@ -39,20 +39,10 @@ impl SparseBits {
             .is_some_and(|p| p[(bit / 64) as usize] & (1u64 << (bit % 64)) != 0)
     }
 
-    /// Members.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
     /// Empty the set, keeping nothing.
     pub fn clear(&mut self) {
         self.pages.clear();
         self.len = 0;
-    }
-
-    /// Bytes of memory the pages take.
-    pub fn heap_bytes(&self) -> u64 {
-        self.pages.len() as u64 * (PAGE_BITS / 8 + 16)
     }
 }
 
@@ -68,7 +58,6 @@ mod tests {
         assert!(s.insert(u64::MAX));
         assert!(s.insert(1 << 40));
         assert!(s.contains(5) && s.contains(u64::MAX) && !s.contains(6));
-        assert_eq!(s.len(), 3);
         s.clear();
         assert!(!s.contains(5));
     }

@@ -124,7 +124,7 @@ impl Ck<'_, '_> {
             let name = format!("{who}: level {level} node, key {key}");
             let pbn = match ptrs {
                 Ptrs::Physical => self.claim_physical(&name, ptr, Owner::DatNode(key)),
-                Ptrs::Virtual(cno) => self.translate(ptr, cno, &name),
+                Ptrs::Virtual(cno) => self.translate(ptr, cno, &|| name.clone()),
             };
             let Some(pbn) = pbn else { continue };
             let Some(data) = self.read(pbn, 1) else {
@@ -163,9 +163,9 @@ impl Ck<'_, '_> {
     }
 
     fn data_block(&mut self, who: &str, key: u64, ptr: u64, ptrs: Ptrs, out: &mut BlockMap) {
-        let name = format!("{who}: block {key}");
+        let name = || format!("{who}: block {key}");
         let pbn = match ptrs {
-            Ptrs::Physical => self.claim_physical(&name, ptr, Owner::DatData(key)),
+            Ptrs::Physical => self.claim_physical(&name(), ptr, Owner::DatData(key)),
             Ptrs::Virtual(cno) => self.translate(ptr, cno, &name),
         };
         if let Some(p) = pbn {
@@ -200,7 +200,7 @@ impl Ck<'_, '_> {
             );
             return None;
         }
-        self.place(pbn, owner, who.to_string(), Code::BtreeDatBlock);
+        self.place(pbn, owner, &|| who.to_string(), Code::BtreeDatBlock);
         Some(pbn)
     }
 }

@@ -180,7 +180,7 @@ impl Ck<'_, '_> {
     fn snapshot_list(&mut self, h: &CpfileHeader, snaps: &BTreeMap<u64, (u64, u64)>) {
         let mut seen = HashSet::new();
         let (mut prev, mut curr) = (0u64, h.snapshot_next.0);
-        let mut bad = |ck: &mut Self, s: String, found: String, want: String| {
+        let bad = |ck: &mut Self, s: String, found: String, want: String| {
             ck.find(Code::CpSnapshotList, s, None, found, want);
         };
         while curr != 0 {

@@ -18,10 +18,9 @@ use crate::device::BlockDevice;
 use crate::format::dat::DatEntry;
 use crate::format::palloc::{self, PallocGeometry};
 use crate::format::sufile::SegmentUsage;
-use crate::format::{BlockNr, Cno, SegNum, VBlockNr};
+use crate::format::{BlockNr, Cno, SegNum};
 use crate::recovery::SegGeometry;
 use crate::the_nilfs::Nilfs;
-use crate::Error;
 
 /// What a log's summary says a payload block is, packed in a word: the tag
 /// in the top two bits, the number in the rest.
@@ -270,26 +269,26 @@ impl<'a, 'd> Ck<'a, 'd> {
     /// Translate virtual block `v` reached by `who` in checkpoint `cno`,
     /// checking its DAT entry, its liveness at `cno`, that the checkpoint
     /// reaches it once, and (the first time it is seen) where its block is.
-    pub fn translate(&mut self, v: u64, cno: Cno, who: &str) -> Option<u64> {
+    pub fn translate(&mut self, v: u64, cno: Cno, who: &dyn Fn() -> String) -> Option<u64> {
         if !self.scope.insert(v) {
             self.find(
                 Code::BtreeShared,
-                who.to_string(),
+                who(),
                 None,
                 format!("virtual block {v} is reached a second time in checkpoint {cno}"),
                 "each block reached once",
             );
             return None;
         }
-        let structure = format!("DAT entry of virtual block {v}");
+        let structure = || format!("DAT entry of virtual block {v}");
         let e = match self.dat_entry(v) {
             Ok(e) => e,
             Err((code, why)) => {
                 self.find(
                     code,
-                    structure,
+                    structure(),
                     None,
-                    format!("{who} refers to it; {why}"),
+                    format!("{} refers to it; {why}", who()),
                     "an allocated entry",
                 );
                 return None;
@@ -298,9 +297,9 @@ impl<'a, 'd> Ck<'a, 'd> {
         if e.blocknr.0 == 0 {
             self.find(
                 Code::DatBlocknrZero,
-                structure,
+                structure(),
                 None,
-                format!("de_blocknr is 0 ({who} refers to it)"),
+                format!("de_blocknr is 0 ({} refers to it)", who()),
                 "a disk block",
             );
             return None;
@@ -308,7 +307,7 @@ impl<'a, 'd> Ck<'a, 'd> {
         if !self.in_segments(e.blocknr.0) {
             self.find(
                 Code::DatBlocknrRange,
-                structure,
+                structure(),
                 None,
                 format!("de_blocknr {} is outside the segment area", e.blocknr),
                 format!(
@@ -327,11 +326,12 @@ impl<'a, 'd> Ck<'a, 'd> {
             };
             self.find(
                 Code::DatNotLive,
-                structure.clone(),
+                structure(),
                 None,
                 format!(
-                    "lifetime [{}, {end}) does not hold checkpoint {cno}, which {who} belongs to",
-                    e.start
+                    "lifetime [{}, {end}) does not hold checkpoint {cno}, which {} belongs to",
+                    e.start,
+                    who()
                 ),
                 format!("de_start <= {cno} < de_end"),
             );
@@ -341,13 +341,13 @@ impl<'a, 'd> Ck<'a, 'd> {
             if !self.phys.insert(pbn) {
                 self.find(
                     Code::DatBlockShared,
-                    structure.clone(),
+                    structure(),
                     Some(pbn),
                     "its disk block is already claimed by another live block",
                     "one live entry per disk block",
                 );
             }
-            self.place(pbn, Owner::Virtual(v), structure, Code::DatBlockMismatch);
+            self.place(pbn, Owner::Virtual(v), &structure, Code::DatBlockMismatch);
         }
         Some(e.blocknr.0)
     }
@@ -355,9 +355,9 @@ impl<'a, 'd> Ck<'a, 'd> {
     /// Check that a live block lies where the logs say such a block is:
     /// in a used segment, below its `su_nblocks`, described by its log's
     /// summary as `owner`. Waits for the log pass if it has not run.
-    pub fn place(&mut self, pbn: u64, owner: Owner, who: String, mismatch: Code) {
+    pub fn place(&mut self, pbn: u64, owner: Owner, who: &dyn Fn() -> String, mismatch: Code) {
         if let Some(d) = self.deferred.as_mut() {
-            d.push((pbn, owner, who, mismatch));
+            d.push((pbn, owner, who(), mismatch));
             return;
         }
         let seg = self.geo.segnum_of(BlockNr(pbn)).0;
@@ -369,7 +369,7 @@ impl<'a, 'd> Ck<'a, 'd> {
                 Code::SuLiveInClean,
                 format!("segment usage of segment {seg}"),
                 None,
-                format!("clean, but holds block {pbn} ({who})"),
+                format!("clean, but holds block {pbn} ({})", who()),
                 "live blocks in used segments",
             );
             return;
@@ -386,7 +386,7 @@ impl<'a, 'd> Ck<'a, 'd> {
                 if there != owner {
                     self.find(
                         mismatch,
-                        who,
+                        who(),
                         Some(pbn),
                         format!("its log describes the block as {there}"),
                         format!("{owner}"),
@@ -399,8 +399,9 @@ impl<'a, 'd> Ck<'a, 'd> {
                 format!("segment usage of segment {seg}"),
                 None,
                 format!(
-                    "su_nblocks {}, but block {pbn} at offset {idx} is live ({who})",
-                    su.nblocks
+                    "su_nblocks {}, but block {pbn} at offset {idx} is live ({})",
+                    su.nblocks,
+                    who()
                 ),
                 "live blocks inside the segment's logs",
             ),
@@ -410,24 +411,12 @@ impl<'a, 'd> Ck<'a, 'd> {
     /// The log pass has run: make the placement checks that waited for it.
     pub fn run_deferred(&mut self) {
         for (pbn, owner, who, code) in self.deferred.take().unwrap_or_default() {
-            self.place(pbn, owner, who, code);
+            self.place(pbn, owner, &|| who.clone(), code);
         }
     }
 
     /// The latest checkpoint (the super root's).
     pub fn latest(&self) -> Cno {
         self.fs.scan.cno
-    }
-
-    /// Virtual block number as a typed value (for messages).
-    pub fn vb(v: u64) -> VBlockNr {
-        VBlockNr(v)
-    }
-
-    /// Record an unexpected library error as an operational error.
-    pub fn operational(&mut self, e: &Error) {
-        if self.report.operational.is_none() {
-            self.report.operational = Some(e.to_string());
-        }
     }
 }

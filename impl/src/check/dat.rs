@@ -9,7 +9,6 @@
 use super::bits::SparseBits;
 use super::btree::Ptrs;
 use super::codes::Code;
-use super::ctx::map_get;
 use super::ctx::Ck;
 use crate::format::dat::DatEntry;
 use crate::format::Cno;
@@ -89,10 +88,5 @@ impl Ck<'_, '_> {
                 "de_end set when a block leaves the tree",
             );
         }
-    }
-
-    /// Whether DAT block `blkoff` is mapped.
-    pub fn dat_mapped(&self, blkoff: u64) -> bool {
-        map_get(&self.dat_map, blkoff).is_some()
     }
 }

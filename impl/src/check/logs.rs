@@ -14,6 +14,10 @@ use super::btree::detail;
 use super::codes::Code;
 use super::ctx::{Ck, Owner, SegOwners};
 use super::report::RollForward;
+
+/// The largest segment the log pass reads in one request (a hostile
+/// geometry can make a segment as large as the device).
+const PREFETCH_MAX: u64 = 64 << 20;
 use crate::format::segsum::{
     compute_datasum, compute_sumsum, Binfo, SegmentSummary, Summary, SS_LOGBGN, SS_LOGEND, SS_SR,
     SS_SYNDT,
@@ -38,12 +42,9 @@ impl Ck<'_, '_> {
     /// Walk every used segment's logs, then the logs after the latest
     /// super root; return the inodes of their data-sync logs.
     pub fn logs(&mut self) -> DsyncInodes {
-        let total = self.report.stats.used_blocks;
         let mut seqs: HashMap<u64, u64> = HashMap::new();
+        let mut plan = Vec::new();
         for seg in 0..self.su.len() as u64 {
-            if self.stopped() {
-                break;
-            }
             let su = self.su[seg as usize];
             if su.nblocks == 0 || su.is_clean() {
                 continue;
@@ -61,62 +62,107 @@ impl Ck<'_, '_> {
                 );
                 limit = seg_len;
             }
-            let mut own = SegOwners {
-                owners: vec![0; limit as usize],
-                complete: true,
-            };
-            let mut w = SegWalk {
-                seq: None,
-                next: None,
-                prev_flags: None,
-                prev_cno: 0,
-            };
-            let mut off = 0u64;
-            while off < limit {
-                let Some(n) = self.one_log(seg, start.0 + off, end.0, &mut w, &mut own, off) else {
-                    // Past a broken log nothing is known.
-                    own.complete = false;
-                    own.owners.truncate(off as usize);
-                    break;
-                };
-                if off + n > limit {
-                    self.find(
-                        Code::SuNblocksLogs,
-                        format!("segment usage of segment {seg}"),
-                        Some(start.0 + off),
-                        format!(
-                            "su_nblocks {} ends inside the {n}-block log at offset {off}",
-                            su.nblocks
-                        ),
-                        "su_nblocks at the end of a log",
-                    );
-                }
-                off += n;
-                self.done += n;
-                self.progress("logs", self.done, total);
-            }
-            if let Some(seq) = w.seq {
-                if let Some(other) = seqs.insert(seq, seg) {
-                    self.find(
-                        Code::LogSeqDuplicate,
-                        format!("logs of segment {seg}"),
-                        Some(start.0),
-                        format!("ss_seq {seq}, also carried by segment {other}"),
-                        "a sequence number of its own",
-                    );
-                }
-            }
-            if own.complete {
-                own.owners.truncate(limit as usize);
-            }
-            self.segs.insert(seg, own);
+            plan.push((seg, start.0, end.0, limit));
         }
+        // One thread reads the next segment's used blocks while this one
+        // checks the current segment's logs: the pass runs at the speed of
+        // the reads, not of reads plus checksums.
+        let (dev, bs, dev_blocks) = (self.dev, u64::from(self.bs), self.dev_blocks);
+        let reads: Vec<(u64, u64)> = plan.iter().map(|p| (p.1, p.3)).collect();
+        crate::sync::std_scope(|sc| {
+            let (tx, rx) = crate::sync::std_sync_channel::<Option<Vec<u8>>>(1);
+            sc.spawn(move || {
+                for (start, n) in reads {
+                    let bytes = n.saturating_mul(bs);
+                    let buf = (bytes <= PREFETCH_MAX && start.saturating_add(n) <= dev_blocks)
+                        .then(|| {
+                            let mut b = vec![0u8; bytes as usize];
+                            dev.read_at(start * bs, &mut b).ok().map(|()| b)
+                        })
+                        .flatten();
+                    if tx.send(buf).is_err() {
+                        return;
+                    }
+                }
+            });
+            for &(seg, start, end, limit) in &plan {
+                let buf = rx.recv().ok().flatten();
+                if self.stopped() {
+                    break;
+                }
+                if let Some(b) = &buf {
+                    self.report.stats.bytes_read += b.len() as u64;
+                }
+                self.segment(seg, start, end, limit, buf.as_deref(), &mut seqs);
+            }
+        });
         self.roll_forward_logs()
+    }
+
+    /// The logs of segment `seg` (blocks `start..=end`) up to `limit`
+    /// blocks; `buf` holds those blocks if the prefetch read them.
+    fn segment(
+        &mut self,
+        seg: u64,
+        start: u64,
+        end: u64,
+        limit: u64,
+        buf: Option<&[u8]>,
+        seqs: &mut HashMap<u64, u64>,
+    ) {
+        let total = self.report.stats.used_blocks;
+        let mut own = SegOwners {
+            owners: vec![0; limit as usize],
+            complete: true,
+        };
+        let mut w = SegWalk {
+            seq: None,
+            next: None,
+            prev_flags: None,
+            prev_cno: 0,
+        };
+        let mut off = 0u64;
+        while off < limit {
+            let Some(n) = self.one_log(seg, start + off, end, &mut w, &mut own, off, buf) else {
+                // Past a broken log nothing is known.
+                own.complete = false;
+                own.owners.truncate(off as usize);
+                break;
+            };
+            if off + n > limit {
+                self.find(
+                    Code::SuNblocksLogs,
+                    format!("segment usage of segment {seg}"),
+                    Some(start + off),
+                    format!("su_nblocks {limit} ends inside the {n}-block log at offset {off}"),
+                    "su_nblocks at the end of a log",
+                );
+            }
+            off += n;
+            self.done += n;
+            self.progress("logs", self.done, total);
+        }
+        if let Some(seq) = w.seq {
+            if let Some(other) = seqs.insert(seq, seg) {
+                self.find(
+                    Code::LogSeqDuplicate,
+                    format!("logs of segment {seg}"),
+                    Some(start),
+                    format!("ss_seq {seq}, also carried by segment {other}"),
+                    "a sequence number of its own",
+                );
+            }
+        }
+        if own.complete {
+            own.owners.truncate(limit as usize);
+        }
+        self.segs.insert(seg, own);
     }
 
     /// Check the log at `pseg` of segment `seg` (whose last block is
     /// `seg_end`); record its payload blocks at `off` in `own`. The log's
     /// size if the walk can go on past it.
+    #[allow(clippy::too_many_arguments)]
     fn one_log(
         &mut self,
         seg: u64,
@@ -125,15 +171,23 @@ impl Ck<'_, '_> {
         w: &mut SegWalk,
         own: &mut SegOwners,
         off: u64,
+        buf: Option<&[u8]>,
     ) -> Option<u64> {
         let bs = u64::from(self.bs);
-        let here = format!("log at block {pseg} of segment {seg}");
-        let first = self.read(pseg, 1)?;
+        let here = || format!("log at block {pseg} of segment {seg}");
+        let cut = |n: u64| {
+            let from = (off * bs) as usize;
+            buf.and_then(|b| b.get(from..from.checked_add((n * bs) as usize)?))
+        };
+        let first = match cut(1) {
+            Some(b) => b.to_vec(),
+            None => self.read(pseg, 1)?,
+        };
         let h = SegmentSummary::decode(&first).ok()?;
         if h.magic != SEGSUM_MAGIC {
             self.find(
                 Code::LogMagic,
-                here,
+                here(),
                 Some(pseg),
                 format!("ss_magic {:#010x}", h.magic),
                 "0x1eaffa11 (a log where su_nblocks counts one)",
@@ -144,7 +198,7 @@ impl Ck<'_, '_> {
         if n == 0 || pseg + n > seg_end + 1 {
             self.find(
                 Code::LogSize,
-                here,
+                here(),
                 Some(pseg),
                 format!("ss_nblocks {n}"),
                 format!("1..={} (the rest of the segment)", seg_end + 1 - pseg),
@@ -155,34 +209,41 @@ impl Ck<'_, '_> {
             None => w.seq = Some(h.seq.0),
             Some(s) if s != h.seq.0 => self.find(
                 Code::LogSeq,
-                here.clone(),
+                here(),
                 Some(pseg),
                 format!("ss_seq {}", h.seq),
                 format!("the segment's ss_seq {s}"),
             ),
             Some(_) => {}
         }
-        let log = self.read(pseg, n)?;
+        let owned;
+        let log: &[u8] = match cut(n) {
+            Some(b) => b,
+            None => {
+                owned = self.read(pseg, n)?;
+                &owned
+            }
+        };
         self.report.stats.logs += 1;
         if u64::from(h.sumbytes) <= n * bs
-            && compute_sumsum(&log, self.fs.sb.crc_seed, h.sumbytes) != h.sumsum
+            && compute_sumsum(log, self.fs.sb.crc_seed, h.sumbytes) != h.sumsum
         {
             self.find(
                 Code::LogSumsum,
-                here.clone(),
+                here(),
                 Some(pseg),
                 format!("ss_sumsum {:#010x}", h.sumsum),
                 format!(
                     "{:#010x}",
-                    compute_sumsum(&log, self.fs.sb.crc_seed, h.sumbytes)
+                    compute_sumsum(log, self.fs.sb.crc_seed, h.sumbytes)
                 ),
             );
         }
-        let datasum = compute_datasum(&log, self.fs.sb.crc_seed);
+        let datasum = compute_datasum(log, self.fs.sb.crc_seed);
         if datasum != h.datasum {
             self.find(
                 Code::LogDatasum,
-                here.clone(),
+                here(),
                 Some(pseg),
                 format!("ss_datasum {:#010x}", h.datasum),
                 format!("{datasum:#010x}"),
@@ -193,20 +254,20 @@ impl Ck<'_, '_> {
             if let Err(e) = super_root::check_valid(sr, self.bs, self.fs.sb.crc_seed) {
                 self.find(
                     Code::LogSuperRoot,
-                    format!("super root of the {here}"),
+                    format!("super root of the {}", here()),
                     Some(pseg + n - 1),
                     detail(&e),
                     "0 < sr_bytes <= block size and a matching sr_sum",
                 );
             }
         }
-        self.check_next(seg, pseg, &here, h.next.0, w);
-        self.check_lseg(&here, pseg, h.flags, h.cno.0, w);
-        match Summary::decode(&log, self.bs) {
+        self.check_next(seg, pseg, &here(), h.next.0, w);
+        self.check_lseg(&here(), pseg, h.flags, h.cno.0, w);
+        match Summary::decode(log, self.bs) {
             Err(e) => {
                 self.find(
                     Code::LogSummary,
-                    here,
+                    here(),
                     Some(pseg),
                     detail(&e),
                     "records inside ss_sumbytes and blocks inside the log",
@@ -214,7 +275,7 @@ impl Ck<'_, '_> {
                 own.complete = false;
             }
             Ok(s) => {
-                self.check_records(&here, pseg, &s);
+                self.check_records(&here(), pseg, &s);
                 for b in s.block_entries(self.bs) {
                     let i = (off + b.index) as usize;
                     if let Some(slot) = own.owners.get_mut(i) {

@@ -33,7 +33,7 @@ mod report;
 mod sufile;
 mod superblocks;
 
-use std::sync::Arc;
+use crate::sync::StdArc as Arc;
 
 pub use checksums::{verify_checksums, ChecksumReport};
 pub use codes::{Code, Severity};

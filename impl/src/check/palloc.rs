@@ -39,7 +39,11 @@ fn kind(g: &PallocGeometry, blkoff: u64) -> Kind {
     }
 }
 
-impl Ck<'_, '_> {
+/// Called for every allocated entry: its number and its bytes (`None` if
+/// its block is a hole).
+pub(crate) type EntryFn<'f, 'a, 'd> = dyn FnMut(&mut Ck<'a, 'd>, u64, Option<&[u8]>) + 'f;
+
+impl<'a, 'd> Ck<'a, 'd> {
     /// Check the counts of the palloc file `who` (mapped by `map`, read by
     /// `read`) and call `entry(ck, nr, entry block)` for every allocated
     /// entry, in order (`None` for an entry whose block is a hole).
@@ -49,7 +53,7 @@ impl Ck<'_, '_> {
         geo: PallocGeometry,
         map: &BlockMap,
         read: &mut dyn FnMut(&mut Self, u64) -> Option<Vec<u8>>,
-        entry: &mut dyn FnMut(&mut Self, u64, Option<&[u8]>),
+        entry: &mut EntryFn<'_, 'a, 'd>,
     ) {
         let epg = geo.entries_per_group();
         let epb = geo.entries_per_block();
@@ -99,8 +103,7 @@ impl Ck<'_, '_> {
                 continue;
             };
             let mut cur: Option<(u64, Option<Vec<u8>>)> = None;
-            for word in 0..(epg as usize).div_ceil(8).min(bitmap.len()) {
-                let byte = bitmap[word];
+            for (word, &byte) in bitmap.iter().enumerate().take((epg as usize).div_ceil(8)) {
                 if byte == 0 {
                     continue;
                 }
