@@ -228,7 +228,7 @@ codes! {
     NsUnreachable = "ns-unreachable", 7, Error, "nilfs_lookup",
         "every allocated inode with links is reachable from the root";
     NsOrphan = "ns-orphan", 7, Warning, "nilfs_evict_inode",
-        "an allocated inode with no links (open and unlinked at a crash) still holds blocks";
+        "an allocated inode with no links (unlinked, not yet evicted: open at a crash, or between rmdir and the last iput)";
     NsDirSize = "ns-dir-size", 7, Error, "nilfs_check_folio",
         "a directory's i_size is a multiple of the block size";
     NsDirHole = "ns-dir-hole", 7, Error, "nilfs_find_entry",
