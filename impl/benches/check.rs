@@ -144,8 +144,26 @@ fn measure(path: &Path) {
     let (bytes, t_read) = read_used(&dev);
     let rss0 = status("VmRSS:");
     let t = Instant::now();
-    let r = check_device(&dev, &Options::default());
+    // When each phase the progress reports was first seen.
+    let phases = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(&'static str, f64)>::new()));
+    let seen = phases.clone();
+    let opts = Options {
+        progress: Some(std::sync::Arc::new(move |p: nilfs::check::Progress| {
+            let mut v = seen.lock().unwrap();
+            if v.last().map(|l| l.0) != Some(p.phase) {
+                v.push((p.phase, t.elapsed().as_secs_f64()));
+            }
+        })),
+        ..Options::default()
+    };
+    let r = check_device(&dev, &opts);
     let t_check = t.elapsed().as_secs_f64();
+    let phases: Vec<String> = phases
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(p, at)| format!("{p} from {at:.2} s"))
+        .collect();
     let hwm = status("VmHWM:");
     assert!(r.is_clean(), "{r}");
     let gb = |b: u64, s: f64| b as f64 / s / 1e9;
@@ -167,6 +185,7 @@ fn measure(path: &Path) {
         gb(bytes, t_check),
         100.0 * t_read / t_check
     );
+    println!("| phases | {} |", phases.join(", "));
     println!(
         "| bytes the check read | {} MiB |",
         r.stats.bytes_read / MIB

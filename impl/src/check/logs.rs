@@ -25,6 +25,48 @@ use crate::format::segsum::{
 use crate::format::superblock::STATE_VALID_FS;
 use crate::format::{ino, super_root, BlockNr, SegNum, SEGSUM_MAGIC};
 
+/// A segment's used blocks as the read-ahead thread read them, with the
+/// checksums of each log it found in them.
+type Prefetched = (Vec<u8>, Vec<LogSums>);
+
+/// A log's block offset in its segment, its blocks, `ss_sumsum` and
+/// `ss_datasum` as computed.
+type LogSums = (u64, u64, u32, u32);
+
+/// What the read-ahead brought for the segment being checked.
+#[derive(Clone, Copy)]
+struct Pre<'b> {
+    buf: Option<&'b [u8]>,
+    sums: &'b [LogSums],
+}
+
+/// The checksums of the logs laid end to end in `buf` (a segment's used
+/// blocks from its start), as far as their headers chain inside it.
+fn log_sums(buf: &[u8], bs: u64, seed: u32) -> Vec<LogSums> {
+    let mut out = Vec::new();
+    let mut off = 0u64;
+    let total = buf.len() as u64 / bs.max(1);
+    while off < total {
+        let at = (off * bs) as usize;
+        let Ok(h) = SegmentSummary::decode(&buf[at..]) else {
+            break;
+        };
+        let n = u64::from(h.nblocks);
+        if h.magic != SEGSUM_MAGIC || n == 0 || off + n > total {
+            break;
+        }
+        let log = &buf[at..at + (n * bs) as usize];
+        out.push((
+            off,
+            n,
+            compute_sumsum(log, seed, h.sumbytes),
+            compute_datasum(log, seed),
+        ));
+        off += n;
+    }
+    out
+}
+
 /// The state of one segment's walk.
 struct SegWalk {
     seq: Option<u64>,
@@ -67,10 +109,13 @@ impl Ck<'_, '_> {
         // One thread reads the next segment's used blocks while this one
         // checks the current segment's logs: the pass runs at the speed of
         // the reads, not of reads plus checksums.
+        // It also computes the checksums of the logs it finds there, so the
+        // two cores share the work.
         let (dev, bs, dev_blocks) = (self.dev, u64::from(self.bs), self.dev_blocks);
+        let seed = self.fs.sb.crc_seed;
         let reads: Vec<(u64, u64)> = plan.iter().map(|p| (p.1, p.3)).collect();
         crate::sync::std_scope(|sc| {
-            let (tx, rx) = crate::sync::std_sync_channel::<Option<Vec<u8>>>(1);
+            let (tx, rx) = crate::sync::std_sync_channel::<Option<Prefetched>>(1);
             sc.spawn(move || {
                 for (start, n) in reads {
                     let bytes = n.saturating_mul(bs);
@@ -79,21 +124,29 @@ impl Ck<'_, '_> {
                             let mut b = vec![0u8; bytes as usize];
                             dev.read_at(start * bs, &mut b).ok().map(|()| b)
                         })
-                        .flatten();
+                        .flatten()
+                        .map(|b| {
+                            let sums = log_sums(&b, bs, seed);
+                            (b, sums)
+                        });
                     if tx.send(buf).is_err() {
                         return;
                     }
                 }
             });
             for &(seg, start, end, limit) in &plan {
-                let buf = rx.recv().ok().flatten();
+                let got = rx.recv().ok().flatten();
                 if self.stopped() {
                     break;
                 }
-                if let Some(b) = &buf {
+                if let Some((b, _)) = &got {
                     self.report.stats.bytes_read += b.len() as u64;
                 }
-                self.segment(seg, start, end, limit, buf.as_deref(), &mut seqs);
+                let pre = Pre {
+                    buf: got.as_ref().map(|g| &g.0[..]),
+                    sums: got.as_ref().map_or(&[][..], |g| &g.1[..]),
+                };
+                self.segment(seg, start, end, limit, pre, &mut seqs);
             }
         });
         self.roll_forward_logs()
@@ -107,7 +160,7 @@ impl Ck<'_, '_> {
         start: u64,
         end: u64,
         limit: u64,
-        buf: Option<&[u8]>,
+        pre: Pre<'_>,
         seqs: &mut HashMap<u64, u64>,
     ) {
         let total = self.report.stats.used_blocks;
@@ -123,7 +176,7 @@ impl Ck<'_, '_> {
         };
         let mut off = 0u64;
         while off < limit {
-            let Some(n) = self.one_log(seg, start + off, end, &mut w, &mut own, off, buf) else {
+            let Some(n) = self.one_log(seg, start + off, end, &mut w, &mut own, off, pre) else {
                 // Past a broken log nothing is known.
                 own.complete = false;
                 own.owners.truncate(off as usize);
@@ -171,8 +224,9 @@ impl Ck<'_, '_> {
         w: &mut SegWalk,
         own: &mut SegOwners,
         off: u64,
-        buf: Option<&[u8]>,
+        pre: Pre<'_>,
     ) -> Option<u64> {
+        let buf = pre.buf;
         let bs = u64::from(self.bs);
         let here = || format!("log at block {pseg} of segment {seg}");
         let cut = |n: u64| {
@@ -225,21 +279,23 @@ impl Ck<'_, '_> {
             }
         };
         self.report.stats.logs += 1;
-        if u64::from(h.sumbytes) <= n * bs
-            && compute_sumsum(log, self.fs.sb.crc_seed, h.sumbytes) != h.sumsum
-        {
+        let seed = self.fs.sb.crc_seed;
+        let (sumsum, datasum) = match pre.sums.iter().find(|s| s.0 == off && s.1 == n) {
+            Some(&(_, _, a, b)) => (a, b),
+            None => (
+                compute_sumsum(log, seed, h.sumbytes),
+                compute_datasum(log, seed),
+            ),
+        };
+        if u64::from(h.sumbytes) <= n * bs && sumsum != h.sumsum {
             self.find(
                 Code::LogSumsum,
                 here(),
                 Some(pseg),
                 format!("ss_sumsum {:#010x}", h.sumsum),
-                format!(
-                    "{:#010x}",
-                    compute_sumsum(log, self.fs.sb.crc_seed, h.sumbytes)
-                ),
+                format!("{sumsum:#010x}"),
             );
         }
-        let datasum = compute_datasum(log, self.fs.sb.crc_seed);
         if datasum != h.datasum {
             self.find(
                 Code::LogDatasum,
