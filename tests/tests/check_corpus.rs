@@ -25,6 +25,22 @@ struct Case {
 
 const OUTPUT: &str = "--- output\n";
 
+/// A copy of base image `name`, each built once per test binary.
+fn base(name: &str) -> MemDevice {
+    static BASES: std::sync::Mutex<BTreeMap<String, MemDevice>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut bases = BASES.lock().unwrap_or_else(|p| p.into_inner());
+    bases
+        .entry(name.to_string())
+        .or_insert_with(|| {
+            let dev = corrupt::base(name).unwrap();
+            let r = check_device(&dev, &Options::default());
+            assert!(r.is_clean(), "base image {name} is not clean:\n{r}");
+            dev
+        })
+        .duplicate()
+}
+
 fn cases() -> Vec<Case> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("check-corpus");
     let mut out = Vec::new();
@@ -71,16 +87,9 @@ fn cases() -> Vec<Case> {
 #[test]
 fn every_case_reports_its_invariant_and_its_expected_output() {
     let bless = std::env::var_os("NILFS_BLESS").is_some();
-    let mut bases: BTreeMap<String, MemDevice> = BTreeMap::new();
     let mut failures = Vec::new();
     for case in cases() {
-        let base = bases.entry(case.base.clone()).or_insert_with(|| {
-            let dev = corrupt::base(&case.base).unwrap();
-            let r = check_device(&dev, &Options::default());
-            assert!(r.is_clean(), "base image {} is not clean:\n{r}", case.base);
-            dev
-        });
-        let dev = base.duplicate();
+        let dev = base(&case.base);
         for r in &case.recipes {
             corrupt::apply(&dev, r).unwrap_or_else(|e| panic!("{}: {}: {e}", case.name, r.target));
         }
@@ -171,9 +180,8 @@ fn random_damage_is_reported_never_a_panic() {
         ..Default::default()
     };
     for (base, cases) in [("ours", 150u64), ("kernel", 30)] {
-        let clean = corrupt::base(base).unwrap();
         for seed in 0..cases {
-            let dev = clean.duplicate();
+            let dev = crate::base(base);
             let hit = corrupt::damage_random(&dev, seed, 1 + (seed % 4) as usize).unwrap();
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 check_device(&dev, &opts)
