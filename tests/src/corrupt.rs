@@ -172,10 +172,10 @@ pub fn apply(dev: &dyn BlockDevice, recipe: &Recipe) -> R<Applied> {
         Value::Of(t) => read_site(dev, &locate(dev, t)?)?,
     };
     // The logs as they were, to know which one to reseal.
-    let logs = if recipe.reseal != Reseal::None && site.super_block.is_none() {
-        log_ranges(dev)?
+    let (logs, bs) = if recipe.reseal != Reseal::None && site.super_block.is_none() {
+        (log_ranges(dev)?, block_size(dev)?)
     } else {
-        Vec::new()
+        (Vec::new(), 0)
     };
     let sector = site.byte - site.byte % 512;
     let within = (site.byte - sector) as usize;
@@ -213,7 +213,6 @@ pub fn apply(dev: &dyn BlockDevice, recipe: &Recipe) -> R<Applied> {
         match site.super_block {
             Some(off) => reseal_super_block(dev, off)?,
             None => {
-                let bs = block_size(dev)?;
                 let pbn = site.byte / bs;
                 if let Some(&(p, n)) = logs.iter().find(|(p, n)| *p <= pbn && pbn < p + n) {
                     reseal_log(dev, p, n, recipe.reseal == Reseal::Data)?;
