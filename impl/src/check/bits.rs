@@ -3,6 +3,32 @@
 //! range of numbers a hostile image can name.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A hasher for `u64` keys the checker makes itself (block and page
+/// numbers): one multiply, no SipHash. A hostile image choosing keys can
+/// only make its own check slower, never wrong.
+#[derive(Default)]
+pub(crate) struct U64Hasher(u64);
+
+impl Hasher for U64Hasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+}
+
+/// A `HashMap` keyed by `u64` with [`U64Hasher`].
+pub(crate) type U64Map<V> = HashMap<u64, V, BuildHasherDefault<U64Hasher>>;
 
 const PAGE_BITS: u64 = 4096;
 const WORDS: usize = (PAGE_BITS / 64) as usize;
@@ -10,7 +36,7 @@ const WORDS: usize = (PAGE_BITS / 64) as usize;
 /// A set of `u64`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SparseBits {
-    pages: HashMap<u64, Box<[u64; WORDS]>>,
+    pages: U64Map<Box<[u64; WORDS]>>,
     len: u64,
 }
 

@@ -7,10 +7,10 @@
 //! virtual and disk blocks reached, and per checkpoint one small record per
 //! allocated inode and directory entry.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::rc::Rc;
 
-use super::bits::SparseBits;
+use super::bits::{SparseBits, U64Map};
 use super::codes::Code;
 use super::report::{Finding, Progress, Report};
 use super::{Options, MAX_FINDINGS};
@@ -112,10 +112,10 @@ pub(crate) struct Ck<'a, 'd> {
     /// Segment usage block of each segment was a hole.
     pub su_hole: SparseBits,
     /// What the log pass learnt, by segment.
-    pub segs: HashMap<u64, SegOwners>,
+    pub segs: U64Map<SegOwners>,
     /// The DAT's data blocks by offset.
     pub dat_map: BlockMap,
-    dat_cache: HashMap<u64, Option<Rc<[u8]>>>,
+    dat_cache: U64Map<Option<Rc<[u8]>>>,
     pub dat_geo: PallocGeometry,
     /// Disk blocks claimed by a live structure (a DAT block, or the block a
     /// reached virtual block number translates to).
@@ -144,9 +144,9 @@ impl<'a, 'd> Ck<'a, 'd> {
             dev_blocks: fs.device().size_bytes() / u64::from(bs),
             su: Vec::new(),
             su_hole: SparseBits::default(),
-            segs: HashMap::new(),
+            segs: U64Map::default(),
             dat_map: Vec::new(),
-            dat_cache: HashMap::new(),
+            dat_cache: U64Map::default(),
             dat_geo: PallocGeometry {
                 block_size: bs,
                 entry_size: u32::from(fs.sb.dat_entry_size),
