@@ -7,6 +7,7 @@
 
 mod apply;
 mod campaign;
+mod check;
 mod exec;
 mod listings;
 mod oracle;
@@ -287,6 +288,24 @@ enum Cmd {
         #[command(subcommand)]
         cmd: OracleCmd,
     },
+    /// Check the whole image, read-only, as fsck would (exit 0 clean, 4
+    /// errors, 8 operational error).
+    Check {
+        /// Image file (raw, or .xz-compressed).
+        image: PathBuf,
+        /// Also check this checkpoint (default: the latest and every snapshot).
+        #[arg(long)]
+        cp: Option<u64>,
+        /// One JSON object per finding.
+        #[arg(long)]
+        json: bool,
+        /// Check every valid checkpoint.
+        #[arg(long, conflicts_with = "cp")]
+        all_checkpoints: bool,
+        /// No progress bar.
+        #[arg(short = 'q', long)]
+        quiet: bool,
+    },
     /// The main job on an embedded default: make a 128 MiB filesystem in
     /// memory, inspect it, and print a short summary.
     Demo {
@@ -418,7 +437,7 @@ fn parse_uuid(s: &str) -> Result<[u8; 16], String> {
 }
 
 /// Open an image for reading: xz-compressed images are decompressed into memory.
-fn open_image(path: &Path) -> Result<Box<dyn BlockDevice>, nilfs::Error> {
+pub(crate) fn open_image(path: &Path) -> Result<Box<dyn BlockDevice>, nilfs::Error> {
     let mut magic = [0u8; 6];
     let is_xz = std::fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
@@ -679,6 +698,7 @@ findings are in {}",
             block_size,
             blocks_per_segment,
         } => demo(block_size, blocks_per_segment),
+        Cmd::Check { .. } => unreachable!("handled in main"),
     }
 }
 
@@ -783,7 +803,18 @@ fn demo(block_size: u64, blocks_per_segment: u64) -> Result<String, String> {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    if let Cmd::Check {
+        image,
+        cp,
+        json,
+        all_checkpoints,
+        quiet,
+    } = &cli.cmd
+    {
+        return check::run(image, *cp, *json, *all_checkpoints, *quiet);
+    }
+    match run(cli) {
         Ok(out) => {
             print!("{out}");
             ExitCode::SUCCESS

@@ -36,6 +36,11 @@ pub use std::thread;
 /// mutable state between threads.
 pub use std::sync::Arc as StdArc;
 
+/// A scoped thread and a bounded channel outside every modelled
+/// interleaving: the checker's read-ahead of the next segment, which
+/// shares nothing but the (read-only) device with the thread it feeds.
+pub use std::{sync::mpsc::sync_channel as std_sync_channel, thread::scope as std_scope};
+
 /// Take the shared side of a reader-writer lock (poisoning as in [`lock`]).
 pub fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     match l.read() {

@@ -8,6 +8,12 @@
 use std::collections::BTreeMap;
 
 use nilfs::check::verify_checksums;
+
+/// Every image the write path leaves must check clean.
+fn assert_checks_clean(dev: &dyn nilfs::device::BlockDevice, ctx: &str) {
+    let r = nilfs::check::check_device(dev, &Default::default());
+    assert!(r.is_clean(), "{ctx}: nilref check:\n{r}");
+}
 use nilfs::device::MemDevice;
 use nilfs::format::{ino, Cno};
 use nilfs::fs::Fs;
@@ -96,6 +102,7 @@ fn files_and_directories_survive_sync_and_remount() {
         }
         let ctx = format!("-b {bs} -B {bps}");
         let r = verify_checksums(&dev).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        assert_checks_clean(&dev, &ctx);
         assert!(r.super_roots >= 3, "{ctx}: {r:?}");
         let nilfs = Nilfs::open(&dev).unwrap();
         assert_eq!(nilfs.scan.cno, Cno(3), "{ctx}");
@@ -191,6 +198,7 @@ fn namespace_operations_and_truncate() {
         fs.unmount().unwrap();
     }
     verify_checksums(&dev).unwrap();
+    assert_checks_clean(&dev, "fs_write.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     let mut a = pattern(3, 4000);
@@ -274,6 +282,7 @@ fn fdatasync_survives_a_crash_by_roll_forward() {
         fs.unmount().unwrap();
     }
     verify_checksums(&dev).unwrap();
+    assert_checks_clean(&dev, "fs_write.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     assert_eq!(nilfs.scan.cno, Cno(3), "recovery wrote one checkpoint");
     let view = CheckpointView::open(&nilfs, None).unwrap();
@@ -319,6 +328,7 @@ fn many_segments_and_sufile_blocks() {
         expect[k * 59_999..k * 59_999 + 10].copy_from_slice(b"0123456789");
     }
     verify_checksums(&dev).unwrap();
+    assert_checks_clean(&dev, "fs_write.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     // Past segment 62: the second sufile block.
     assert!(
@@ -448,6 +458,7 @@ fn a_full_device_gives_enospc_and_stays_consistent() {
     }
     assert!(enospc, "the device never filled up");
     verify_checksums(&dev).unwrap();
+    assert_checks_clean(&dev, "fs_write.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     // A create that succeeded before its write hit ENOSPC leaves an empty
@@ -499,6 +510,7 @@ fn a_construction_that_outgrows_its_estimate_reaches_new_sufile_blocks() {
         fs.unmount().unwrap();
     }
     verify_checksums(&dev).unwrap();
+    assert_checks_clean(&dev, "fs_write.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     for r in 0..6 {
@@ -509,4 +521,86 @@ fn a_construction_that_outgrows_its_estimate_reaches_new_sufile_blocks() {
             assert_eq!(view.read_all(&inode).unwrap(), [b'a' + (n % 26) as u8]);
         }
     }
+}
+
+/// An injected write-path bug: every log's sufile header block goes out
+/// with `sh_ndirtysegs` one too high (the logs are sealed after the bug, as
+/// a buggy constructor would seal them). Nothing a read-back test compares
+/// changes, so the namespace reads as written; nilref check fails it.
+#[test]
+fn a_write_path_bug_that_reads_back_fine_is_caught_by_check() {
+    use nilfs::device::BlockDevice;
+    use nilfs::format::segsum::{seal_log, Binfo, Summary};
+    use nilfs::format::superblock::SuperBlock;
+
+    struct Buggy {
+        inner: MemDevice,
+        bs: u64,
+        seed: u32,
+    }
+    impl BlockDevice for Buggy {
+        fn size_bytes(&self) -> u64 {
+            self.inner.size_bytes()
+        }
+        fn read_at(&self, off: u64, buf: &mut [u8]) -> nilfs::Result<()> {
+            self.inner.read_at(off, buf)
+        }
+        fn write_at(&self, off: u64, buf: &[u8]) -> nilfs::Result<()> {
+            let mut log = buf.to_vec();
+            if let Ok(s) = Summary::decode(&log, self.bs as u32) {
+                if log.len() as u64 == u64::from(s.header.nblocks) * self.bs {
+                    let sufile_header = s.block_entries(self.bs as u32).find(|e| {
+                        e.ino == ino::SUFILE
+                            && matches!(e.binfo, Binfo::DataV { blkoff, .. } if blkoff.0 == 0)
+                    });
+                    if let Some(e) = sufile_header {
+                        let at = (e.index * self.bs) as usize + 8;
+                        let n = u64::from_le_bytes(log[at..at + 8].try_into().unwrap());
+                        log[at..at + 8].copy_from_slice(&(n + 1).to_le_bytes());
+                        seal_log(&mut log, self.seed);
+                    }
+                }
+            }
+            self.inner.write_at(off, &log)
+        }
+        fn flush(&self) -> nilfs::Result<()> {
+            self.inner.flush()
+        }
+    }
+
+    let inner = MemDevice::new(32 << 20);
+    mkfs::mkfs(
+        &inner,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 256,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut raw = vec![0u8; 1024];
+    inner.read_at(1024, &mut raw).unwrap();
+    let seed = SuperBlock::decode(&raw).unwrap().crc_seed;
+    let dev = Buggy {
+        inner,
+        bs: 1024,
+        seed,
+    };
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, &pattern(3, 50_000)).unwrap();
+        fs.unmount().unwrap();
+    }
+    // Read back: the file is exactly what was written.
+    let nilfs = Nilfs::open(&dev.inner).unwrap();
+    let view = CheckpointView::open(&nilfs, None).unwrap();
+    let (_, f) = view.resolve(b"/f", true).unwrap();
+    assert_eq!(view.read_all(&f).unwrap(), pattern(3, 50_000));
+    verify_checksums(&dev.inner).unwrap();
+    // nilref check is not fooled.
+    let r = nilfs::check::check_device(&dev.inner, &Default::default());
+    assert!(r.has(nilfs::check::Code::SuDirtyCount), "{r}");
+    assert_eq!(r.exit_code(), 4);
 }

@@ -6,6 +6,12 @@
 use std::collections::BTreeMap;
 
 use nilfs::check::verify_checksums;
+
+/// Every image the write path leaves must check clean.
+fn assert_checks_clean(dev: &dyn nilfs::device::BlockDevice, ctx: &str) {
+    let r = nilfs::check::check_device(dev, &Default::default());
+    assert!(r.is_clean(), "{ctx}: nilref check:\n{r}");
+}
 use nilfs::cleaner::{self, ReclaimParams};
 use nilfs::device::MemDevice;
 use nilfs::format::{ino, Cno, Ino};
@@ -160,6 +166,7 @@ fn cleaning_frees_segments_and_keeps_the_latest_and_every_snapshot() {
             "{bs}: nothing live moved: {report:?}"
         );
         verify_checksums(&dev).unwrap();
+        assert_checks_clean(&dev, "gc.rs");
         assert_eq!(views(&dev), before, "{bs}: a view changed after cleaning");
         let clean_after = ncleansegs(&dev, t);
         assert!(
@@ -184,6 +191,7 @@ fn cleaning_frees_segments_and_keeps_the_latest_and_every_snapshot() {
         assert!(reused > 0, "{bs}: no freed segment was written again");
         let after_reuse = views(&dev);
         verify_checksums(&dev).unwrap();
+        assert_checks_clean(&dev, "gc.rs");
         for (cno, m) in &before.1 {
             assert_eq!(
                 after_reuse.1.get(cno),
@@ -199,6 +207,7 @@ fn cleaning_frees_segments_and_keeps_the_latest_and_every_snapshot() {
         fs.unmount().unwrap();
         drop(nilfs);
         verify_checksums(&dev).unwrap();
+        assert_checks_clean(&dev, "gc.rs");
         assert_eq!(
             views(&dev),
             after_reuse,
@@ -282,6 +291,8 @@ fn after_enospc_deletions_and_the_cleaner_make_room_again() {
     drop(nilfs);
 
     verify_checksums(&dev).unwrap();
+
+    assert_checks_clean(&dev, "gc.rs");
     let nilfs = Nilfs::open(&dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     for (i, (name, data)) in kept.iter().enumerate().chain(added.iter().enumerate()) {
@@ -334,6 +345,11 @@ fn a_cleaner_that_ignores_snapshots_is_caught() {
         }
         fs.unmount().unwrap();
     }
+    // nilref check sees the damage at once, before any segment is reused:
+    // the snapshots reach virtual blocks the DAT no longer has allocated.
+    let r = nilfs::check::check_device(&dev, &Default::default());
+    eprintln!("{r}");
+    assert!(r.has(nilfs::check::Code::DatUnallocated), "{r}");
     churn(&dev, "b", 8, &mut t);
     fill_until_reused(&dev, "filler", &[], 12, &mut t);
     let nilfs = Nilfs::open(&dev).unwrap();

@@ -159,6 +159,11 @@ pub fn image(data: &[u8]) {
     }
     let _ = nilfs::inspect::report::inspect(&dev);
     let _ = nilfs::check::verify_checksums(&dev);
+    let all = nilfs::check::Options {
+        checkpoints: nilfs::check::Checkpoints::All,
+        ..Default::default()
+    };
+    let _ = nilfs::check::check_device(&dev, &all);
     let _ = nilfs::inspect::tools::lscp(&dev, &Default::default());
     let _ = nilfs::inspect::tools::lssu(&dev, &Default::default());
     let _ = nilfs::inspect::tools::dumpseg(&dev, &[0, 1]);

@@ -7,6 +7,7 @@
 //! command sets it and installs the peers). With the variable set, a missing
 //! peer is a failure, never a silent skip.
 
+pub mod corrupt;
 pub mod fuzz;
 pub mod lockstep;
 pub mod peers;
@@ -50,4 +51,16 @@ pub fn sha256_hex(data: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// `nilref check` on `dev`, every checkpoint: panics with the report (and
+/// `ctx`) unless the image is clean. Every image the kernel or our write
+/// path leaves in the tests goes through it.
+pub fn assert_checks_clean(dev: &dyn nilfs::device::BlockDevice, ctx: &str) {
+    let opts = nilfs::check::Options {
+        checkpoints: nilfs::check::Checkpoints::All,
+        ..Default::default()
+    };
+    let r = nilfs::check::check_device(dev, &opts);
+    assert!(r.is_clean(), "{ctx}: nilref check:\n{r}");
 }

@@ -690,6 +690,15 @@ impl<'d> ImplUnderTest<'d> {
 
     /// The abstraction function: the device read through the read path.
     pub fn durable(&self) -> Result<Durable, String> {
+        // The image itself must be consistent, every checkpoint of it.
+        let opts = nilfs::check::Options {
+            checkpoints: nilfs::check::Checkpoints::All,
+            ..Default::default()
+        };
+        let report = nilfs::check::check_device(self.dev, &opts);
+        if !report.is_clean() {
+            return Err(format!("nilref check:\n{report}"));
+        }
         let nilfs = Nilfs::open(self.dev).map_err(|e| format!("open: {e}"))?;
         let view_manifest = |cno: Option<Cno>| -> Result<Vec<String>, String> {
             let view = CheckpointView::open(&nilfs, cno).map_err(|e| format!("cp {cno:?}: {e}"))?;

@@ -52,6 +52,7 @@ fn the_kernel_reads_constructions_that_outgrew_their_estimate() {
         }
         fs.unmount().unwrap();
     }
+    nilfs_conformance::assert_checks_clean(&dev, "kernel_big_construction.rs:55");
     let nilfs = Nilfs::open(&dev).unwrap();
     let ours = manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap();
     let lscp = tools::lscp(&dev, &LscpOptions::default()).unwrap();

@@ -142,6 +142,7 @@ struct Ours {
 }
 
 fn read_ours(dev: &MemDevice, snapshots: &[Cno], big_len: usize) -> Ours {
+    nilfs_conformance::assert_checks_clean(dev, "kernel_big_workload.rs:145");
     let nilfs = Nilfs::open(dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     let (_, big) = view.resolve(b"/big", false).unwrap();

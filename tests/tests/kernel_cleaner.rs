@@ -141,6 +141,7 @@ fn the_kernel_reads_what_our_cleaner_leaves() {
         assert_eq!(secs[&format!("LSCP {d}")], ours[i].1, "{ctx}: lscp");
         assert_eq!(secs[&format!("LSSU {d}")], ours[i].2, "{ctx}: lssu");
         let dev = FileDevice::open_read_only(&images[i]).unwrap();
+        nilfs_conformance::assert_checks_clean(&dev, &format!("image {i}"));
         let nilfs = Nilfs::open(&dev).unwrap();
         let snaps: Vec<&String> = secs
             .keys()
@@ -181,6 +182,7 @@ fn the_kernel_reads_what_our_cleaner_leaves() {
     assert!(bad.is_empty(), "dmesg: {bad:?}");
     for (i, d) in DEVS[..images.len()].iter().enumerate() {
         let dev = FileDevice::open_read_only(&images[i]).unwrap();
+        nilfs_conformance::assert_checks_clean(&dev, &format!("image {i}"));
         verify_checksums(&dev).unwrap_or_else(|e| panic!("{d} after the kernel: {e}"));
         let nilfs = Nilfs::open(&dev).unwrap();
         let latest = manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap();

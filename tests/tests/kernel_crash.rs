@@ -323,6 +323,7 @@ fn the_kernel_recovers_our_cut_images_as_we_do() {
         );
         // The kernel's recovery and unmount leave an image we read as it did.
         let dev = FileDevice::open_read_only(&images[i]).unwrap();
+        nilfs_conformance::assert_checks_clean(&dev, &format!("{ctx}: after the kernel unmounted"));
         assert_eq!(
             latest_manifest(&dev),
             ours[i],

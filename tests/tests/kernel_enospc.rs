@@ -59,6 +59,7 @@ fn the_kernel_mounts_an_image_we_filled() {
         fs.unmount().unwrap();
     }
     assert!(hit);
+    nilfs_conformance::assert_checks_clean(&dev, "kernel_enospc.rs:62");
     let nilfs = Nilfs::open(&dev).unwrap();
     let ours = manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap();
     let dir = Scratch::new("kernel-enospc");

@@ -154,6 +154,7 @@ fn kernel_mounts_writes_and_remounts_our_images() {
     // Our reader opens what the kernel wrote, and every checksum verifies.
     for (i, img) in images.iter().enumerate() {
         let dev = FileDevice::open_read_only(img).unwrap();
+        nilfs_conformance::assert_checks_clean(&dev, &format!("image {i}"));
         let fs = Nilfs::open(&dev).unwrap_or_else(|e| panic!("image {i}: {e}"));
         assert!(fs.scan.cno.0 > 1, "image {i}: no checkpoint after mkfs's");
         let r = verify_checksums(&dev).unwrap_or_else(|e| panic!("image {i}: {e}"));

@@ -184,6 +184,7 @@ fn we_read_what_the_kernel_writes() {
     for (i, d) in DEVS[..images.len()].iter().enumerate() {
         let ctx = format!("{d} (-b {} -B {})", GEOMETRIES[i].0, GEOMETRIES[i].1);
         let dev = FileDevice::open_read_only(&images[i]).unwrap();
+        nilfs_conformance::assert_checks_clean(&dev, &format!("kernel-written image {i}"));
         assert_eq!(
             tools::lscp(&dev, &LscpOptions::default()).unwrap(),
             secs[&format!("LSCP {d}")],

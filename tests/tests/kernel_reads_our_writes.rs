@@ -189,6 +189,7 @@ fn the_kernel_reads_what_we_write() {
             snaps.len()
         );
         let dev = FileDevice::open_read_only(&images[i]).unwrap();
+        nilfs_conformance::assert_checks_clean(&dev, &format!("image {i}"));
         let nilfs = Nilfs::open(&dev).unwrap();
         for k in snaps {
             let cno: u64 = k.rsplit(' ').next().unwrap().parse().unwrap();
@@ -227,6 +228,7 @@ fn the_kernel_reads_what_we_write() {
     for (i, img) in images.iter().enumerate() {
         let d = DEVS[i];
         let dev = FileDevice::open_read_only(img).unwrap();
+        nilfs_conformance::assert_checks_clean(&dev, &format!("image {i} after the kernel wrote"));
         verify_checksums(&dev).unwrap_or_else(|e| panic!("image {i} after the kernel wrote: {e}"));
         // After the kernel's own cleaner ran, we still read the latest
         // checkpoint and every snapshot exactly as the kernel does.

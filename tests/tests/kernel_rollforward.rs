@@ -40,6 +40,7 @@ fn crashed_after_fdatasync(bs: u64) -> MemDevice {
         },
     )
     .unwrap();
+    nilfs_conformance::assert_checks_clean(&dev, "kernel_rollforward.rs:43");
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     let a = fs.create(ino::ROOT, b"a", 0o644).unwrap();
@@ -91,6 +92,7 @@ fn the_kernel_rolls_our_data_only_logs_forward() {
             let nilfs = Nilfs::open(&dev).unwrap();
             Fs::mount(&nilfs, 1_800_000_100).unwrap().unmount().unwrap();
         }
+        nilfs_conformance::assert_checks_clean(&dev, "kernel_rollforward.rs:94");
         let nilfs = Nilfs::open(&dev).unwrap();
         ours.push(manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap());
         let img = dir.file(&format!("recovered{i}.img"));

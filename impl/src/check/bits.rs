@@ -1,0 +1,90 @@
+//! A sparse bit set over `u64`: pages of 4096 bits that exist only where a
+//! bit was set, so memory follows what was marked (the metadata), not the
+//! range of numbers a hostile image can name.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A hasher for `u64` keys the checker makes itself (block and page
+/// numbers): one multiply, no SipHash. A hostile image choosing keys can
+/// only make its own check slower, never wrong.
+#[derive(Default)]
+pub(crate) struct U64Hasher(u64);
+
+impl Hasher for U64Hasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+}
+
+/// A `HashMap` keyed by `u64` with [`U64Hasher`].
+pub(crate) type U64Map<V> = HashMap<u64, V, BuildHasherDefault<U64Hasher>>;
+
+const PAGE_BITS: u64 = 4096;
+const WORDS: usize = (PAGE_BITS / 64) as usize;
+
+/// A set of `u64`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SparseBits {
+    pages: U64Map<Box<[u64; WORDS]>>,
+    len: u64,
+}
+
+impl SparseBits {
+    /// Insert `n`; `false` if it was already there.
+    pub fn insert(&mut self, n: u64) -> bool {
+        let page = self
+            .pages
+            .entry(n / PAGE_BITS)
+            .or_insert_with(|| Box::new([0; WORDS]));
+        let bit = n % PAGE_BITS;
+        let (w, m) = ((bit / 64) as usize, 1u64 << (bit % 64));
+        let was = page[w] & m != 0;
+        page[w] |= m;
+        if !was {
+            self.len += 1;
+        }
+        !was
+    }
+
+    /// Whether `n` is in the set.
+    pub fn contains(&self, n: u64) -> bool {
+        let bit = n % PAGE_BITS;
+        self.pages
+            .get(&(n / PAGE_BITS))
+            .is_some_and(|p| p[(bit / 64) as usize] & (1u64 << (bit % 64)) != 0)
+    }
+
+    /// Empty the set, keeping nothing.
+    pub fn clear(&mut self) {
+        self.pages.clear();
+        self.len = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SparseBits;
+
+    #[test]
+    fn insert_contains_len() {
+        let mut s = SparseBits::default();
+        assert!(s.insert(5));
+        assert!(!s.insert(5));
+        assert!(s.insert(u64::MAX));
+        assert!(s.insert(1 << 40));
+        assert!(s.contains(5) && s.contains(u64::MAX) && !s.contains(6));
+        s.clear();
+        assert!(!s.contains(5));
+    }
+}

@@ -1,0 +1,214 @@
+//! Pass 3: the block mapping of every file and metadata file, walked whole.
+//!
+//! Each node block gets the kernel's read-time test (`nilfs_btree_node_broken`)
+//! and the level its parent implies (`nilfs_btree_bad_node`); beyond what the
+//! kernel tests on read, keys must be strictly increasing and nested in the
+//! parent's range (the binary search of `nilfs_btree_node_lookup` assumes
+//! both), no slot may hold pointer 0, and no node or data block may be
+//! reached twice within a checkpoint. The walk never descends into a node
+//! reached before, and the level falls by one at every step, so it ends on
+//! any image and visits each node at most once.
+
+use super::codes::Code;
+use super::ctx::{BlockMap, Ck, Owner};
+use crate::format::bmap::BmapRoot;
+use crate::format::btree::BtreeNode;
+use crate::format::{Cno, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
+
+/// What a file's pointers are.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ptrs {
+    /// Disk block numbers: the DAT.
+    Physical,
+    /// Virtual block numbers, translated at this checkpoint.
+    Virtual(Cno),
+}
+
+impl Ck<'_, '_> {
+    /// Walk the mapping `bmap` of `who`; return its data blocks as
+    /// (file block offset, disk block), sorted by offset. Blocks that could
+    /// not be resolved are left out (a finding says why).
+    pub fn walk_bmap(&mut self, who: &str, bmap: &[u64; INODE_BMAP_SIZE], ptrs: Ptrs) -> BlockMap {
+        let mut out = Vec::new();
+        match BmapRoot::decode(bmap) {
+            Err(e) => self.find(
+                Code::BtreeRoot,
+                format!("{who}: B-tree root"),
+                None,
+                detail(&e),
+                "level 1..13, at most 3 children, empty only at level 1",
+            ),
+            Ok(BmapRoot::Direct(d)) => {
+                for (k, &p) in d.ptrs.iter().enumerate() {
+                    if p != 0 {
+                        self.data_block(who, k as u64, p, ptrs, &mut out);
+                    }
+                }
+            }
+            Ok(BmapRoot::Btree(root)) => {
+                let name = format!("{who}: B-tree root");
+                self.check_node_keys(&name, None, &root);
+                self.walk_node(who, &root, 0, None, ptrs, &mut out);
+            }
+        }
+        out.sort_unstable_by_key(|e| e.0);
+        out.dedup_by_key(|e| e.0);
+        out
+    }
+
+    fn check_node_keys(&mut self, name: &str, block: Option<u64>, node: &BtreeNode) {
+        let keys = node.valid_keys();
+        if let Some(i) = keys.windows(2).position(|w| w[0] >= w[1]) {
+            self.find(
+                Code::BtreeKeyOrder,
+                name.to_string(),
+                block,
+                format!(
+                    "key[{}] = {} follows key[{i}] = {}",
+                    i + 1,
+                    keys[i + 1],
+                    keys[i]
+                ),
+                "strictly increasing keys",
+            );
+        }
+    }
+
+    fn walk_node(
+        &mut self,
+        who: &str,
+        node: &BtreeNode,
+        lo: u64,
+        hi: Option<u64>,
+        ptrs: Ptrs,
+        out: &mut BlockMap,
+    ) {
+        let n = node.valid_keys().len().min(node.valid_ptrs().len());
+        for i in 0..n {
+            if self.stopped() {
+                return;
+            }
+            let (key, ptr) = (node.keys[i], node.ptrs[i]);
+            let child_hi = if i + 1 < n {
+                Some(node.keys[i + 1])
+            } else {
+                hi
+            };
+            if key < lo || hi.is_some_and(|h| key >= h) {
+                self.find(
+                    Code::BtreeKeyRange,
+                    format!("{who}: level {} node", node.level),
+                    None,
+                    format!("key {key} at index {i}"),
+                    match hi {
+                        Some(h) => format!("a key in its parent's range [{lo}, {h})"),
+                        None => format!("a key of at least {lo} (its parent's)"),
+                    },
+                );
+            }
+            if ptr == 0 {
+                self.find(
+                    Code::BtreePtrZero,
+                    format!("{who}: level {} node, key {key}", node.level),
+                    None,
+                    format!("pointer 0 at index {i}"),
+                    "a block pointer",
+                );
+                continue;
+            }
+            if node.level == BTREE_LEVEL_NODE_MIN {
+                self.data_block(who, key, ptr, ptrs, out);
+                continue;
+            }
+            let level = node.level - 1;
+            let name = format!("{who}: level {level} node, key {key}");
+            let pbn = match ptrs {
+                Ptrs::Physical => self.claim_physical(&name, ptr, Owner::DatNode(key)),
+                Ptrs::Virtual(cno) => self.translate(ptr, cno, &|| name.clone()),
+            };
+            let Some(pbn) = pbn else { continue };
+            let Some(data) = self.read(pbn, 1) else {
+                continue;
+            };
+            self.report.stats.nodes += 1;
+            let child = match BtreeNode::decode_block(&data, self.bs) {
+                Ok(c) => c,
+                Err(e) => {
+                    let empty = detail(&e).starts_with("bad nchildren 0 ");
+                    let (code, want) = if empty {
+                        (Code::BtreeNodeEmpty, "at least one child")
+                    } else {
+                        (
+                            Code::BtreeNode,
+                            "level 1..13, no ROOT flag, 1..ncmax children",
+                        )
+                    };
+                    self.find(code, name, Some(pbn), detail(&e), want);
+                    continue;
+                }
+            };
+            if child.level != level {
+                self.find(
+                    Code::BtreeLevel,
+                    name,
+                    Some(pbn),
+                    format!("level {}", child.level),
+                    format!("level {level}, one below its parent"),
+                );
+                continue;
+            }
+            self.check_node_keys(&name, Some(pbn), &child);
+            self.walk_node(who, &child, key, child_hi, ptrs, out);
+        }
+    }
+
+    fn data_block(&mut self, who: &str, key: u64, ptr: u64, ptrs: Ptrs, out: &mut BlockMap) {
+        let name = || format!("{who}: block {key}");
+        let pbn = match ptrs {
+            Ptrs::Physical => self.claim_physical(&name(), ptr, Owner::DatData(key)),
+            Ptrs::Virtual(cno) => self.translate(ptr, cno, &name),
+        };
+        if let Some(p) = pbn {
+            out.push((key, p));
+        }
+    }
+
+    /// A disk block named by the DAT's own mapping: inside the segment
+    /// area, claimed once, and described by its log as `owner`.
+    fn claim_physical(&mut self, who: &str, pbn: u64, owner: Owner) -> Option<u64> {
+        if !self.in_segments(pbn) {
+            self.find(
+                Code::BtreePtrRange,
+                who.to_string(),
+                None,
+                format!("pointer {pbn} is outside the segment area"),
+                format!(
+                    "a block in [{}, {})",
+                    self.geo.first_data_block,
+                    self.geo.nsegments * self.geo.blocks_per_segment
+                ),
+            );
+            return None;
+        }
+        if !self.phys.insert(pbn) {
+            self.find(
+                Code::BtreeShared,
+                who.to_string(),
+                Some(pbn),
+                "the block is reached a second time",
+                "each block reached once",
+            );
+            return None;
+        }
+        self.place(pbn, owner, &|| who.to_string(), Code::BtreeDatBlock);
+        Some(pbn)
+    }
+}
+
+/// The detail of a decoder's error, without the structure name it repeats.
+pub(crate) fn detail(e: &crate::Error) -> String {
+    match e {
+        crate::Error::Corrupt { detail, .. } => detail.clone(),
+        other => other.to_string(),
+    }
+}

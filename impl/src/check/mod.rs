@@ -1,0 +1,127 @@
+//! `nilref check`: the whole-image checker. Read-only, in seven passes over
+//! the image, each enforcing invariants the kernel's code relies on (the
+//! table is in [`codes`] and docs/check.md, each with the kernel function
+//! it comes from):
+//!
+//! 1. super blocks ([`superblocks`]): both copies, the choice, the cursor;
+//! 2. logs ([`logs`]): every used segment's logs, and those after the latest
+//!    super root (a pending roll-forward is reported, not an error);
+//! 3. B-trees ([`btree`]) of every file and metadata file reached;
+//! 4. the DAT ([`dat`], with [`palloc`]): every translation, every entry;
+//! 5. segment usage ([`sufile`]);
+//! 6. the checkpoint file ([`cpfile`]);
+//! 7. the namespace of each checked checkpoint ([`namespace`]).
+//!
+//! The passes run in the order the data needs (the DAT's and the sufile's
+//! mappings before the logs, whose summaries the placement checks then
+//! use). Every loop over an on-disk count is bounded by the geometry or by
+//! the blocks a file maps; findings are capped at [`MAX_FINDINGS`]. No
+//! input panics it; an unreadable device or one without NILFS2 is an
+//! operational error (exit status 8), not a finding.
+
+mod bits;
+mod btree;
+mod checksums;
+mod codes;
+mod cpfile;
+mod ctx;
+mod dat;
+mod logs;
+mod namespace;
+mod palloc;
+mod report;
+mod sufile;
+mod superblocks;
+
+use crate::sync::StdArc as Arc;
+
+pub use checksums::{verify_checksums, ChecksumReport};
+pub use codes::{Code, Severity};
+pub use report::{Finding, Progress, Report, RollForward, Stats};
+
+use crate::device::BlockDevice;
+use crate::format::Cno;
+use crate::the_nilfs::Nilfs;
+
+/// Findings kept in a report; beyond, they are only counted.
+pub const MAX_FINDINGS: usize = 10_000;
+
+/// Which checkpoints get the tree and namespace passes (the latest always
+/// does: the DAT's leak check needs it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Checkpoints {
+    /// The latest and every snapshot (what can be mounted).
+    #[default]
+    Default,
+    /// The latest and this one (`--cp N`).
+    Only(Cno),
+    /// Every valid checkpoint (`--all-checkpoints`).
+    All,
+}
+
+/// How to check.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// Which checkpoints to check.
+    pub checkpoints: Checkpoints,
+    /// Called now and then on long checks.
+    pub progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+}
+
+/// Check the NILFS2 file system on `dev`.
+pub fn check_device(dev: &dyn BlockDevice, opts: &Options) -> Report {
+    let mut report = Report::default();
+    if !superblocks::copies(dev, &mut report) {
+        return report;
+    }
+    let fs = match Nilfs::open(dev) {
+        Ok(fs) => fs,
+        Err(e) => {
+            superblocks::open_failed(dev, &e, &mut report);
+            return report;
+        }
+    };
+    let mut ck = ctx::Ck::new(&fs, opts, report);
+    ck.run();
+    ck.report
+}
+
+impl ctx::Ck<'_, '_> {
+    fn run(&mut self) {
+        self.superblocks();
+        self.load_dat();
+        self.load_sufile();
+        // Without its header the kernel cannot load the sufile (nor mount).
+        if self.stopped() || self.report.has(Code::SuHeaderMissing) {
+            return;
+        }
+        let dsync = self.logs();
+        self.run_deferred();
+        self.sufile_entries();
+        let Some(cp) = self.cpfile() else { return };
+        if let Checkpoints::Only(c) = self.opts.checkpoints {
+            if cp.valid.binary_search_by_key(&c.0, |e| e.0).is_err() {
+                self.report.operational = Some(format!("checkpoint {c} does not exist"));
+                return;
+            }
+        }
+        let mut latest_scope = None;
+        for (i, cno) in self.checkpoints_to_check(&cp).into_iter().enumerate() {
+            if self.stopped() {
+                return;
+            }
+            // A missing or invalid latest checkpoint is the cpfile pass's finding.
+            let Some(mut entry) = self.cp_entry(&cp, cno.0).filter(|e| !e.is_invalid()) else {
+                continue;
+            };
+            entry.cno = cno; // cp_cno itself may be wrong (cp-cno)
+            self.checkpoint(&entry, i == 0, &dsync);
+            if i == 0 {
+                latest_scope = Some(self.scope.clone());
+            }
+        }
+        if let Some(s) = latest_scope {
+            self.dat_entries(&s);
+        }
+    }
+}
