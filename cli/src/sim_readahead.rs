@@ -108,8 +108,8 @@ fn table(out: &mut String, rows: &[(&str, Calibration, (f64, f64))]) {
 
 fn line(out: &mut String, dev: &str, c: &Calibration, r: &DdRun, seed: f64, tag: &str) {
     let ra = match r.readahead {
-        nilfs::bmap::btree::ReadAhead::On => "on",
-        nilfs::bmap::btree::ReadAhead::Off => "off",
+        nilfs::bmap::readahead::ReadAhead::On => "on",
+        nilfs::bmap::readahead::ReadAhead::Off => "off",
     };
     let _ = writeln!(
         out,

@@ -20,6 +20,7 @@ use nilfs::format::{ino, Ino};
 use nilfs::fs::Fs;
 use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
+use nilfs::rng::SplitMix64;
 use nilfs::the_nilfs::Nilfs;
 
 const MIB: u64 = 1 << 20;
@@ -37,26 +38,6 @@ const FILES_PER_DIR: u64 = 1_000;
 /// segments whose usage entries lie in the second.
 const DEVICE_BYTES: u64 = 512 * 8 * MIB;
 const NOW: u64 = 1_800_000_000;
-
-/// SplitMix64: the deterministic source of every size, offset and byte.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn fill(&mut self, buf: &mut [u8]) {
-        for c in buf.chunks_mut(8) {
-            let v = self.next().to_le_bytes();
-            c.copy_from_slice(&v[..c.len()]);
-        }
-    }
-}
 
 /// Content of the sequential file's 1 MiB chunk `n`: a seeded random MiB
 /// with `n` and the block index stamped at the start of every 4 KiB block,
@@ -120,7 +101,7 @@ fn ops_s(ops: u64, t: Duration) -> String {
 fn memcpy_bandwidth() -> (f64, f64) {
     let len = (256 * MIB) as usize;
     let mut src = vec![0u8; len];
-    Rng(7).fill(&mut src);
+    SplitMix64::new(7).fill(&mut src);
     let mut dst = vec![0u8; len];
     dst.copy_from_slice(&src); // fault the pages in
     let mut times = Vec::new();
@@ -153,7 +134,7 @@ fn run(scale: u64, report: &Report) {
 
     // (1) Sequential write, 1 MiB per call, a sync per 64 MiB and at the end.
     let mut base = vec![0u8; MIB as usize];
-    Rng(1).fill(&mut base);
+    SplitMix64::new(1).fill(&mut base);
     let mut chunk = vec![0u8; MIB as usize];
     let f = fs.create(ino::ROOT, b"big", 0o644).expect("create");
     let mut sync_time = Duration::ZERO;
@@ -206,13 +187,13 @@ fn run(scale: u64, report: &Report) {
 
     // (2) Random 4 KiB overwrites at block-aligned offsets, seeded, a sync
     // per 1,000 and at the end; the last value of each block is checked.
-    let mut rng = Rng(2);
+    let mut rng = SplitMix64::new(2);
     let nblocks = file_bytes / BLOCK;
     let mut latest = std::collections::BTreeMap::new();
     let mut block = vec![0u8; BLOCK as usize];
     let t = Instant::now();
     for k in 0..overwrites {
-        let b = rng.next() % nblocks;
+        let b = rng.next_u64() % nblocks;
         block.fill(k as u8);
         block[..8].copy_from_slice(&k.to_le_bytes());
         fs.write(f, b * BLOCK, &block).expect("overwrite");
@@ -241,7 +222,7 @@ fn run(scale: u64, report: &Report) {
 
     // (3) Small files: `dirs` directories of 1,000 files of 1-4 KiB each,
     // a sync after each directory. Timed per tenth to expose growth.
-    let mut rng = Rng(3);
+    let mut rng = SplitMix64::new(3);
     let mut data = vec![0u8; 4 * 1024];
     let mut bytes = 0u64;
     let mut tenths = Vec::new();
@@ -252,7 +233,7 @@ fn run(scale: u64, report: &Report) {
             .mkdir(ino::ROOT, format!("d{d:03}").as_bytes(), 0o755)
             .expect("mkdir");
         for n in 0..FILES_PER_DIR {
-            let len = 1024 + (rng.next() % (3 * 1024 + 1)) as usize;
+            let len = 1024 + (rng.next_u64() % (3 * 1024 + 1)) as usize;
             rng.fill(&mut data[..len]);
             let i: Ino = fs
                 .create(dir, format!("f{n:04}").as_bytes(), 0o644)

@@ -24,6 +24,7 @@ pub mod mdt;
 pub mod mkfs;
 pub mod posix;
 pub mod recovery;
+pub mod rng;
 pub mod sb_write;
 pub mod segctor;
 pub mod sim;

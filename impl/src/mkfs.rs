@@ -40,6 +40,7 @@ use crate::format::{
     ino, BlockNr, Cno, FileBlk, Ino, Seq, VBlockNr, CURRENT_REV, DFL_MAX_MNT_COUNT, MINOR_REV,
     MIN_BLOCK_SIZE, MIN_NRSVSEGS, SB_OFFSET_BYTES, SEGSUM_MAGIC, SEG_MIN_BLOCKS, SUPER_MAGIC,
 };
+use crate::rng::SplitMix64;
 use crate::{Error, Result};
 
 /// `NILFS_DISKHDR_SIZE`: room kept for a boot sector and the primary super block.
@@ -95,11 +96,11 @@ impl MkfsOptions {
     /// Defaults, with the CRC seed and UUID drawn deterministically from `seed`
     /// and the creation time fixed at [`DEFAULT_CTIME`].
     pub fn from_seed(seed: u64) -> Self {
-        let mut rng = SplitMix64(seed);
-        let crc_seed = rng.next() as u32;
+        let mut rng = SplitMix64::new(seed);
+        let crc_seed = rng.next_u64() as u32;
         let mut uuid = [0u8; 16];
-        uuid[..8].copy_from_slice(&rng.next().to_le_bytes());
-        uuid[8..].copy_from_slice(&rng.next().to_le_bytes());
+        uuid[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+        uuid[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
         // A version-4, RFC 4122 variant UUID, like libuuid's uuid_generate.
         uuid[6] = (uuid[6] & 0x0F) | 0x40;
         uuid[8] = (uuid[8] & 0x3F) | 0x80;
@@ -114,19 +115,6 @@ impl MkfsOptions {
             dot_nilfs: true,
             feature_compat_ro: 0,
         }
-    }
-}
-
-/// SplitMix64: a tiny, well-known seeded generator; enough to derive a seed and a UUID.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 }
 

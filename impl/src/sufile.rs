@@ -10,9 +10,7 @@
 //! the kernel's answer: nothing happens.
 
 use crate::format::le::{put_u32, put_u64, u32_at, u64_at};
-use crate::format::sufile::{
-    SegmentUsage, SufileGeometry, SufileHeader, SU_ACTIVE, SU_DIRTY, SU_ERROR,
-};
+use crate::format::sufile::{SegmentUsage, SufileGeometry, SufileHeader, SU_DIRTY, SU_ERROR};
 use crate::format::SegNum;
 use crate::format::MIN_NRSVSEGS;
 use crate::mdt::Mdt;
@@ -353,12 +351,7 @@ impl<'a> Sufile<'a> {
         let n = self.nsegments.saturating_sub(from.0).min(max as u64);
         let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
         for s in from.0..from.0 + n {
-            let mut su = self.usage(SegNum(s))?;
-            su.flags &= !SU_ACTIVE;
-            if active.contains(&SegNum(s)) {
-                su.flags |= SU_ACTIVE;
-            }
-            out.push(su);
+            out.push(self.usage(SegNum(s))?.as_reported(SegNum(s), active));
         }
         Ok(out)
     }

@@ -9,18 +9,18 @@
 
 use std::collections::BTreeMap;
 
-use crate::bmap::{self, NodeSource};
+use crate::bmap::{self, DiskNodes, Translate};
 use crate::device::{read_block, BlockDevice};
-use crate::format::btree::BtreeNode;
 use crate::format::cpfile::{Checkpoint, CpfileGeometry, CpfileHeader};
 use crate::format::dat::DatEntry;
 use crate::format::inode::Inode;
 use crate::format::palloc::PallocGeometry;
-use crate::format::sufile::{SegmentUsage, SufileGeometry, SufileHeader, SU_ACTIVE};
+use crate::format::sufile::{SegmentUsage, SufileGeometry, SufileHeader};
 use crate::format::super_root::{self, SuperRoot};
 use crate::format::superblock::{SuperBlock, STATE_VALID_FS};
+use crate::format::SegGeometry;
 use crate::format::{BlockNr, Cno, FileBlk, Ino, SegNum, VBlockNr};
-use crate::recovery::{load_super_block, search_super_root, SbChoice, ScanResult, SegGeometry};
+use crate::recovery::{load_super_block, search_super_root, SbChoice, ScanResult};
 use crate::sync::{lock, Mutex};
 use crate::{Error, Result};
 
@@ -144,7 +144,13 @@ impl<'d> Nilfs<'d> {
     pub fn mdt_block(&self, f: MetaFile<'_>, blkoff: FileBlk) -> Result<Option<Vec<u8>>> {
         let inode = self.inode_of(f);
         let physical = matches!(f, MetaFile::Dat);
-        let ptr = bmap::lookup(&inode.bmap, blkoff.0, &mut Nodes { fs: self, physical })?;
+        let mut dat = self;
+        let mut src = if physical {
+            DiskNodes::physical(self.dev, self.geo.block_size)
+        } else {
+            DiskNodes::translated(self.dev, self.geo.block_size, &mut dat)
+        };
+        let ptr = bmap::lookup(&inode.bmap, blkoff.0, &mut src)?;
         let Some(ptr) = ptr else { return Ok(None) };
         let pbn = if physical {
             BlockNr(ptr)
@@ -308,22 +314,24 @@ impl<'d> Nilfs<'d> {
             if cached.as_ref().map(|c| c.0) != Some(blk) {
                 cached = Some((blk, self.mdt_block(MetaFile::Sufile, blk)?));
             }
-            let mut su = match &cached {
+            let su = match &cached {
                 Some((_, Some(data))) => SegmentUsage::decode(data.get(off..).unwrap_or(&[]))?,
                 _ => SegmentUsage::default(),
             };
-            su.flags &= !SU_ACTIVE;
-            if self.segment_is_active(SegNum(s)) {
-                su.flags |= SU_ACTIVE;
-            }
-            out.push(su);
+            out.push(su.as_reported(SegNum(s), self.writer_segments()));
         }
         Ok(out)
     }
 
     /// `nilfs_segment_is_active`: the writer's current or next segment.
     pub fn segment_is_active(&self, s: SegNum) -> bool {
-        s == self.scan.segnum || s == self.scan.nextnum
+        crate::format::sufile::segment_is_active(s, self.writer_segments())
+    }
+
+    /// The log writer's current and next segments as the scan left them
+    /// (`ns_segnum`, `ns_nextnum`).
+    pub fn writer_segments(&self) -> [SegNum; 2] {
+        [self.scan.segnum, self.scan.nextnum]
     }
 
     /// Inode `ino` in the ifile whose inode is `ifile`; `None` if its block
@@ -345,21 +353,10 @@ impl<'d> Nilfs<'d> {
     }
 }
 
-/// Node reads for bmap lookups: translate virtual pointers through the DAT
-/// (every file but the DAT), then decode with the broken-node checks.
-struct Nodes<'a, 'd> {
-    fs: &'a Nilfs<'d>,
-    physical: bool,
-}
-
-impl NodeSource for Nodes<'_, '_> {
-    fn node(&mut self, ptr: u64, _level: u8) -> Result<BtreeNode> {
-        let pbn = if self.physical {
-            BlockNr(ptr)
-        } else {
-            self.fs.dat_translate(VBlockNr(ptr))?
-        };
-        let data = self.fs.read_block(pbn)?;
-        BtreeNode::decode_block(&data, self.fs.geo.block_size).map_err(|e| e.at_block(pbn.0))
+/// The read-only image translates virtual numbers for node reads
+/// ([`crate::bmap::DiskNodes`]).
+impl Translate for &Nilfs<'_> {
+    fn translate(&mut self, v: VBlockNr) -> Result<BlockNr> {
+        self.dat_translate(v)
     }
 }

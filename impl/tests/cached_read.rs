@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use nilfs::bmap::btree::ReadAhead;
+use nilfs::bmap::readahead::ReadAhead;
 use nilfs::device::{import_image, SimConfig, SimDevice};
 use nilfs::format::{Cno, Ino};
 use nilfs::posix::cached::{CachedFs, MountOptions, ReadParams};

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use nilfs::bmap::btree::{BtreeReader, NodeCheck, ReadAhead, ReaderConfig};
+use nilfs::bmap::readahead::{BtreeReader, NodeCheck, ReadAhead, ReaderConfig};
 use nilfs::cache::{BtnodeCache, BufferRules};
 use nilfs::device::{BlockDevice, SimConfig, SimDevice};
 use nilfs::format::bmap::BmapRoot;

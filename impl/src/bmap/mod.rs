@@ -3,24 +3,98 @@
 //!
 //! The lookup knows the two on-disk forms of `i_bmap` and how to walk a
 //! B-tree of any height; it does not know what a pointer means. The caller
-//! supplies a [`NodeSource`] that turns a child pointer into the node block
-//! (translating a virtual number through the DAT for every file but the DAT
-//! itself), so this module never reads the device. [`btree`] does the same
-//! through the node cache, with the kernel's sibling read-ahead (seed 000).
+//! supplies a [`NodeSource`] that turns a child pointer into the node block.
+//! [`DiskNodes`] is the one such source that reads the device: pointers are
+//! disk blocks for the DAT ([`Pointers::Physical`]) and virtual block
+//! numbers for every other file ([`Pointers::Virtual`], translated by
+//! whoever holds the DAT: the read-only [`crate::the_nilfs::Nilfs`] or the
+//! mounted [`crate::dat::Dat`]). [`readahead`] looks up through the node
+//! cache instead, with the kernel's sibling read-ahead (seed 000); [`write`]
+//! is the write side.
 
+use crate::device::{read_block, BlockDevice};
 use crate::format::bmap::BmapRoot;
 use crate::format::btree::BtreeNode;
-use crate::format::{BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
+use crate::format::{BlockNr, VBlockNr, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
 use crate::{Error, Result};
 
-pub mod btree;
+pub mod readahead;
 pub mod write;
+
+/// The read-ahead lookups' old name (`bmap::btree`).
+pub use self::readahead as btree;
 
 /// Where B-tree node blocks come from (uncached reads).
 pub trait NodeSource {
     /// Read and decode the node that `ptr` points at, checked with the
     /// kernel's broken-node rules. `level` is the level the parent expects.
     fn node(&mut self, ptr: u64, level: u8) -> Result<BtreeNode>;
+}
+
+/// `nilfs_dat_translate`: a virtual block number to its disk block.
+pub trait Translate {
+    /// The disk block of `v` now.
+    fn translate(&mut self, v: VBlockNr) -> Result<BlockNr>;
+}
+
+/// What a mapping's pointers are.
+pub enum Pointers<'t> {
+    /// Disk block numbers (the DAT's own mapping).
+    Physical,
+    /// Virtual block numbers, translated through the DAT.
+    Virtual(&'t mut dyn Translate),
+}
+
+/// Node blocks read from the device, uncached, checked with the kernel's
+/// broken-node rules; the one device-reading [`NodeSource`].
+pub struct DiskNodes<'t> {
+    dev: &'t dyn BlockDevice,
+    block_size: u32,
+    pointers: Pointers<'t>,
+}
+
+impl<'t> DiskNodes<'t> {
+    /// Nodes of a mapping whose pointers are disk blocks (the DAT).
+    pub fn physical(dev: &'t dyn BlockDevice, block_size: u32) -> Self {
+        DiskNodes {
+            dev,
+            block_size,
+            pointers: Pointers::Physical,
+        }
+    }
+
+    /// Nodes of a mapping whose pointers are virtual (every other file).
+    pub fn translated(
+        dev: &'t dyn BlockDevice,
+        block_size: u32,
+        dat: &'t mut dyn Translate,
+    ) -> Self {
+        DiskNodes {
+            dev,
+            block_size,
+            pointers: Pointers::Virtual(dat),
+        }
+    }
+
+    /// Either, by `pointers`.
+    pub fn new(dev: &'t dyn BlockDevice, block_size: u32, pointers: Pointers<'t>) -> Self {
+        DiskNodes {
+            dev,
+            block_size,
+            pointers,
+        }
+    }
+}
+
+impl NodeSource for DiskNodes<'_> {
+    fn node(&mut self, ptr: u64, _level: u8) -> Result<BtreeNode> {
+        let pbn = match &mut self.pointers {
+            Pointers::Physical => BlockNr(ptr),
+            Pointers::Virtual(dat) => dat.translate(VBlockNr(ptr))?,
+        };
+        let b = read_block(self.dev, self.block_size, pbn.0)?;
+        BtreeNode::decode_block(&b, self.block_size).map_err(|e| e.at_block(pbn.0))
+    }
 }
 
 /// Look up `key` in the mapping rooted at `bmap`. `Ok(None)` is a hole.

@@ -346,9 +346,8 @@ impl SimConfig {
     }
 }
 
-#[allow(clippy::manual_is_multiple_of)] // is_multiple_of is newer than our MSRV (1.80)
 fn check_page_size(bs: u32) -> Result<()> {
-    if bs == 0 || u64::from(bs) % SECTOR_SIZE != 0 || bs > MAX_PAGE_SIZE {
+    if bs == 0 || !u64::from(bs).is_multiple_of(SECTOR_SIZE) || bs > MAX_PAGE_SIZE {
         return Err(Error::Invalid(format!(
             "block size {bs} is not a multiple of {SECTOR_SIZE} between {SECTOR_SIZE} and {MAX_PAGE_SIZE}"
         )));
@@ -356,26 +355,8 @@ fn check_page_size(bs: u32) -> Result<()> {
     Ok(())
 }
 
-/// A tiny seeded generator (SplitMix64, Steele, Lea & Flood 2014): enough for
-/// fault draws, and no dependency.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator started at `seed`.
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+/// The crate's seeded generator, which the fault plan draws from.
+pub use crate::rng::SplitMix64;
 
 /// What a completion handler learns about one page.
 #[derive(Debug)]
@@ -917,11 +898,10 @@ impl SimDevice {
     /// block size when aligned to it, else of 512-byte sectors; at most
     /// [`MAX_BIO_PAGES`] pages each. Returns the page size and, per bio, its
     /// first page number (in page units) and page count.
-    #[allow(clippy::manual_is_multiple_of)] // is_multiple_of is newer than our MSRV (1.80)
     fn split(&self, off: u64, len: usize) -> Result<(u64, Vec<(u64, u64)>)> {
         check_range(self.size_bytes(), off, len)?;
         let bs = u64::from(self.inner.config.block_size);
-        let unit = if off % bs == 0 && len as u64 % bs == 0 {
+        let unit = if off.is_multiple_of(bs) && (len as u64).is_multiple_of(bs) {
             bs
         } else {
             SECTOR_SIZE

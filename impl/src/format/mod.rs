@@ -17,6 +17,7 @@ pub mod cpfile;
 pub mod crc;
 pub mod dat;
 pub mod dir;
+pub mod geometry;
 pub mod inode;
 pub mod le;
 pub mod palloc;
@@ -26,6 +27,8 @@ pub mod super_root;
 pub mod superblock;
 
 use std::fmt;
+
+pub use geometry::SegGeometry;
 
 macro_rules! newtype {
     ($(#[$m:meta])* $name:ident) => {

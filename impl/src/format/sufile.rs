@@ -117,6 +117,25 @@ impl SegmentUsage {
     pub fn is_error(&self) -> bool {
         self.flags & SU_ERROR != 0
     }
+
+    /// The entry as `NILFS_IOCTL_GET_SUINFO` reports it for segment
+    /// `segnum` (`nilfs_sufile_get_suinfo`): the stored ACTIVE bit is
+    /// dropped and set again exactly when `nilfs_segment_is_active` holds,
+    /// that is for the log writer's current and next segments (`writer`:
+    /// `ns_segnum`, `ns_nextnum`). The one place this rule lives.
+    pub fn as_reported(mut self, segnum: SegNum, writer: [SegNum; 2]) -> Self {
+        self.flags &= !SU_ACTIVE;
+        if segment_is_active(segnum, writer) {
+            self.flags |= SU_ACTIVE;
+        }
+        self
+    }
+}
+
+/// `nilfs_segment_is_active`: `segnum` is the log writer's current or next
+/// segment (`writer`: `ns_segnum`, `ns_nextnum`).
+pub fn segment_is_active(segnum: SegNum, writer: [SegNum; 2]) -> bool {
+    writer.contains(&segnum)
 }
 
 /// Where segment usage entries live in the sufile.

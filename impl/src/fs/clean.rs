@@ -6,9 +6,9 @@
 use super::{Fs, GcWork, PNodes, VNodes};
 use crate::format::dat::DatEntry;
 use crate::format::sufile::SegmentUsage;
+use crate::format::SegGeometry;
 use crate::format::{Cno, SegNum, Seq, VBlockNr};
 use crate::gc::{Bdesc, CleanArgs, MovedBlocks};
-use crate::recovery::SegGeometry;
 use crate::{Errno, Error, Result};
 
 /// `struct nilfs_sustat` (`NILFS_IOCTL_GET_SUSTAT`).

@@ -45,7 +45,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use crate::bmap::btree::{BtreeReader, NodeCheck, ReadAhead, ReaderConfig};
+use crate::bmap::readahead::{BtreeReader, NodeCheck, ReadAhead, ReaderConfig};
 use crate::cache::{BtnodeCache, BufFlag, BufRef, BufferCache, BufferRules};
 use crate::device::sim::MAX_BIO_PAGES;
 use crate::device::{Bio, BioHandle, SimDevice};

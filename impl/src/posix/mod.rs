@@ -11,8 +11,7 @@ pub mod cached;
 
 use std::collections::BTreeMap;
 
-use crate::bmap::{self, NodeSource};
-use crate::format::btree::BtreeNode;
+use crate::bmap::{self, DiskNodes};
 use crate::format::cpfile::Checkpoint;
 use crate::format::dir;
 use crate::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFREG};
@@ -90,7 +89,9 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
     /// with virtual numbers translated through the DAT. One walk of the tree.
     pub fn block_map(&self, inode: &Inode) -> Result<BTreeMap<u64, BlockNr>> {
         let mut keys = Vec::new();
-        bmap::for_each(&inode.bmap, &mut Nodes { fs: self.fs }, &mut |k, p| {
+        let mut dat = self.fs;
+        let mut nodes = DiskNodes::translated(self.fs.device(), self.fs.block_size(), &mut dat);
+        bmap::for_each(&inode.bmap, &mut nodes, &mut |k, p| {
             keys.push((k, p));
             Ok(())
         })?;
@@ -117,8 +118,10 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         let map = if nblocks * 8 < inode.size.div_ceil(bs) {
             let first = off / bs;
             let mut m = BTreeMap::new();
+            let mut dat = self.fs;
+            let mut nodes = DiskNodes::translated(self.fs.device(), self.fs.block_size(), &mut dat);
             for k in first..(end - 1) / bs + 1 {
-                if let Some(v) = bmap::lookup(&inode.bmap, k, &mut Nodes { fs: self.fs })? {
+                if let Some(v) = bmap::lookup(&inode.bmap, k, &mut nodes)? {
                     m.insert(k, self.fs.dat_translate(VBlockNr(v))?);
                 }
             }
@@ -285,17 +288,4 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
 /// Whether an inode is a regular file.
 pub fn is_reg(i: &Inode) -> bool {
     i.file_type() == S_IFREG
-}
-
-/// Node reads for user files: every pointer is a virtual block number.
-struct Nodes<'a, 'd> {
-    fs: &'a Nilfs<'d>,
-}
-
-impl NodeSource for Nodes<'_, '_> {
-    fn node(&mut self, ptr: u64, _level: u8) -> Result<BtreeNode> {
-        let pbn = self.fs.dat_translate(VBlockNr(ptr))?;
-        let data = self.fs.read_block(pbn)?;
-        BtreeNode::decode_block(&data, self.fs.block_size()).map_err(|e| e.at_block(pbn.0))
-    }
 }

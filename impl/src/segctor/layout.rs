@@ -22,8 +22,8 @@
 use crate::format::segsum::{
     Binfo, FileRecord, Finfo, SegmentSummary, SS_GC, SS_LOGBGN, SS_LOGEND, SS_SR,
 };
+use crate::format::SegGeometry;
 use crate::format::{BlockNr, Cno, Ino, SegNum, Seq, PSEG_MIN_BLOCKS};
-use crate::recovery::SegGeometry;
 use crate::Result;
 
 /// The writer's position between constructions: the kernel's `ns_segnum`,

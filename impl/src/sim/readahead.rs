@@ -16,7 +16,7 @@
 //! 200 MB/s. Everything runs on the simulated clock: the figures are the same
 //! on every machine.
 
-use crate::bmap::btree::ReadAhead;
+use crate::bmap::readahead::ReadAhead;
 use crate::device::sim::{DeviceModel, HddModel, SsdModel, Submitted};
 use crate::device::{BlockDevice, SimConfig, SimDevice};
 use crate::posix::cached::{CachedFs, CachedStats, MountOptions, ReadParams};
