@@ -19,7 +19,7 @@ use crate::format::sufile::SegmentUsage;
 use crate::format::{BlockNr, Cno, Ino, SegNum, Seq, VBlockNr};
 use crate::fs::Fs;
 use crate::gc::{move_blocks, Bdesc, CleanArgs, Period, Vdesc};
-use crate::inspect::nilfs_utils::{read_segment_logs, DumpBinfo, SegmentGeometry};
+use crate::psegment::{read_segment_logs, DumpBinfo, SegmentGeometry};
 use crate::{Error, Result};
 
 /// `NILFS_CNO_MAX`.

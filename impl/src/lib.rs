@@ -23,6 +23,7 @@ pub mod inspect;
 pub mod mdt;
 pub mod mkfs;
 pub mod posix;
+pub mod psegment;
 pub mod recovery;
 pub mod rng;
 pub mod sb_write;

@@ -17,6 +17,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use nilfs::format::crc::crc32_le;
+use nilfs::format::superblock::SuperBlock;
+use nilfs::format::{BlockNr, Cno, Seq};
 use nilfs::inspect::nilfs_utils::*;
 
 /// 2026-11-29 18:57:34 UTC: the fixture's mkfs time (its first checkpoint
@@ -1406,7 +1408,7 @@ const FIXTURE_DUMPSEG_FNV: [u64; 63] = [
     0xad2e866c8d0e176a,
 ];
 
-fn fixture_sb(image: &[u8]) -> TuneSuperBlock {
+fn fixture_sb(image: &[u8]) -> SuperBlock {
     let sb2_offset = ((image.len() as u64 >> 12) - 1) << 12;
     tune_select_super_block(
         Some(&image[1024..2048]),
@@ -1420,7 +1422,7 @@ fn fixture_sb(image: &[u8]) -> TuneSuperBlock {
 fn dumpseg_walk_of_every_fixture_segment_matches_the_real_tool() {
     let Some(image) = fixture_image() else { return };
     let sb = fixture_sb(image);
-    let geo = sb.segment_geometry();
+    let geo = dumpseg_geometry(&sb);
     let seg_bytes = geo.blocks_per_segment as usize * geo.block_size as usize;
     assert_eq!(sb.nsegments, 63);
     for segnum in 0..63u64 {
@@ -1446,8 +1448,8 @@ fn dumpseg_walk_of_every_fixture_segment_matches_the_real_tool() {
 
 /// The super block of the 4 KiB mkfs image, rebuilt by hand from the real
 /// `nilfs-tune -l` output ([`MKFS_4K_TUNE`]).
-fn mkfs_4k_sb() -> TuneSuperBlock {
-    TuneSuperBlock {
+fn mkfs_4k_sb() -> SuperBlock {
+    SuperBlock {
         rev_level: 2,
         minor_rev_level: 0,
         magic: 0x3434,
@@ -1461,9 +1463,9 @@ fn mkfs_4k_sb() -> TuneSuperBlock {
         first_data_block: 1,
         blocks_per_segment: 512,
         r_segments_percentage: 5,
-        last_cno: 1,
-        last_pseg: 1,
-        last_seq: 0,
+        last_cno: Cno(1),
+        last_pseg: BlockNr(1),
+        last_seq: Seq(0),
         free_blocks_count: 31_744,
         ctime: at(19, 59, 30),
         mtime: 0,
@@ -1492,6 +1494,7 @@ fn mkfs_4k_sb() -> TuneSuperBlock {
         feature_compat: 0,
         feature_compat_ro: 0,
         feature_incompat: 0,
+        ..SuperBlock::default()
     }
 }
 
@@ -1508,7 +1511,7 @@ fn nilfs_tune_mkfs_images_match_the_real_tool() {
     let mut raw = unhex(MKFS_1K_LABEL_SB_HEX);
     raw.resize(1024, 0);
     let sb = tune_select_super_block(Some(&raw), None, 0).expect("valid primary");
-    assert_eq!(sb, TuneSuperBlock::decode(&raw));
+    assert_eq!(sb, tune_decode_super_block(&raw));
     assert_text(&nilfs_tune_list(&sb), MKFS_1K_LABEL_TUNE);
 }
 
@@ -1518,7 +1521,7 @@ fn nilfs_tune_fixture_image_matches_the_real_tool() {
     // The primary copy is printed although it is older than the secondary
     // ("Last checkpoint #: 20", state "invalid or mounted").
     let sb = fixture_sb(image);
-    assert_eq!(sb, TuneSuperBlock::decode(&image[1024..2048]));
+    assert_eq!(sb, tune_decode_super_block(&image[1024..2048]));
     assert_text(&nilfs_tune_list(&sb), FIXTURE_TUNE);
 }
 
@@ -1575,7 +1578,7 @@ fn nilfs_tune_super_block_choice() {
         tune_select_super_block(Some(&primary), Some(&secondary), sb2)
             .unwrap()
             .last_cno,
-        1
+        Cno(1)
     );
     // No CRC check: a wrong s_sum still selects the primary.
     let mut bad_crc = primary.clone();
@@ -1584,7 +1587,7 @@ fn nilfs_tune_super_block_choice() {
         tune_select_super_block(Some(&bad_crc), Some(&secondary), sb2)
             .unwrap()
             .last_cno,
-        1
+        Cno(1)
     );
     // Bad magic or s_bytes > 1024: the secondary.
     let mut bad_magic = primary.clone();
@@ -1593,7 +1596,7 @@ fn nilfs_tune_super_block_choice() {
         tune_select_super_block(Some(&bad_magic), Some(&secondary), sb2)
             .unwrap()
             .last_cno,
-        9
+        Cno(9)
     );
     let mut big = primary.clone();
     big[8..10].copy_from_slice(&1025u16.to_le_bytes());
@@ -1601,7 +1604,7 @@ fn nilfs_tune_super_block_choice() {
         tune_select_super_block(Some(&big), Some(&secondary), sb2)
             .unwrap()
             .last_cno,
-        9
+        Cno(9)
     );
     // A secondary inside the segment area is refused.
     assert_eq!(
@@ -1649,7 +1652,7 @@ fn embedded_listings_are_the_fixture_text() {
     assert!(dumped.lines().count() >= 8);
     if let Some(image) = fixture_image() {
         let sb = fixture_sb(image);
-        let geo = sb.segment_geometry();
+        let geo = dumpseg_geometry(&sb);
         let seg_bytes = geo.blocks_per_segment as usize * geo.block_size as usize;
         let ours = dumpseg(
             &dumpseg_read_segment(&image[..seg_bytes], 0, &geo),
@@ -1683,7 +1686,7 @@ fn captured_tool_output_of_a_configured_image() {
     if let Ok(tune) = std::fs::read_to_string(dir.join("tune.txt")) {
         assert_text(&nilfs_tune_list(&sb), &tune);
     }
-    let geo = sb.segment_geometry();
+    let geo = dumpseg_geometry(&sb);
     let seg_bytes = geo.blocks_per_segment as usize * geo.block_size as usize;
     let mut checked = 0;
     for segnum in 0..sb.nsegments {

@@ -17,9 +17,10 @@ use crate::the_nilfs::Nilfs;
 use crate::{Error, Result};
 
 use super::nilfs_utils::{
-    dumpseg_read_segment, lscp_with_stat, lssu_with_stat, nilfs_tune_list, tune_select_super_block,
-    CpInfo, CpStat, LscpOptions, LssuOptions, SuInfo, SuStat, TuneSuperBlock,
+    dumpseg_geometry, dumpseg_read_segment, lscp_with_stat, lssu_with_stat, nilfs_tune_list,
+    tune_select_super_block, CpInfo, CpStat, LscpOptions, LssuOptions, SuInfo, SuStat,
 };
+use crate::format::superblock::SuperBlock;
 
 /// `lscp [-s] [-a] [-r]` of the filesystem on `dev`.
 pub fn lscp(dev: &dyn BlockDevice, opts: &LscpOptions) -> Result<String> {
@@ -77,7 +78,7 @@ pub fn lssu(dev: &dyn BlockDevice, opts: &LssuOptions) -> Result<String> {
 }
 
 /// The super block libnilfs would use for `dev` (see [`tune_select_super_block`]).
-fn libnilfs_super_block(dev: &dyn BlockDevice) -> Result<TuneSuperBlock> {
+fn libnilfs_super_block(dev: &dyn BlockDevice) -> Result<SuperBlock> {
     let read = |off: u64| {
         let mut b = vec![0u8; 1024];
         dev.read_at(off, &mut b).ok().map(|()| b)
@@ -102,7 +103,7 @@ pub struct DumpsegOutput {
 /// `dumpseg SEGNUM...` of `dev`.
 pub fn dumpseg(dev: &dyn BlockDevice, segnums: &[u64]) -> Result<DumpsegOutput> {
     let sb = libnilfs_super_block(dev)?;
-    let geo = sb.segment_geometry();
+    let geo = dumpseg_geometry(&sb);
     let bs = u64::from(geo.block_size);
     let bps = u64::from(geo.blocks_per_segment);
     let mut out = String::new();
