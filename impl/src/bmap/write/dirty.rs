@@ -1,0 +1,231 @@
+//! Dirtiness and assignment: propagation of a dirty data block to its
+//! ancestors, dirty nodes in the kernel's collection order, assignment of
+//! new pointers (`nilfs_btree_assign`), and encoding what is to be written.
+
+use super::*;
+
+impl Bmap {
+    /// Mark `id` dirty (`mark_buffer_dirty`).
+    pub(super) fn set_dirty(&mut self, id: NodeId) {
+        self.node_mut(id).dirty = true;
+    }
+
+    /// Mark the path's nodes from `level` up to (not including) the root
+    /// dirty: the closure `nilfs_btree_propagate` reaches.
+    pub(super) fn dirty_path(&mut self, path: &Path, level: usize) {
+        let top = self.root_level();
+        for pl in path.iter().take(top).skip(level) {
+            if let Some(id) = pl.node {
+                self.set_dirty(id);
+            }
+        }
+        self.bmap_dirty = true;
+    }
+
+    /// `nilfs_bmap_propagate` for a data block: the level-1 node holding
+    /// `key` and all its ancestors become dirty (and so does `i_bmap`, whose
+    /// slot changes when they are reassigned).
+    pub fn mark_data_dirty(&mut self, key: u64, src: &mut dyn NodeSource) -> Result<()> {
+        if let Root::Btree(_) = self.root {
+            let mut path = Path::default();
+            if !self.do_lookup(key, 1, src, &mut path)? {
+                return Err(Error::errno(
+                    Errno::ENOENT,
+                    format!("bmap: no block at key {key}"),
+                ));
+            }
+            self.dirty_path(&path, 1);
+        }
+        self.bmap_dirty = true;
+        Ok(())
+    }
+
+    /// Replace the pointer of the data block at `key` (a rewritten block's
+    /// new virtual number, or for the DAT its physical address), marking
+    /// the path dirty. Returns the old pointer.
+    pub fn update_ptr(&mut self, key: u64, new_ptr: u64, src: &mut dyn NodeSource) -> Result<u64> {
+        if new_ptr == 0 {
+            return Err(Error::Invalid("bmap: pointer 0 is not a block".into()));
+        }
+        match &mut self.root {
+            Root::Direct { ptrs, .. } => {
+                let slot = usize::try_from(key)
+                    .ok()
+                    .and_then(|i| ptrs.get_mut(i))
+                    .filter(|p| **p != 0)
+                    .ok_or_else(|| {
+                        Error::errno(Errno::ENOENT, format!("bmap: no block at key {key}"))
+                    })?;
+                let old = std::mem::replace(slot, new_ptr);
+                self.bmap_dirty = true;
+                Ok(old)
+            }
+            Root::Btree(_) => {
+                let mut path = Path::default();
+                if !self.do_lookup(key, 1, src, &mut path)? {
+                    return Err(Error::errno(
+                        Errno::ENOENT,
+                        format!("bmap: no block at key {key}"),
+                    ));
+                }
+                let loc = self.loc_at(&path, 1);
+                let index = path[1].index;
+                let old = std::mem::replace(&mut self.bt_mut(loc).ptrs[index], new_ptr);
+                self.dirty_path(&path, 1);
+                Ok(old)
+            }
+        }
+    }
+
+    /// The dirty node blocks in the kernel's collection order
+    /// (`nilfs_btree_lookup_dirty_buffers` with `nilfs_btree_add_dirty_buffer`:
+    /// one list per level, each sorted by first key; levels ascending).
+    pub fn dirty_nodes(&self) -> Vec<DirtyNode> {
+        let mut out: Vec<DirtyNode> = self
+            .by_ptr
+            .values()
+            .map(|&id| (id, self.node(id)))
+            .filter(|(_, n)| n.dirty)
+            .map(|(id, n)| DirtyNode {
+                id,
+                level: n.bt.level,
+                first_key: n.bt.keys[0],
+                old_ptr: if n.assigned { None } else { n.disk },
+                assigned: n.assigned,
+            })
+            .collect();
+        out.sort_by_key(|d| (d.level, d.first_key, d.id));
+        out
+    }
+
+    /// Record that dirty node `id` will be written at `new_ptr`, and store
+    /// `new_ptr` in its parent's slot. Returns the pointer it was last
+    /// written at (the caller ends that DAT entry; `None` for a node never
+    /// written). Assign children before parents: [`Bmap::dirty_nodes`]
+    /// order does that.
+    ///
+    /// Follows `nilfs_btree_assign` — the parent is found by looking up the
+    /// node's first key at `level + 1` — with `nilfs_btree_assign_p`'s direct
+    /// slot update for the DAT, and for virtual pointers the slot change
+    /// `nilfs_btree_commit_update_v` makes at propagation time.
+    pub fn assign(&mut self, id: NodeId, new_ptr: u64) -> Result<Option<u64>> {
+        let node = self
+            .arena
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| Error::Invalid(format!("bmap: no node {id:?}")))?;
+        if !node.dirty || node.assigned {
+            return Err(Error::Invalid(format!(
+                "bmap: node {id:?} is {} (assign once per log, dirty nodes only)",
+                if node.assigned {
+                    "already assigned"
+                } else {
+                    "clean"
+                }
+            )));
+        }
+        if new_ptr == 0 || new_ptr & TEMP_PTR_BIT != 0 || self.by_ptr.contains_key(&new_ptr) {
+            return Err(Error::Invalid(format!(
+                "bmap: cannot assign pointer {new_ptr:#x}"
+            )));
+        }
+        let (key, level, slot) = (node.bt.keys[0], usize::from(node.bt.level), node.slot);
+        let mut path = Path::default();
+        self.do_lookup(key, level + 1, &mut InMemoryOnly, &mut path)?;
+        let ploc = self.loc_at(&path, level + 1);
+        let pindex = path[level + 1].index;
+        if self.bt(ploc).ptr(pindex) != Some(slot) || pindex >= usize::from(self.bt(ploc).nchildren)
+        {
+            return Err(violation(format!(
+                "node {slot:#x} (level {level}, first key {key}) not found in its parent"
+            )));
+        }
+        self.bt_mut(ploc).ptrs[pindex] = new_ptr;
+        if ploc == Loc::Root {
+            self.bmap_dirty = true;
+        }
+        self.by_ptr.remove(&slot);
+        self.by_ptr.insert(new_ptr, id);
+        let node = self.node_mut(id);
+        node.slot = new_ptr;
+        node.assigned = true;
+        let old = node.disk.replace(new_ptr);
+        self.assigning = true;
+        Ok(old)
+    }
+
+    /// After a log is written: every node becomes clean. Refused (with no
+    /// change) while a dirty node has not been assigned.
+    pub fn mark_clean(&mut self) -> Result<()> {
+        if let Some(d) = self
+            .dirty_nodes()
+            .iter()
+            .find(|d| !self.node(d.id).assigned)
+        {
+            return Err(Error::Invalid(format!(
+                "bmap: dirty node at level {} (first key {}) was never assigned",
+                d.level, d.first_key
+            )));
+        }
+        for node in self.arena.iter_mut().flatten() {
+            node.dirty = false;
+            node.assigned = false;
+        }
+        self.assigning = false;
+        self.bmap_dirty = false;
+        Ok(())
+    }
+
+    /// The bytes of node `id`'s block. Valid slots must hold real pointers;
+    /// stale slots holding a temporary pointer are written as 0.
+    pub fn encode_node(&self, id: NodeId) -> Result<Vec<u8>> {
+        let node = self
+            .arena
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| Error::Invalid(format!("bmap: no node {id:?}")))?;
+        Ok(Self::scrub(&node.bt)?.encode_block(self.block_size))
+    }
+
+    /// The 7 slots of `i_bmap` to store in the inode (`nilfs_bmap_write`).
+    pub fn root_bmap(&self) -> Result<[u64; INODE_BMAP_SIZE]> {
+        match &self.root {
+            Root::Direct { header, ptrs } => {
+                if let Some(p) = ptrs.iter().find(|&&p| p & TEMP_PTR_BIT != 0) {
+                    return Err(Error::Invalid(format!(
+                        "bmap: temporary pointer {p:#x} in i_bmap"
+                    )));
+                }
+                let mut out = [0; INODE_BMAP_SIZE];
+                out[0] = *header;
+                out[1..].copy_from_slice(ptrs);
+                Ok(out)
+            }
+            Root::Btree(r) => Ok(Self::scrub(r)?.encode_root()),
+        }
+    }
+
+    pub(super) fn scrub(bt: &BtreeNode) -> Result<BtreeNode> {
+        let n = usize::from(bt.nchildren);
+        if let Some(p) = bt.valid_ptrs().iter().find(|&&p| p & TEMP_PTR_BIT != 0) {
+            return Err(Error::Invalid(format!(
+                "bmap: unassigned pointer {p:#x} in a level-{} node",
+                bt.level
+            )));
+        }
+        let mut out = bt.clone();
+        for p in out.ptrs.iter_mut().skip(n) {
+            if *p & TEMP_PTR_BIT != 0 {
+                *p = 0;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The node's level, first key and current slot pointer (for tests and
+    /// the segment constructor's binfo).
+    pub fn node_info(&self, id: NodeId) -> Option<(u8, u64, u64)> {
+        let n = self.arena.get(id.0 as usize)?.as_ref()?;
+        Some((n.bt.level, n.bt.keys[0], n.slot))
+    }
+}

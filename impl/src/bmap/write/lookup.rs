@@ -1,0 +1,229 @@
+//! Lookups: the kernel's `nilfs_btree_do_lookup` path walk, exact and
+//! at-level lookups, the in-memory lookup of prepared blocks, the last key,
+//! and whole-tree walks.
+
+use super::*;
+
+impl Bmap {
+    /// `nilfs_btree_do_lookup`: fill `path` from the root down to
+    /// `minlevel`; returns whether `key` matched exactly. Every level's
+    /// `index` starts at 0 (`nilfs_btree_alloc_path`).
+    pub(super) fn do_lookup(
+        &mut self,
+        key: u64,
+        minlevel: usize,
+        src: &mut dyn NodeSource,
+        path: &mut Path,
+    ) -> Result<bool> {
+        let root = self.root_node();
+        let mut level = usize::from(root.level);
+        if level < minlevel || root.nchildren == 0 {
+            return Ok(false);
+        }
+        let (mut index, mut found) = root.lookup(key);
+        let mut ptr = root.ptr(index).unwrap_or(0);
+        path[level].node = None;
+        path[level].index = index;
+        while level > minlevel {
+            level -= 1;
+            let id = self.get_child(ptr, level, src)?;
+            let bt = &self.node(id).bt;
+            if bt.nchildren == 0 {
+                return Err(corrupt(format!("empty node at level {level}")));
+            }
+            if !found {
+                (index, found) = bt.lookup(key);
+            } else {
+                index = 0;
+            }
+            ptr = bt.ptr(index).unwrap_or(0);
+            path[level].node = Some(id);
+            path[level].index = index;
+        }
+        Ok(found)
+    }
+
+    /// The pointer mapped at `key`, `None` for a hole (`nilfs_bmap_lookup`).
+    pub fn lookup(&mut self, key: u64, src: &mut dyn NodeSource) -> Result<Option<u64>> {
+        match &self.root {
+            Root::Direct { ptrs, .. } => Ok(usize::try_from(key)
+                .ok()
+                .and_then(|i| ptrs.get(i).copied())
+                .filter(|&p| p != 0)),
+            Root::Btree(_) => {
+                let mut path = Path::default();
+                if !self.do_lookup(key, 1, src, &mut path)? {
+                    return Ok(None);
+                }
+                let loc = self.loc_at(&path, 1);
+                Ok(self.bt(loc).ptr(path[1].index).filter(|&p| p != 0))
+            }
+        }
+    }
+
+    /// `nilfs_bmap_lookup_at_level(bmap, key, level + 1)` as the cleaner's
+    /// ioctls use it: the pointer to the block at `level` (0: the data
+    /// block, n: the level-n node) on `key`'s path, `None` if `key` is not
+    /// mapped there exactly. A direct map has data blocks only.
+    pub fn lookup_at_level(
+        &mut self,
+        key: u64,
+        level: u8,
+        src: &mut dyn NodeSource,
+    ) -> Result<Option<u64>> {
+        match &self.root {
+            Root::Direct { .. } if level == 0 => self.lookup(key, src),
+            Root::Direct { .. } => Ok(None),
+            Root::Btree(_) => {
+                let minlevel = usize::from(level) + 1;
+                let mut path = Path::default();
+                if minlevel >= PATH_LEN || !self.do_lookup(key, minlevel, src, &mut path)? {
+                    return Ok(None);
+                }
+                let loc = self.loc_at(&path, minlevel);
+                Ok(self.bt(loc).ptr(path[minlevel].index).filter(|&p| p != 0))
+            }
+        }
+    }
+
+    /// `nilfs_btree_mark` (the cleaner's `NILFS_IOCTL_MARK_BLOCKS_DIRTY`
+    /// for a DAT node): the level-`level` node whose first key is `key`
+    /// becomes dirty, with its ancestors (what `nilfs_btree_propagate_p`
+    /// does when the constructor collects it). ENOENT if there is none.
+    pub fn mark_node_dirty(&mut self, key: u64, level: u8, src: &mut dyn NodeSource) -> Result<()> {
+        let minlevel = usize::from(level) + 1;
+        let mut path = Path::default();
+        let found = level > 0
+            && minlevel < PATH_LEN
+            && matches!(self.root, Root::Btree(_))
+            && self.do_lookup(key, minlevel, src, &mut path)?;
+        let ptr = found
+            .then(|| {
+                let loc = self.loc_at(&path, minlevel);
+                self.bt(loc).ptr(path[minlevel].index).filter(|&p| p != 0)
+            })
+            .flatten()
+            .ok_or_else(|| {
+                Error::errno(
+                    Errno::ENOENT,
+                    format!("bmap: no level-{level} node at key {key}"),
+                )
+            })?;
+        let id = self.get_child(ptr, usize::from(level), src)?;
+        self.set_dirty(id);
+        self.dirty_path(&path, minlevel);
+        Ok(())
+    }
+
+    /// Look `key` up using only the nodes already in memory: after a
+    /// construction prepared a block (updated its pointer and marked its
+    /// path dirty), every node on its path is loaded. A node that would
+    /// have to be read is an error, not a read.
+    pub fn lookup_in_memory(&mut self, key: u64) -> Result<Option<u64>> {
+        self.lookup(key, &mut InMemoryOnly)
+    }
+
+    /// The largest mapped key, `None` if nothing is mapped
+    /// (`nilfs_direct_last_key`, `nilfs_btree_do_lookup_last`).
+    pub fn last_key(&mut self, src: &mut dyn NodeSource) -> Result<Option<u64>> {
+        let root = match &self.root {
+            Root::Direct { ptrs, .. } => {
+                return Ok(ptrs.iter().rposition(|&p| p != 0).map(|k| k as u64));
+            }
+            Root::Btree(r) => r,
+        };
+        let n = usize::from(root.nchildren);
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut level = usize::from(root.level);
+        let mut key = root.keys[n - 1];
+        let mut ptr = root.ptrs[n - 1];
+        while level > 1 {
+            level -= 1;
+            let id = self.get_child(ptr, level, src)?;
+            let bt = &self.node(id).bt;
+            let n = usize::from(bt.nchildren);
+            if n == 0 {
+                return Err(corrupt(format!("empty node at level {level}")));
+            }
+            key = bt.keys[n - 1];
+            ptr = bt.ptrs[n - 1];
+        }
+        Ok(Some(key))
+    }
+
+    /// Every `(key, ptr)` mapped, in tree order (an iterative walk; a node
+    /// reachable twice is corruption).
+    pub fn entries(&mut self, src: &mut dyn NodeSource) -> Result<Vec<(u64, u64)>> {
+        let mut out = Vec::new();
+        match &self.root {
+            Root::Direct { ptrs, .. } => {
+                for (k, &p) in ptrs.iter().enumerate() {
+                    if p != 0 {
+                        out.push((k as u64, p));
+                    }
+                }
+            }
+            Root::Btree(_) => {
+                self.walk(src, &mut |_, bt, _| {
+                    if bt.level == BTREE_LEVEL_NODE_MIN {
+                        out.extend(
+                            bt.valid_keys()
+                                .iter()
+                                .copied()
+                                .zip(bt.valid_ptrs().iter().copied()),
+                        );
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Visit every node, root first, depth first left to right, calling
+    /// `f(loc, node, parent)` where `parent` is `(parent's node, index in it)`.
+    pub(super) fn walk(&mut self, src: &mut dyn NodeSource, f: &mut WalkFn<'_>) -> Result<()> {
+        // Stack of (parent location, next child index), bounded by the height.
+        let mut stack: Vec<(Loc, usize)> = Vec::new();
+        let mut seen = BTreeSet::new();
+        f(Loc::Root, self.root_node(), None)?;
+        if self.root_node().level > BTREE_LEVEL_NODE_MIN {
+            stack.push((Loc::Root, 0));
+        }
+        while let Some(&(parent, i)) = stack.last() {
+            let pbt = self.bt(parent);
+            if i >= usize::from(pbt.nchildren) {
+                stack.pop();
+                continue;
+            }
+            stack.last_mut().expect("non-empty").1 += 1;
+            let (ptr, level) = (pbt.ptrs[i], usize::from(pbt.level) - 1);
+            let id = self.get_child(ptr, level, src)?;
+            if !seen.insert(id) {
+                return Err(corrupt(format!("node {ptr:#x} reachable twice")));
+            }
+            f(Loc::Node(id), &self.node(id).bt, Some((self.bt(parent), i)))?;
+            if level > 1 {
+                if stack.len() >= PATH_LEN {
+                    return Err(corrupt("tree deeper than the maximum level"));
+                }
+                stack.push((Loc::Node(id), 0));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn loc_at(&self, path: &Path, level: usize) -> Loc {
+        if level >= self.root_level() {
+            Loc::Root
+        } else {
+            Loc::Node(
+                path[level]
+                    .node
+                    .unwrap_or_else(|| panic!("bmap: no node on the path at level {level}")),
+            )
+        }
+    }
+}
