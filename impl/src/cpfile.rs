@@ -92,7 +92,7 @@ pub struct CpStat {
 #[derive(Clone, Debug)]
 pub struct Cpfile<'a> {
     /// The file's blocks.
-    pub mdt: Mdt<'a>,
+    mdt: Mdt<'a>,
     geo: CpfileGeometry,
     cno: Cno,
 }
@@ -107,6 +107,25 @@ impl<'a> Cpfile<'a> {
             geo,
             cno: next_cno,
         })
+    }
+
+    /// The file's blocks (read-only: every change goes through this
+    /// file's operations, which keep its header counts and lists
+    /// consistent).
+    pub fn mdt(&self) -> &Mdt<'a> {
+        &self.mdt
+    }
+
+    /// The blocks, for the segment constructor (which writes and cleans
+    /// them) and the cleaner's loader detachment.
+    pub(crate) fn mdt_mut(&mut self) -> &mut Mdt<'a> {
+        &mut self.mdt
+    }
+
+    /// The dirty blocks and deletions have been written
+    /// ([`Mdt::mark_clean`]).
+    pub fn mark_clean(&mut self) {
+        self.mdt.mark_clean();
     }
 
     /// `ns_cno`: the number the next construction creates.

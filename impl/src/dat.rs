@@ -105,7 +105,7 @@ impl DatUpdateReq {
 #[derive(Clone, Debug)]
 pub struct Dat<'a> {
     /// The allocator (and through it the file's blocks).
-    pub palloc: Palloc<'a>,
+    palloc: Palloc<'a>,
 }
 
 impl<'a> Dat<'a> {
@@ -121,6 +121,28 @@ impl<'a> Dat<'a> {
         Ok(Dat {
             palloc: Palloc::new(mdt, geo),
         })
+    }
+
+    /// The allocator (read-only: entries change through this file's
+    /// operations).
+    pub fn palloc(&self) -> &Palloc<'a> {
+        &self.palloc
+    }
+
+    /// The file's blocks.
+    pub fn mdt(&self) -> &Mdt<'a> {
+        self.palloc.mdt()
+    }
+
+    /// The blocks, for the segment constructor and the cleaner.
+    pub(crate) fn mdt_mut(&mut self) -> &mut Mdt<'a> {
+        self.palloc.mdt_mut()
+    }
+
+    /// The dirty blocks and deletions have been written
+    /// ([`Mdt::mark_clean`]).
+    pub fn mark_clean(&mut self) {
+        self.palloc.mark_clean();
     }
 
     /// Read-modify-write the entry of `v`; `None` if its block is a hole.
@@ -209,6 +231,11 @@ impl<'a> Dat<'a> {
         e.blocknr = pbn;
         e.start = cno;
         self.put_entry(v.0, &e)
+    }
+
+    /// Whether `v` is allocated (its bitmap bit is set).
+    pub fn is_allocated(&mut self, v: VBlockNr) -> Result<bool> {
+        self.palloc.is_allocated(v.0)
     }
 
     fn check_allocated(&mut self, v: u64) -> Result<()> {
@@ -333,6 +360,21 @@ impl<'a> Dat<'a> {
         self.palloc.mark_entry_dirty(v.0)
     }
 
+    /// `NILFS_IOCTL_MARK_BLOCKS_DIRTY` for a DAT data block (the cleaner
+    /// found it live): block `blkoff` must be written by the next log.
+    /// ENOENT for a hole.
+    pub fn mark_block_dirty(&mut self, blkoff: u64) -> Result<()> {
+        let mdt = self.palloc.mdt_mut();
+        if !mdt.exists(blkoff)? {
+            return Err(Error::errno(
+                Errno::ENOENT,
+                format!("GC: DAT block {blkoff} is a hole"),
+            ));
+        }
+        mdt.mark_dirty(blkoff);
+        Ok(())
+    }
+
     /// `nilfs_dat_move` (GC): the live block of `v` now lives at `pbn`.
     /// EINVAL if `v` has no block (`de_blocknr == 0`, the kernel's
     /// "invalid vblocknr") or `pbn` is 0.
@@ -379,6 +421,14 @@ impl<'a> Dat<'a> {
     /// ([`target_in_group`] with this DAT's geometry).
     pub fn target_for_ino(&self, ino: Ino) -> VBlockNr {
         target_in_group(ino, &self.palloc.geometry())
+    }
+}
+
+/// The mounted DAT translates virtual numbers for node reads
+/// ([`crate::bmap::DiskNodes`]).
+impl crate::bmap::Translate for Dat<'_> {
+    fn translate(&mut self, v: VBlockNr) -> Result<BlockNr> {
+        Dat::translate(self, v)
     }
 }
 

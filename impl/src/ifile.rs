@@ -13,7 +13,7 @@ use crate::{Errno, Error, Result};
 #[derive(Clone, Debug)]
 pub struct Ifile<'a> {
     /// The allocator (and through it the file's blocks).
-    pub palloc: Palloc<'a>,
+    palloc: Palloc<'a>,
     first_ino: u64,
 }
 
@@ -29,6 +29,28 @@ impl<'a> Ifile<'a> {
             palloc: Palloc::new(mdt, geo),
             first_ino: first_ino.0,
         })
+    }
+
+    /// The allocator (read-only: entries change through this file's
+    /// operations).
+    pub fn palloc(&self) -> &Palloc<'a> {
+        &self.palloc
+    }
+
+    /// The file's blocks.
+    pub fn mdt(&self) -> &Mdt<'a> {
+        self.palloc.mdt()
+    }
+
+    /// The blocks, for the segment constructor and the cleaner.
+    pub(crate) fn mdt_mut(&mut self) -> &mut Mdt<'a> {
+        self.palloc.mdt_mut()
+    }
+
+    /// The dirty blocks and deletions have been written
+    /// ([`Mdt::mark_clean`]).
+    pub fn mark_clean(&mut self) {
+        self.palloc.mark_clean();
     }
 
     /// `NILFS_VALID_INODE`: the root, the metadata files' numbers, or at

@@ -21,6 +21,7 @@ pub mod gc;
 pub mod ifile;
 pub mod inspect;
 pub mod mdt;
+pub mod metafile;
 pub mod mkfs;
 pub mod posix;
 pub mod psegment;

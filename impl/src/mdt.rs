@@ -41,6 +41,22 @@ pub enum ImageFile {
     Ifile(Inode),
 }
 
+/// The loader of `file` in the image `nilfs` points at.
+fn image_loader<'a, 'd: 'a, N>(nilfs: N, file: ImageFile) -> Loader<'a>
+where
+    N: std::ops::Deref<Target = Nilfs<'d>> + Send + Sync + 'a,
+{
+    Arc::new(move |blk| {
+        let f = match &file {
+            ImageFile::Dat => MetaFile::Dat,
+            ImageFile::Cpfile => MetaFile::Cpfile,
+            ImageFile::Sufile => MetaFile::Sufile,
+            ImageFile::Ifile(inode) => MetaFile::Ifile(inode),
+        };
+        nilfs.mdt_block(f, FileBlk(blk))
+    })
+}
+
 /// What the store holds for one offset.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Cached {
@@ -97,16 +113,14 @@ impl<'a> Mdt<'a> {
     /// A metadata file of an opened image, read through
     /// [`Nilfs::mdt_block`] as blocks are first needed.
     pub fn from_image<'d: 'a>(nilfs: &'a Nilfs<'d>, file: ImageFile) -> Self {
-        let loader: Loader<'a> = Arc::new(move |blk| {
-            let f = match &file {
-                ImageFile::Dat => MetaFile::Dat,
-                ImageFile::Cpfile => MetaFile::Cpfile,
-                ImageFile::Sufile => MetaFile::Sufile,
-                ImageFile::Ifile(inode) => MetaFile::Ifile(inode),
-            };
-            nilfs.mdt_block(f, FileBlk(blk))
-        });
-        Mdt::with_loader(nilfs.block_size(), loader)
+        Mdt::with_loader(nilfs.block_size(), image_loader(nilfs, file))
+    }
+
+    /// The same for an image the store shares (so the store lives as long
+    /// as the device, not as a borrow of the image: a mount keeps one).
+    pub fn from_shared_image(nilfs: Arc<Nilfs<'a>>, file: ImageFile) -> Self {
+        let bs = nilfs.block_size();
+        Mdt::with_loader(bs, image_loader(nilfs, file))
     }
 
     /// The block size.

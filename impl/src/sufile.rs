@@ -51,7 +51,7 @@ pub fn near_disk_full(
 #[derive(Clone, Debug)]
 pub struct Sufile<'a> {
     /// The file's blocks.
-    pub mdt: Mdt<'a>,
+    mdt: Mdt<'a>,
     geo: SufileGeometry,
     nsegments: u64,
     allocmin: u64,
@@ -74,6 +74,25 @@ impl<'a> Sufile<'a> {
             allocmin: 0,
             allocmax: nsegments - 1,
         })
+    }
+
+    /// The file's blocks (read-only: every change goes through this
+    /// file's operations, which keep its header counts and lists
+    /// consistent).
+    pub fn mdt(&self) -> &Mdt<'a> {
+        &self.mdt
+    }
+
+    /// The blocks, for the segment constructor (which writes and cleans
+    /// them) and the cleaner's loader detachment.
+    pub(crate) fn mdt_mut(&mut self) -> &mut Mdt<'a> {
+        &mut self.mdt
+    }
+
+    /// The dirty blocks and deletions have been written
+    /// ([`Mdt::mark_clean`]).
+    pub fn mark_clean(&mut self) {
+        self.mdt.mark_clean();
     }
 
     /// `nilfs_sufile_get_nsegments`.

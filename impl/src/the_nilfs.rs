@@ -60,6 +60,24 @@ pub struct Nilfs<'d> {
     dat_blocks: Mutex<BTreeMap<u64, Option<Vec<u8>>>>,
 }
 
+/// A copy of the mounted state with an empty DAT block cache (a mount
+/// keeps its own copy, so that it does not borrow the caller's).
+impl Clone for Nilfs<'_> {
+    fn clone(&self) -> Self {
+        Nilfs {
+            dev: self.dev,
+            sb_choice: self.sb_choice.clone(),
+            sb: self.sb.clone(),
+            rolled_back: self.rolled_back,
+            rollback_reason: self.rollback_reason.clone(),
+            geo: self.geo,
+            scan: self.scan.clone(),
+            super_root: self.super_root.clone(),
+            dat_blocks: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
 /// DAT entry blocks kept by [`Nilfs`] (16 MiB at 4 KiB blocks).
 const DAT_CACHE_BLOCKS: usize = 4096;
 

@@ -308,12 +308,12 @@ fn kernel_fixture_cpfile_refusals() {
     );
     // Block 1 (4 KiB: cno 21..=41) keeps snapshot 28 and its count of 1.
     let (blk1, _) = cp.geometry().locate(28u64).unwrap();
-    let b = cp.mdt.read(blk1.0).unwrap().unwrap();
+    let b = cp.mdt().read(blk1.0).unwrap().unwrap();
     assert_eq!(Checkpoint::decode(&b).unwrap().checkpoints_count, 1);
     cp.change_mode(Cno(28), CpMode::Checkpoint, &[]).unwrap();
     cp.delete_checkpoint(Cno(28)).unwrap();
     assert!(
-        cp.mdt.deleted_blocks().contains(&blk1.0),
+        cp.mdt().deleted_blocks().contains(&blk1.0),
         "emptied block is a hole"
     );
     assert_eq!(cnos(cp), vec![2]);
@@ -410,7 +410,7 @@ fn batch_free_turns_emptied_blocks_into_holes() {
         p.entry_create(nr).unwrap();
         p.mark_entry_dirty(nr).unwrap();
     }
-    p.mdt.mark_clean();
+    p.mark_clean();
     let (blk_a, blk_b) = (p.entry_blk(0).unwrap(), p.entry_blk(32).unwrap());
     let bitmap = PallocGeometry::new(1024, 32)
         .unwrap()
@@ -421,30 +421,30 @@ fn batch_free_turns_emptied_blocks_into_holes() {
     let before = p.clone();
     assert_eq!(errno_of(p.free_entries(&[1, 2, 1])), Errno::EINVAL);
     assert_eq!(errno_of(p.free_entries(&[1, 70])), Errno::EINVAL);
-    assert!(p.mdt.same_state(&before.mdt).unwrap());
+    assert!(p.mdt().same_state(before.mdt()).unwrap());
 
     // Freeing 0..31 (not in order) empties the first entry block only.
     let mut batch: Vec<u64> = (0..32).rev().collect();
     batch.swap(3, 17);
     p.free_entries(&batch).unwrap();
-    assert!(!p.mdt.exists(blk_a).unwrap());
-    assert!(p.mdt.exists(blk_b).unwrap());
-    assert!(p.mdt.exists(bitmap).unwrap());
-    assert_eq!(p.mdt.deleted_blocks(), vec![blk_a]);
+    assert!(p.mdt().read(blk_a).unwrap().is_none());
+    assert!(p.mdt().read(blk_b).unwrap().is_some());
+    assert!(p.mdt().read(bitmap).unwrap().is_some());
+    assert_eq!(p.mdt().deleted_blocks(), vec![blk_a]);
     assert_eq!(p.group_nfrees(0).unwrap(), 8192 - 32);
 
     // The rest: the group is all free, so its bitmap block goes too; the
     // descriptor block stays (dirty).
     p.free_entries(&(32..64).collect::<Vec<_>>()).unwrap();
-    assert_eq!(p.mdt.deleted_blocks(), vec![bitmap, blk_a, blk_b]);
-    assert_eq!(p.mdt.dirty_blocks(), vec![0]);
+    assert_eq!(p.mdt().deleted_blocks(), vec![bitmap, blk_a, blk_b]);
+    assert_eq!(p.mdt().dirty_blocks(), vec![0]);
     assert_eq!(p.group_nfrees(0).unwrap(), 8192);
     assert_eq!(p.check_groups(0..2).unwrap(), None);
 
     // Allocation after that recreates what it needs.
     let r = p.prepare_alloc(0, true).unwrap();
     assert_eq!(p.commit_alloc(r), 0);
-    assert_eq!(p.mdt.dirty_blocks(), vec![0, bitmap]);
+    assert_eq!(p.mdt().dirty_blocks(), vec![0, bitmap]);
 }
 
 /// Prepare, check that something changed, abort, compare with the state
@@ -453,11 +453,11 @@ fn prepare_abort_restores(mut p: Palloc<'_>, target: u64) -> bool {
     let before = p.clone();
     let r = p.prepare_alloc(target, true).unwrap();
     assert!(
-        !p.mdt.same_state(&before.mdt).unwrap(),
+        !p.mdt().same_state(before.mdt()).unwrap(),
         "prepare changes the blocks"
     );
     p.abort_alloc(r);
-    p.mdt.same_state(&before.mdt).unwrap()
+    p.mdt().same_state(before.mdt()).unwrap()
 }
 
 #[test]
@@ -471,13 +471,13 @@ fn prepare_abort_leaves_every_block_identical() {
     // and in a descriptor block that does not exist yet.
     for target in [5, 3 * epg + 7, 1030 * epg] {
         assert!(
-            prepare_abort_restores(f.dat.palloc.clone(), target),
+            prepare_abort_restores(f.dat.palloc().clone(), target),
             "target {target}"
         );
         // The canary: an abort that forgets pg_nfrees is caught.
         let bad = f
             .dat
-            .palloc
+            .palloc()
             .clone()
             .with_variant(Variant::AbortForgetsNfrees);
         assert!(
@@ -494,23 +494,23 @@ fn prepare_abort_leaves_every_block_identical() {
     assert_ne!(a.vblocknr(), b.vblocknr());
     dat.abort_alloc(a);
     dat.abort_alloc(b);
-    assert!(dat.palloc.mdt.same_state(&before.palloc.mdt).unwrap());
+    assert!(dat.mdt().same_state(before.mdt()).unwrap());
 
     // Update and end of a written entry, and end of an unwritten one.
     let v = dat.alloc(VBlockNr(16384)).unwrap();
     dat.start(v, Cno(2), BlockNr(5000)).unwrap();
     let u = dat.alloc(VBlockNr(16384)).unwrap();
-    dat.palloc.mdt.mark_clean();
+    dat.mark_clean();
     let before = dat.clone();
     let req = dat.prepare_update(v, Cno(3), VBlockNr(20000)).unwrap();
     dat.abort_update(req);
     let req = dat.prepare_end(u, Cno(3)).unwrap();
     dat.abort_end(req);
-    assert!(dat.palloc.mdt.same_state(&before.palloc.mdt).unwrap());
+    assert!(dat.mdt().same_state(before.mdt()).unwrap());
     // ... and commits do change it.
     let req = dat.prepare_update(v, Cno(3), VBlockNr(20000)).unwrap();
     let nv = dat.commit_update(req, false);
-    assert!(!dat.palloc.mdt.same_state(&before.palloc.mdt).unwrap());
+    assert!(!dat.mdt().same_state(before.mdt()).unwrap());
     assert_eq!(dat.entry(v).unwrap().end, Cno(3));
     assert_eq!(dat.entry(nv).unwrap().start, Cno::MIN);
 }
@@ -525,7 +525,7 @@ fn written_blocks_decode_with_the_format_module() {
     // Unchanged blocks read exactly as the read-only reader reads them.
     for b in 0..3 {
         assert_eq!(
-            f.cpfile.mdt.read(b).unwrap(),
+            f.cpfile.mdt().read(b).unwrap(),
             nilfs.mdt_block(MetaFile::Cpfile, FileBlk(b)).unwrap()
         );
     }
@@ -550,13 +550,13 @@ fn written_blocks_decode_with_the_format_module() {
         f.cpfile.finalize_checkpoint(Cno(cno), &fin).unwrap();
         f.cpfile.set_next_cno(Cno(cno + 1));
     }
-    assert_eq!(f.cpfile.mdt.dirty_blocks(), vec![0, 1, 2]);
+    assert_eq!(f.cpfile.mdt().dirty_blocks(), vec![0, 1, 2]);
     let geo = f.cpfile.geometry();
-    let hdr = CpfileHeader::decode(&f.cpfile.mdt.read(0).unwrap().unwrap()).unwrap();
+    let hdr = CpfileHeader::decode(&f.cpfile.mdt().read(0).unwrap().unwrap()).unwrap();
     assert_eq!(hdr.ncheckpoints, 12);
     for cno in 1..=12u64 {
         let (blk, off) = geo.locate(cno).unwrap();
-        let block = f.cpfile.mdt.read(blk.0).unwrap().unwrap();
+        let block = f.cpfile.mdt().read(blk.0).unwrap().unwrap();
         assert_eq!(block.len(), bs);
         let cp = Checkpoint::decode(&block[off..]).unwrap();
         assert!(!cp.is_invalid(), "cno {cno}");
@@ -569,11 +569,11 @@ fn written_blocks_decode_with_the_format_module() {
     }
     // Per-block counts in slot 0 of blocks >= 1 (cno 5..9 and 10..12).
     for (blk, count) in [(1u64, 5u32), (2, 3)] {
-        let b = f.cpfile.mdt.read(blk).unwrap().unwrap();
+        let b = f.cpfile.mdt().read(blk).unwrap().unwrap();
         assert_eq!(Checkpoint::decode(&b).unwrap().checkpoints_count, count);
         // Unused slots of a new block are INVALID.
     }
-    let b2 = f.cpfile.mdt.read(2).unwrap().unwrap();
+    let b2 = f.cpfile.mdt().read(2).unwrap().unwrap();
     let (_, off13) = geo.locate(13u64).unwrap();
     assert!(Checkpoint::decode(&b2[off13..]).unwrap().is_invalid());
 
@@ -581,12 +581,12 @@ fn written_blocks_decode_with_the_format_module() {
     let v = f.dat.alloc(VBlockNr(100)).unwrap();
     f.dat.start(v, Cno(3), BlockNr(4242)).unwrap();
     f.dat.end(v, Cno(7), false).unwrap();
-    let dgeo = f.dat.palloc.geometry();
+    let dgeo = f.dat.palloc().geometry();
     let blk = dgeo.entry_blkoff(v.0).unwrap();
-    let block = f.dat.palloc.mdt.read(blk).unwrap().unwrap();
+    let block = f.dat.mdt().read(blk).unwrap().unwrap();
     let e = DatEntry::decode(&block[dgeo.entry_offset_in_block(v.0)..]).unwrap();
     assert_eq!((e.blocknr, e.start, e.end), (BlockNr(4242), Cno(3), Cno(7)));
-    assert!(f.dat.palloc.mdt.dirty_blocks().contains(&blk));
+    assert!(f.dat.mdt().dirty_blocks().contains(&blk));
 
     let s = f.sufile.alloc().unwrap();
     f.sufile.set_segment_usage(s, 77, 1_700_000_123).unwrap();
@@ -595,13 +595,13 @@ fn written_blocks_decode_with_the_format_module() {
         entry_size: nilfs.sb.segment_usage_size,
     };
     let (blk, off) = sgeo.locate(s);
-    let block = f.sufile.mdt.read(blk.0).unwrap().unwrap();
+    let block = f.sufile.mdt().read(blk.0).unwrap().unwrap();
     let su = SegmentUsage::decode(&block[off..]).unwrap();
     assert_eq!(
         (su.nblocks, su.lastmod, su.flags),
         (77, 1_700_000_123, SU_DIRTY)
     );
-    let h = SufileHeader::decode(&f.sufile.mdt.read(0).unwrap().unwrap()).unwrap();
+    let h = SufileHeader::decode(&f.sufile.mdt().read(0).unwrap().unwrap()).unwrap();
     assert_eq!(h.last_alloc, s);
 }
 
@@ -622,7 +622,7 @@ fn dat_life_cycle_rules() {
     let e = dat.entry(v).unwrap();
     assert_eq!((e.start, e.end, e.blocknr), (Cno(2), Cno(5), BlockNr(900)));
     assert!(
-        dat.palloc.is_allocated(v.0).unwrap(),
+        dat.is_allocated(v).unwrap(),
         "ended, not freed: the cleaner frees"
     );
 
@@ -636,7 +636,7 @@ fn dat_life_cycle_rules() {
     // Never written: ending it frees it.
     let x = dat.alloc(t).unwrap();
     dat.end(x, Cno(6), false).unwrap();
-    assert!(!dat.palloc.is_allocated(x.0).unwrap());
+    assert!(!dat.is_allocated(x).unwrap());
     let e = dat.entry(x).unwrap();
     assert_eq!((e.start, e.end, e.blocknr), (Cno(1), Cno(1), BlockNr(0)));
     assert_eq!(
@@ -659,7 +659,7 @@ fn dat_life_cycle_rules() {
 
     // GC: free dead numbers; contents stay.
     dat.free_vblocknrs(&[v, w]).unwrap();
-    assert!(!dat.palloc.is_allocated(v.0).unwrap());
+    assert!(!dat.is_allocated(v).unwrap());
     assert_eq!(dat.entry(v).unwrap().end, Cno(5));
     assert_eq!(errno_of(dat.free_vblocknrs(&[v])), Errno::EINVAL);
     // A hole: EINVAL, as nilfs_dat_prepare_entry reports it.

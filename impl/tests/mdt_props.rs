@@ -133,7 +133,7 @@ fn check_palloc(p: &mut Palloc<'_>, model: &BTreeSet<u64>) -> Result<(), TestCas
             want[(o / 8) as usize] |= 1 << (o % 8);
         }
         let got = p
-            .mdt
+            .mdt()
             .read(geo.bitmap_blkoff(g).unwrap())
             .unwrap()
             .unwrap_or(vec![0; 1024]);
@@ -187,7 +187,7 @@ fn palloc_matches_a_set() {
                             prop_assert!(!model.contains(&r.entry_nr()));
                             p.abort_alloc(r);
                         }
-                        prop_assert!(p.mdt.same_state(&before.mdt).unwrap(), "abort restores");
+                        prop_assert!(p.mdt().same_state(before.mdt()).unwrap(), "abort restores");
                     }
                     POp::Fill { group, keep } => {
                         for nr in group * EPG..(group + 1) * EPG {
@@ -218,7 +218,7 @@ fn palloc_matches_a_set() {
                         if unique.len() != batch.len() {
                             let before = p.clone();
                             prop_assert_eq!(errno(&p.free_entries(&batch)), Some(Errno::EINVAL));
-                            prop_assert!(p.mdt.same_state(&before.mdt).unwrap());
+                            prop_assert!(p.mdt().same_state(before.mdt()).unwrap());
                             batch = unique.into_iter().collect();
                         }
                         p.free_entries(&batch).unwrap();
@@ -229,11 +229,17 @@ fn palloc_matches_a_set() {
                         for &nr in &batch {
                             let blk_start = nr - nr % EPB;
                             let used = model.range(blk_start..blk_start + EPB).next().is_some();
-                            prop_assert_eq!(p.mdt.exists(p.entry_blk(nr).unwrap()).unwrap(), used);
+                            prop_assert_eq!(
+                                p.mdt().read(p.entry_blk(nr).unwrap()).unwrap().is_some(),
+                                used
+                            );
                             let g = nr / EPG;
                             let gused = model.range(g * EPG..(g + 1) * EPG).next().is_some();
                             prop_assert_eq!(
-                                p.mdt.exists(geo.bitmap_blkoff(g).unwrap()).unwrap(),
+                                p.mdt()
+                                    .read(geo.bitmap_blkoff(g).unwrap())
+                                    .unwrap()
+                                    .is_some(),
                                 gused
                             );
                         }
@@ -312,7 +318,7 @@ fn check_cpfile(cp: &mut Cpfile<'_>, m: &CpModel) -> Result<(), TestCaseError> {
             .keys()
             .filter(|&&c| cp.geometry().locate(c).unwrap().0 .0 == blk)
             .count();
-        match cp.mdt.read(blk).unwrap() {
+        match cp.mdt().read(blk).unwrap() {
             None => prop_assert_eq!(n, 0, "block {} is a hole but holds checkpoints", blk),
             Some(b) => {
                 prop_assert!(n > 0, "block {} has no checkpoint but is not a hole", blk);
@@ -551,7 +557,7 @@ fn dat_life_cycle_matches_a_model() {
                         {
                             dat.abort_update(req);
                         }
-                        prop_assert!(dat.palloc.mdt.same_state(&before.palloc.mdt).unwrap());
+                        prop_assert!(dat.mdt().same_state(before.mdt()).unwrap());
                     }
                     DOp::Move { pick: i, pbn } => {
                         let Some(v) = pick(&m, i) else { continue };
@@ -581,7 +587,7 @@ fn dat_life_cycle_matches_a_model() {
                 }
                 for (&v, e) in &m {
                     prop_assert_eq!(
-                        dat.palloc.is_allocated(v).unwrap(),
+                        dat.is_allocated(VBlockNr(v)).unwrap(),
                         e.allocated,
                         "bit of {}",
                         v

@@ -3,12 +3,16 @@
 //! `GET_CPINFO`) and `nilfs_clean_segments`, which prepares a cleaning
 //! request and runs the GC construction.
 
-use super::{Fs, GcWork, PNodes, VNodes};
+use super::Fs;
+use crate::bmap::DiskNodes;
+use crate::dat::Dat;
 use crate::format::dat::DatEntry;
+use crate::format::sufile::segment_is_active;
 use crate::format::sufile::SegmentUsage;
-use crate::format::SegGeometry;
 use crate::format::{Cno, SegNum, Seq, VBlockNr};
 use crate::gc::{Bdesc, CleanArgs, MovedBlocks};
+use crate::metafile::MetaParts;
+use crate::segctor::GcWork;
 use crate::{Errno, Error, Result};
 
 /// `struct nilfs_sustat` (`NILFS_IOCTL_GET_SUSTAT`).
@@ -25,31 +29,11 @@ pub struct SuStat {
 }
 
 impl<'a> Fs<'a> {
-    /// The device the file system lives on.
-    pub fn device(&self) -> &'a dyn crate::device::BlockDevice {
-        self.dev
-    }
-
-    /// Segment geometry.
-    pub fn seg_geometry(&self) -> SegGeometry {
-        self.geo
-    }
-
-    /// The checksum seed (`s_crc_seed`).
-    pub fn crc_seed(&self) -> u32 {
-        self.sb.crc_seed
-    }
-
-    /// The mount's clock (seconds).
-    pub fn now(&self) -> u64 {
-        self.now
-    }
-
     /// `NILFS_IOCTL_GET_SUSTAT`.
     pub fn sustat(&mut self) -> Result<SuStat> {
-        let h = self.sufile.header()?;
+        let h = self.sufile.file_mut().header()?;
         Ok(SuStat {
-            nsegs: self.sufile.nsegments(),
+            nsegs: self.sufile.file().nsegments(),
             ncleansegs: h.ncleansegs,
             ndirtysegs: h.ndirtysegs,
             nongc_ctime: self.nongc_ctime,
@@ -60,27 +44,23 @@ impl<'a> Fs<'a> {
     /// `NILFS_IOCTL_GET_SUINFO`: up to `max` segment usages from `from`,
     /// ACTIVE for the log writer's current and next segments.
     pub fn suinfo(&mut self, from: SegNum, max: usize) -> Result<Vec<SegmentUsage>> {
-        let active = [self.cursor.segnum, self.cursor.nextnum];
-        self.sufile.suinfo(from, max, active)
+        let writer = self.cursor.writer_segments();
+        self.sufile.file_mut().suinfo(from, max, writer)
     }
 
     /// `NILFS_IOCTL_GET_VINFO`: the DAT entry of each virtual number.
     pub fn vinfo(&mut self, vs: &[VBlockNr]) -> Result<Vec<DatEntry>> {
-        vs.iter().map(|&v| self.dat.entry(v)).collect()
+        vs.iter().map(|&v| self.dat.file_mut().entry(v)).collect()
     }
 
     /// `NILFS_IOCTL_GET_BDESCS`: where the DAT's mapping points now for
     /// each block (`nilfs_bmap_lookup_at_level`), 0 if nowhere.
     pub fn bdescs(&mut self, bdescs: &mut [Bdesc]) -> Result<()> {
-        let mut src = PNodes {
-            dev: self.dev,
-            bs: self.bs,
-        };
+        let mut src = DiskNodes::physical(self.dev, self.bs);
+        let (_, bmap, _) = self.dat.split();
         for b in bdescs {
             b.blocknr = crate::format::BlockNr(
-                self.dat_map
-                    .bmap
-                    .lookup_at_level(b.offset, b.level, &mut src)?
+                bmap.lookup_at_level(b.offset, b.level, &mut src)?
                     .unwrap_or(0),
             );
         }
@@ -90,7 +70,13 @@ impl<'a> Fs<'a> {
     /// The snapshots' checkpoint numbers, ascending (the cleaner's
     /// `nilfs_get_snapshot`).
     pub fn snapshot_cnos(&mut self) -> Result<Vec<Cno>> {
-        Ok(self.cpfile.snapshots()?.iter().map(|c| c.cno).collect())
+        Ok(self
+            .cpfile
+            .file_mut()
+            .snapshots()?
+            .iter()
+            .map(|c| c.cno)
+            .collect())
     }
 
     /// `nilfs_clean_segments` (the locked part of
@@ -121,7 +107,11 @@ impl<'a> Fs<'a> {
         moved: MovedBlocks,
     ) -> Result<Option<super::Construction>> {
         self.begin(false)?;
-        if let Some(s) = args.segnums.iter().find(|s| s.0 >= self.sufile.nsegments()) {
+        if let Some(s) = args
+            .segnums
+            .iter()
+            .find(|s| s.0 >= self.sufile.file().nsegments())
+        {
             return Err(Error::errno(
                 Errno::EINVAL,
                 format!("segment number {s} to be freed is out of range"),
@@ -130,8 +120,8 @@ impl<'a> Fs<'a> {
         // Not in the kernel, which trusts the cleaner here: freeing the
         // segment the log writer is in (or will move to) would let the
         // allocator hand it out again under the logs being written.
-        let active = [self.cursor.segnum, self.cursor.nextnum];
-        if let Some(s) = args.segnums.iter().find(|s| active.contains(s)) {
+        let writer = self.cursor.writer_segments();
+        if let Some(s) = args.segnums.iter().find(|&&s| segment_is_active(s, writer)) {
             return Err(Error::errno(
                 Errno::EINVAL,
                 format!("segment {s} is the log writer's and cannot be freed"),
@@ -141,16 +131,12 @@ impl<'a> Fs<'a> {
         // nilfs_ioctl_clean_segments: a super block due for an update
         // makes the file system discontinued first.
         self.sbw.gc_clean_segments(self.now);
-        let saved = (
-            self.dat.clone(),
-            self.dat_map.bmap.clone(),
-            self.dat_map.raw.clone(),
-        );
+        let saved = self.dat.clone();
         if let Err(e) = self.prepare_clean_segments(args) {
-            (self.dat, self.dat_map.bmap, self.dat_map.raw) = saved;
+            self.dat = saved;
             return Err(e);
         }
-        self.gc = Some(GcWork {
+        self.sc.request_gc(GcWork {
             moved,
             segnums: args.segnums.clone(),
         });
@@ -160,41 +146,28 @@ impl<'a> Fs<'a> {
     /// `nilfs_ioctl_prepare_clean_segments`.
     fn prepare_clean_segments(&mut self, args: &CleanArgs) -> Result<()> {
         for p in &args.periods {
-            self.cpfile.delete_checkpoints(p.start, p.end)?;
+            self.cpfile.file_mut().delete_checkpoints(p.start, p.end)?;
         }
-        self.dat.free_vblocknrs(&args.vblocknrs)?;
+        self.dat.file_mut().free_vblocknrs(&args.vblocknrs)?;
         // nilfs_palloc_freev and nilfs_cpfile_delete_checkpoints delete
         // emptied blocks from their bmaps at once, so a DAT block freed
         // here is dead to the liveness check below.
-        let cno = self.cpfile.next_cno();
+        let cno = self.cpfile.file().next_cno();
         self.apply_meta_deletions(cno)?;
-        let mut src = PNodes {
-            dev: self.dev,
-            bs: self.bs,
-        };
+        let mut src = DiskNodes::physical(self.dev, self.bs);
+        let (dat, bmap, _) = self.dat.split();
         for b in &args.bdescs {
             if b.oblocknr.0 == 0 {
                 return Err(Error::errno(Errno::EINVAL, "GC: DAT block number 0"));
             }
-            let now = self
-                .dat_map
-                .bmap
-                .lookup_at_level(b.offset, b.level, &mut src)?;
+            let now = bmap.lookup_at_level(b.offset, b.level, &mut src)?;
             if now != Some(b.oblocknr.0) {
                 continue; // dead: skip it
             }
             if b.level == 0 {
-                if !self.dat.palloc.mdt.exists(b.offset)? {
-                    return Err(Error::errno(
-                        Errno::ENOENT,
-                        format!("GC: DAT block {} is a hole", b.offset),
-                    ));
-                }
-                self.dat.palloc.mdt.mark_dirty(b.offset);
+                dat.mark_block_dirty(b.offset)?;
             } else {
-                self.dat_map
-                    .bmap
-                    .mark_node_dirty(b.offset, b.level, &mut src)?;
+                bmap.mark_node_dirty(b.offset, b.level, &mut src)?;
             }
         }
         Ok(())
@@ -209,28 +182,29 @@ impl<'a> Fs<'a> {
     /// the exclusive side (as `txn::Shared::clean_segments` does).
     pub fn detach_metadata_loaders(&mut self) -> Result<()> {
         let (dev, bs) = (self.dev, self.bs);
-        if self.dat.palloc.mdt.has_loader() {
-            let keys = self.dat_map.bmap.entries(&mut PNodes { dev, bs })?;
-            self.dat
-                .palloc
-                .mdt
+        let (dat, bmap, _) = self.dat.split();
+        if dat.mdt().has_loader() {
+            let keys = bmap.entries(&mut DiskNodes::physical(dev, bs))?;
+            dat.mdt_mut()
                 .materialize(keys.into_iter().map(|(k, _)| k))?;
         }
-        for (mdt, map) in [
-            (&mut self.ifile.palloc.mdt, &mut self.if_map),
-            (&mut self.cpfile.mdt, &mut self.cp_map),
-            (&mut self.sufile.mdt, &mut self.su_map),
-        ] {
-            if !mdt.has_loader() {
-                continue;
-            }
-            let keys = map.bmap.entries(&mut VNodes {
-                dat: &mut self.dat,
-                dev,
-                bs,
-            })?;
-            mdt.materialize(keys.into_iter().map(|(k, _)| k))?;
-        }
-        Ok(())
+        let dat = self.dat.file_mut();
+        detach(self.ifile.parts(), dat, dev, bs)?;
+        detach(self.cpfile.parts(), dat, dev, bs)?;
+        detach(self.sufile.parts(), dat, dev, bs)
     }
+}
+
+/// Load every block of a virtually mapped metadata file and drop its loader.
+fn detach(
+    m: MetaParts<'_, '_>,
+    dat: &mut Dat<'_>,
+    dev: &dyn crate::device::BlockDevice,
+    bs: u32,
+) -> Result<()> {
+    if !m.mdt.has_loader() {
+        return Ok(());
+    }
+    let keys = m.bmap.entries(&mut DiskNodes::translated(dev, bs, dat))?;
+    m.mdt.materialize(keys.into_iter().map(|(k, _)| k))
 }

@@ -40,6 +40,13 @@ pub struct Cursor {
     pub nextnum: SegNum,
 }
 
+impl Cursor {
+    /// The current and next segments (`nilfs_segment_is_active`'s pair).
+    pub fn writer_segments(&self) -> [SegNum; 2] {
+        [self.segnum, self.nextnum]
+    }
+}
+
 /// Segment allocation, as the sufile provides it.
 pub trait SegmentSource {
     /// `nilfs_sufile_alloc`: a clean segment, now dirty.

@@ -2,13 +2,14 @@
 //! super root, the checksums in the kernel's order (`sr_sum`, then
 //! `ss_sumsum`, then `ss_datasum`, which covers both), then one write
 //! (`nilfs_prepare_write_logs`, `nilfs_segbuf_fill_in_segsum`,
-//! `nilfs_segbuf_fill_in_segsum_crc`, `_data_crc`, `nilfs_write_logs`).
+//! `nilfs_segbuf_fill_in_segsum_crc`, `_data_crc`, `nilfs_write_logs`),
+//! and the check a log passes before it is written ([`check_log`]).
 
 use std::collections::BTreeMap;
 
 use super::layout::LogPlan;
 use crate::device::BlockDevice;
-use crate::format::segsum::{seal_log, Summary};
+use crate::format::segsum::{seal_log, verify_log, Summary};
 use crate::format::super_root;
 use crate::{Error, Result};
 
@@ -70,4 +71,67 @@ pub fn assemble(
 /// Write an assembled log at its start block.
 pub fn write(dev: &dyn BlockDevice, plan: &LogPlan, log: &[u8], block_size: u32) -> Result<()> {
     dev.write_at(plan.start.0 * u64::from(block_size), log)
+}
+
+/// Decode an assembled log back and check it against its plan before it is
+/// written, as TigerBeetle asserts what it is about to write: the summary
+/// decodes with the reader's own checks ([`Summary::decode`]); its header
+/// (checksums aside) and file records are exactly the plan's, and every
+/// file record is well formed; its block entries fall where the plan put
+/// the payload; the super root is where the plan puts it and valid; and
+/// both checksums verify ([`verify_log`]). A difference is a constructor
+/// bug, reported as [`Error::Invalid`] naming the log, before anything
+/// reaches the device. The constructor runs it in test and debug builds.
+pub fn check_log(plan: &LogPlan, log: &[u8], block_size: u32, seed: u32) -> Result<()> {
+    let bad = |what: String| Error::Invalid(format!("log at block {}: {what}", plan.start));
+    let bs = u64::from(block_size);
+    if log.len() as u64 != u64::from(plan.header.nblocks) * bs {
+        return Err(bad(format!(
+            "{} bytes for {} blocks",
+            log.len(),
+            plan.header.nblocks
+        )));
+    }
+    let sum = Summary::decode(log, block_size)
+        .map_err(|e| bad(format!("its summary does not decode: {e}")))?;
+    let mut header = sum.header;
+    (header.datasum, header.sumsum) = (plan.header.datasum, plan.header.sumsum);
+    if header != plan.header {
+        return Err(bad(format!(
+            "its summary header reads {header:?}, the plan says {:?}",
+            plan.header
+        )));
+    }
+    if sum.files != plan.files {
+        return Err(bad("its file records differ from the plan's".into()));
+    }
+    for r in &sum.files {
+        r.check()
+            .map_err(|e| bad(format!("file record of inode {}: {e}", r.finfo.ino)))?;
+    }
+    let found: Vec<u64> = sum.block_entries(block_size).map(|e| e.index).collect();
+    let planned: Vec<u64> = plan
+        .payload
+        .iter()
+        .map(|&(_, b)| b.0.wrapping_sub(plan.start.0))
+        .collect();
+    if found != planned {
+        return Err(bad(format!(
+            "its block records describe blocks {found:?}, the plan writes {planned:?}"
+        )));
+    }
+    match (sum.super_root_index(), plan.super_root) {
+        (None, None) => {}
+        (Some(i), Some(b)) if b.0 == plan.start.0 + i => {
+            let at = (i * bs) as usize;
+            super_root::check_valid(&log[at..at + bs as usize], block_size, seed)
+                .map_err(|e| bad(format!("its super root: {e}")))?;
+        }
+        (found, planned) => {
+            return Err(bad(format!(
+                "super root at index {found:?}, the plan says block {planned:?}"
+            )))
+        }
+    }
+    verify_log(log, seed).map_err(|e| bad(e.to_string()))
 }

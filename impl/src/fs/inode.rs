@@ -1,0 +1,267 @@
+//! The inode table (inode.c): user files and directories in memory, the
+//! dirty list the segment constructor takes them from, and what inode.c
+//! does to one file: load it (`nilfs_iget`), create it
+//! (`nilfs_new_inode`), read a block of it as it stands, truncate its
+//! mapping (`nilfs_truncate_bmap`) and evict it (`nilfs_evict_inode`).
+
+use std::collections::BTreeMap;
+
+use super::{sectors, Fs};
+use crate::bmap::write::Bmap;
+use crate::bmap::DiskNodes;
+use crate::dir::DirFile;
+use crate::format::inode::{Inode, S_IFDIR, S_IFMT};
+use crate::format::{Ino, VBlockNr};
+use crate::{Errno, Error, Result};
+
+/// A user file or directory in memory.
+#[derive(Debug)]
+pub(crate) struct FileState {
+    pub(crate) raw: Inode,
+    pub(crate) bmap: Bmap,
+    /// Dirty data blocks by offset.
+    pub(crate) dirty: BTreeMap<u64, Vec<u8>>,
+    /// The directory's blocks, once loaded for a change.
+    pub(crate) dir: Option<DirFile>,
+    /// The raw inode must be written into the ifile.
+    pub(crate) inode_dirty: bool,
+    /// `NILFS_I_INODE_SYNC`: the inode changed beyond its timestamps
+    /// (created, linked or unlinked, grown, truncated) since the last
+    /// checkpoint, so fdatasync needs a full construction.
+    pub(crate) inode_sync: bool,
+    /// `NILFS_I_DIRTY` (`nilfs_set_file_dirty`): its pages were dirtied —
+    /// a write, a truncate that changed the size, a directory entry, a new
+    /// directory's or symlink's block. What fsync and fdatasync test
+    /// (`nilfs_inode_dirty`): an inode changed only in metadata (new and
+    /// empty, renamed, linked) makes them write nothing.
+    pub(crate) pages_dirty: bool,
+}
+
+impl FileState {
+    fn new(raw: Inode, bmap: Bmap, dirty: bool) -> Self {
+        FileState {
+            raw,
+            bmap,
+            dirty: BTreeMap::new(),
+            dir: None,
+            inode_dirty: dirty,
+            inode_sync: dirty,
+            pages_dirty: false,
+        }
+    }
+
+    /// Whether the file has anything a construction would write.
+    pub(crate) fn needs_write(&self) -> bool {
+        self.inode_dirty || !self.dirty.is_empty()
+    }
+
+    /// The construction that wrote the file is on disk.
+    pub(crate) fn mark_clean(&mut self) -> Result<()> {
+        self.dirty.clear();
+        self.inode_dirty = false;
+        self.inode_sync = false;
+        self.pages_dirty = false;
+        self.bmap.mark_clean()?;
+        if let Some(d) = &mut self.dir {
+            d.mark_clean();
+        }
+        Ok(())
+    }
+}
+
+/// The files in memory and the dirty list (`sc_dirty_files`, in the order
+/// the files were dirtied). Invariant: every file on the dirty list is in
+/// memory; eviction takes a file off both.
+#[derive(Debug, Default)]
+pub(crate) struct Inodes {
+    files: BTreeMap<Ino, FileState>,
+    dirty: Vec<Ino>,
+}
+
+impl Inodes {
+    pub(crate) fn contains(&self, i: Ino) -> bool {
+        self.files.contains_key(&i)
+    }
+
+    /// A file known to be in memory (loaded by [`Fs::file`] before).
+    pub(crate) fn loaded(&self, i: Ino) -> &FileState {
+        self.files
+            .get(&i)
+            .unwrap_or_else(|| panic!("fs: inode {i} is not loaded"))
+    }
+
+    /// The same, mutably.
+    pub(crate) fn loaded_mut(&mut self, i: Ino) -> &mut FileState {
+        self.files
+            .get_mut(&i)
+            .unwrap_or_else(|| panic!("fs: inode {i} is not loaded"))
+    }
+
+    fn insert(&mut self, i: Ino, f: FileState) {
+        self.files.insert(i, f);
+    }
+
+    /// Put `i` on the dirty list (once).
+    pub(crate) fn touch(&mut self, i: Ino) {
+        if !self.dirty.contains(&i) {
+            self.dirty.push(i);
+        }
+    }
+
+    /// The dirty list.
+    pub(crate) fn dirty(&self) -> &[Ino] {
+        &self.dirty
+    }
+
+    /// Take the dirty list for a construction (`nilfs_segctor_collect_dirty_files`).
+    pub(crate) fn take_dirty(&mut self) -> Vec<Ino> {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// `ns_ndirtyblks`: the dirty data blocks of the files on the dirty list.
+    pub(crate) fn ndirty_blocks(&self) -> u64 {
+        self.dirty
+            .iter()
+            .map(|i| self.files.get(i).map_or(0, |f| f.dirty.len() as u64))
+            .sum()
+    }
+
+    fn evict(&mut self, i: Ino) {
+        self.files.remove(&i);
+        self.dirty.retain(|&x| x != i);
+    }
+}
+
+impl<'a> Fs<'a> {
+    /// `nilfs_iget`: load a file's state (its raw inode from the ifile).
+    /// ESTALE for a deleted inode.
+    pub(crate) fn file(&mut self, i: Ino) -> Result<&mut FileState> {
+        if !self.inodes.contains(i) {
+            let raw = self.ifile.file_mut().read_inode(i)?;
+            if raw.links_count == 0 {
+                return Err(Error::errno(Errno::ESTALE, format!("inode {i}")));
+            }
+            let bmap = Bmap::open(&raw.bmap, self.bs)?;
+            self.inodes.insert(i, FileState::new(raw, bmap, false));
+        }
+        Ok(self.inodes.loaded_mut(i))
+    }
+
+    /// `nilfs_new_inode`: a new inode with `mode` and `links` links, dirty.
+    pub(crate) fn new_inode(&mut self, mode: u16, links: u16) -> Result<Ino> {
+        let i = self.ifile.file_mut().create_inode()?;
+        self.generation = self.generation.wrapping_add(1);
+        let raw = Inode {
+            ctime: self.now,
+            mtime: self.now,
+            mode,
+            links_count: links,
+            generation: self.generation,
+            ..Inode::default()
+        };
+        let bmap = Bmap::new_empty(self.bs)?;
+        self.inodes.insert(i, FileState::new(raw, bmap, true));
+        self.inodes_count += 1;
+        self.inodes.touch(i);
+        Ok(i)
+    }
+
+    /// Block `key` of file `i` as it reads now.
+    pub(crate) fn read_file_block(&mut self, i: Ino, key: u64) -> Result<Vec<u8>> {
+        let (dev, bs) = (self.dev, self.bs);
+        let f = self.inodes.loaded_mut(i);
+        if let Some(d) = f.dirty.get(&key) {
+            return Ok(d.clone());
+        }
+        let dat = self.dat.file_mut();
+        let ptr = f
+            .bmap
+            .lookup(key, &mut DiskNodes::translated(dev, bs, dat))?;
+        match ptr {
+            None => Ok(vec![0u8; bs as usize]),
+            Some(v) => {
+                let pbn = dat.translate(VBlockNr(v))?;
+                crate::device::read_block(dev, bs, pbn.0)
+            }
+        }
+    }
+
+    /// Load the directory `i`'s blocks for a change.
+    pub(crate) fn dir(&mut self, i: Ino) -> Result<&mut DirFile> {
+        let f = self.file(i)?;
+        if f.raw.mode & S_IFMT != S_IFDIR {
+            return Err(Error::errno(Errno::ENOTDIR, format!("inode {i}")));
+        }
+        if f.dir.is_none() {
+            let n = f.raw.size.div_ceil(u64::from(self.bs));
+            let mut blocks = Vec::new();
+            for b in 0..n {
+                blocks.push(self.read_file_block(i, b)?);
+            }
+            let d = DirFile::from_blocks(self.bs, blocks)?;
+            self.inodes.loaded_mut(i).dir = Some(d);
+        }
+        // Every caller changes an entry (nilfs_commit_chunk, nilfs_set_link).
+        let f = self.inodes.loaded_mut(i);
+        f.pages_dirty = true;
+        Ok(f.dir.as_mut().expect("fs: directory loaded above"))
+    }
+
+    /// Unmap blocks `from..` of file `i` (`nilfs_bmap_truncate`): each
+    /// written version is ended in the DAT at the checkpoint under
+    /// construction (a version never written is freed there), dirty pages
+    /// past the end are dropped, and the block counts shrink.
+    pub(crate) fn release_blocks(&mut self, i: Ino, from: u64) -> Result<()> {
+        let cno = self.cpfile.file().next_cno();
+        let (dev, bs) = (self.dev, self.bs);
+        let f = self.inodes.loaded_mut(i);
+        let dat = self.dat.file_mut();
+        let out = f
+            .bmap
+            .truncate(from, &mut DiskNodes::translated(dev, bs, dat))?;
+        for &(_, ptr) in &out.deleted {
+            dat.end(VBlockNr(ptr), cno, false)?;
+        }
+        for &ptr in &out.freed_nodes {
+            dat.end(VBlockNr(ptr), cno, false)?;
+        }
+        let n = out.deleted.len() as u64 + u64::from(out.nodes_removed);
+        f.raw.blocks = f.raw.blocks.saturating_sub(n * sectors(bs));
+        self.blocks_count = self.blocks_count.saturating_sub(n);
+        f.dirty.retain(|&k, _| k < from);
+        Ok(())
+    }
+
+    /// `nilfs_evict_inode` for an inode whose last link is gone: free its
+    /// blocks and its inode number.
+    pub(crate) fn evict(&mut self, i: Ino) -> Result<()> {
+        self.release_blocks(i, 0)?;
+        self.ifile.file_mut().delete_inode(i)?;
+        self.inodes.evict(i);
+        self.inodes_count = self.inodes_count.saturating_sub(1);
+        Ok(())
+    }
+
+    /// The inode changed (`mark_inode_dirty` after a link count or
+    /// ownership change): ctime, dirty, needing a full construction.
+    pub(crate) fn mark(&mut self, i: Ino) {
+        let now = self.now;
+        if let Some(f) = self.inodes.files.get_mut(&i) {
+            f.raw.ctime = now;
+            f.inode_dirty = true;
+            f.inode_sync = true;
+        }
+        self.inodes.touch(i);
+    }
+
+    /// A directory's entries changed: mtime and ctime, dirty.
+    pub(crate) fn touch_dir(&mut self, d: Ino) {
+        let now = self.now;
+        let f = self.inodes.loaded_mut(d);
+        f.raw.mtime = now;
+        f.raw.ctime = now;
+        f.inode_dirty = true;
+        f.inode_sync = true;
+        self.inodes.touch(d);
+    }
+}

@@ -1,0 +1,253 @@
+//! The VFS's part of the file API: path walks (`link_path_walk`,
+//! `filename_parentat`: `.`, `..`, symlinks, `ENAMETOOLONG`, `ELOOP`) and
+//! the path-level operations a process calls, each with the checks the VFS
+//! makes before it reaches NILFS2 (`open(O_CREAT)`'s create-or-open rule,
+//! `may_open`'s write access on a read-only mount, `readlink` on a
+//! non-symlink). [`Fs`]'s own operations take inode numbers, as the
+//! kernel's inode operations do; [`Paths`] is what `nilref apply` and the
+//! lockstep adapter drive.
+
+use super::Fs;
+use crate::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFMT};
+use crate::format::{ino, Ino, NAME_LEN};
+use crate::{Errno, Error, Result};
+
+/// `PATH_MAX`: a path of this many bytes or more is ENAMETOOLONG.
+pub const PATH_MAX: usize = 4096;
+/// `MAXSYMLINKS`: symlinks followed during one walk before ELOOP.
+pub const MAX_SYMLINKS: u32 = 40;
+
+fn refuse(errno: Errno, path: &[u8]) -> Error {
+    Error::errno(errno, String::from_utf8_lossy(path))
+}
+
+impl<'a> Fs<'a> {
+    /// Resolve an absolute path from the root, following every symlink
+    /// (the last component's too).
+    pub fn resolve(&mut self, path: &[u8]) -> Result<Ino> {
+        self.walk(path, true)
+    }
+
+    /// `link_path_walk` from the root: `.` and `..`, intermediate symlinks
+    /// followed, the last one only if `follow`.
+    pub fn walk(&mut self, path: &[u8], follow: bool) -> Result<Ino> {
+        let mut budget = MAX_SYMLINKS;
+        self.walk_from(ino::ROOT, path, follow, &mut budget)
+    }
+
+    fn walk_from(
+        &mut self,
+        start: Ino,
+        path: &[u8],
+        follow: bool,
+        budget: &mut u32,
+    ) -> Result<Ino> {
+        if path.is_empty() {
+            return Err(refuse(Errno::ENOENT, path));
+        }
+        if path.len() >= PATH_MAX {
+            return Err(refuse(Errno::ENAMETOOLONG, path));
+        }
+        let mut cur = if path.starts_with(b"/") {
+            ino::ROOT
+        } else {
+            start
+        };
+        let comps: Vec<&[u8]> = path
+            .split(|&c| c == b'/')
+            .filter(|c| !c.is_empty())
+            .collect();
+        for (k, comp) in comps.iter().enumerate() {
+            let last = k + 1 == comps.len();
+            if self.stat(cur)?.mode & S_IFMT != S_IFDIR {
+                return Err(refuse(Errno::ENOTDIR, path));
+            }
+            if *comp == b"." {
+                continue;
+            }
+            if comp.len() > NAME_LEN {
+                return Err(refuse(Errno::ENAMETOOLONG, comp));
+            }
+            let dir = cur;
+            let next = self
+                .lookup(dir, comp)?
+                .ok_or_else(|| refuse(Errno::ENOENT, path))?;
+            let raw = self.stat(next)?;
+            cur = if raw.mode & S_IFMT == S_IFLNK && (!last || follow) {
+                if *budget == 0 {
+                    return Err(refuse(Errno::ELOOP, path));
+                }
+                *budget -= 1;
+                let target = self.read(next, 0, raw.size)?;
+                self.walk_from(dir, &target, true, budget)?
+            } else {
+                next
+            };
+        }
+        Ok(cur)
+    }
+
+    /// `filename_parentat`: the directory that would hold `path`'s last
+    /// component, and that component (trailing slashes ignored).
+    pub fn walk_parent(&mut self, path: &[u8]) -> Result<(Ino, Vec<u8>)> {
+        if path.is_empty() {
+            return Err(refuse(Errno::ENOENT, path));
+        }
+        let end = path.iter().rposition(|&c| c != b'/').map_or(0, |k| k + 1);
+        let trimmed = &path[..end];
+        let (dir_path, name) = match trimmed.iter().rposition(|&c| c == b'/') {
+            Some(k) => (&trimmed[..k], &trimmed[k + 1..]),
+            None => (&b""[..], trimmed),
+        };
+        let dir = if dir_path.is_empty() {
+            ino::ROOT
+        } else {
+            self.resolve(dir_path)?
+        };
+        if self.stat(dir)?.mode & S_IFMT != S_IFDIR {
+            return Err(refuse(Errno::ENOTDIR, path));
+        }
+        if name.len() > NAME_LEN {
+            return Err(refuse(Errno::ENAMETOOLONG, name));
+        }
+        Ok((dir, name.to_vec()))
+    }
+
+    /// The path-level operations on this mount.
+    pub fn paths(&mut self) -> Paths<'_, 'a> {
+        Paths { fs: self }
+    }
+}
+
+/// The system calls a process makes on a mounted file system, by path
+/// (see the module documentation).
+pub struct Paths<'f, 'a> {
+    fs: &'f mut Fs<'a>,
+}
+
+impl Paths<'_, '_> {
+    /// `open(path, O_CREAT [| O_EXCL], perm)`: an existing file is opened
+    /// (EEXIST with `excl`; EISDIR for a directory, which cannot be opened
+    /// for writing; EROFS on a read-only mount), a missing one created.
+    pub fn create(&mut self, path: &[u8], perm: u16, excl: bool) -> Result<Ino> {
+        let (dir, name) = self.fs.walk_parent(path)?;
+        if self.fs.lookup(dir, &name)?.is_some() {
+            if excl {
+                return Err(refuse(Errno::EEXIST, path));
+            }
+            let i = self.fs.resolve(path)?;
+            if self.fs.stat(i)?.mode & S_IFMT == S_IFDIR {
+                return Err(refuse(Errno::EISDIR, path));
+            }
+            // may_open: write access on a read-only mount.
+            if self.fs.is_read_only() {
+                return Err(refuse(Errno::EROFS, path));
+            }
+            return Ok(i);
+        }
+        self.fs.create(dir, &name, perm)
+    }
+
+    /// `open(path, O_WRONLY)` then `write`: EISDIR for a directory, then
+    /// EROFS on a read-only mount (`may_open`); returns the bytes written.
+    pub fn write(&mut self, path: &[u8], offset: u64, data: &[u8]) -> Result<u64> {
+        let i = self.fs.resolve(path)?;
+        if self.fs.is_read_only() {
+            let dir = self.fs.stat(i)?.mode & S_IFMT == S_IFDIR;
+            return Err(refuse(if dir { Errno::EISDIR } else { Errno::EROFS }, path));
+        }
+        self.fs.write(i, offset, data)?;
+        Ok(data.len() as u64)
+    }
+
+    /// `pread`.
+    pub fn read(&mut self, path: &[u8], offset: u64, len: u64) -> Result<Vec<u8>> {
+        let i = self.fs.resolve(path)?;
+        self.fs.read(i, offset, len)
+    }
+
+    /// `lstat`.
+    pub fn lstat(&mut self, path: &[u8]) -> Result<Inode> {
+        let i = self.fs.walk(path, false)?;
+        self.fs.stat(i)
+    }
+
+    /// `readdir` without `.` and `..`, in on-disk order.
+    pub fn readdir(&mut self, path: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let i = self.fs.resolve(path)?;
+        Ok(self
+            .fs
+            .readdir(i)?
+            .into_iter()
+            .map(|(n, _, _)| n)
+            .filter(|n| n != b"." && n != b"..")
+            .collect())
+    }
+
+    /// `readlink`: the target is the symlink's data (`page_get_link`);
+    /// EINVAL for anything else.
+    pub fn readlink(&mut self, path: &[u8]) -> Result<Vec<u8>> {
+        let i = self.fs.walk(path, false)?;
+        let raw = self.fs.stat(i)?;
+        if raw.mode & S_IFMT != S_IFLNK {
+            return Err(refuse(Errno::EINVAL, path));
+        }
+        self.fs.read(i, 0, raw.size)
+    }
+
+    /// `mkdir`.
+    pub fn mkdir(&mut self, path: &[u8], perm: u16) -> Result<Ino> {
+        let (d, n) = self.fs.walk_parent(path)?;
+        self.fs.mkdir(d, &n, perm)
+    }
+
+    /// `unlink`.
+    pub fn unlink(&mut self, path: &[u8]) -> Result<()> {
+        let (d, n) = self.fs.walk_parent(path)?;
+        self.fs.unlink(d, &n)
+    }
+
+    /// `rmdir`.
+    pub fn rmdir(&mut self, path: &[u8]) -> Result<()> {
+        let (d, n) = self.fs.walk_parent(path)?;
+        self.fs.rmdir(d, &n)
+    }
+
+    /// `symlink(target, path)`.
+    pub fn symlink(&mut self, target: &[u8], path: &[u8]) -> Result<Ino> {
+        let (d, n) = self.fs.walk_parent(path)?;
+        self.fs.symlink(d, &n, target)
+    }
+
+    /// `linkat` without `AT_SYMLINK_FOLLOW`: the old name is not followed.
+    pub fn link(&mut self, old: &[u8], new: &[u8]) -> Result<()> {
+        let i = self.fs.walk(old, false)?;
+        let (d, n) = self.fs.walk_parent(new)?;
+        self.fs.link(i, d, &n)
+    }
+
+    /// `rename`.
+    pub fn rename(&mut self, old: &[u8], new: &[u8]) -> Result<()> {
+        let (od, on) = self.fs.walk_parent(old)?;
+        let (nd, nn) = self.fs.walk_parent(new)?;
+        self.fs.rename(od, &on, nd, &nn)
+    }
+
+    /// `truncate`.
+    pub fn truncate(&mut self, path: &[u8], size: u64) -> Result<()> {
+        let i = self.fs.resolve(path)?;
+        self.fs.truncate(i, size)
+    }
+
+    /// `fsync` of an open file.
+    pub fn fsync(&mut self, path: &[u8]) -> Result<()> {
+        let i = self.fs.resolve(path)?;
+        self.fs.fsync(i)
+    }
+
+    /// `fdatasync` of an open file.
+    pub fn fdatasync(&mut self, path: &[u8]) -> Result<()> {
+        let i = self.fs.resolve(path)?;
+        self.fs.fdatasync(i)
+    }
+}

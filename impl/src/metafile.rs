@@ -1,0 +1,198 @@
+//! One metadata file of a mounted file system as a single value: its block
+//! store (the DAT, cpfile, sufile or ifile over an [`Mdt`]), its block
+//! mapping ([`Bmap`]) and its raw inode — what the kernel keeps in the
+//! metadata file's `struct inode` with its `nilfs_bmap` and page cache.
+//!
+//! The segment constructor treats the four alike through [`MetaFile::parts`]
+//! (one [`MetaParts`] view: blocks, mapping, inode, pointer type); only the
+//! block store's own operations (allocation, checkpoints, segment usage)
+//! differ, and those stay on the typed file ([`MetaFile::file`]).
+//!
+//! Must not know: the segment constructor's order, or where blocks go.
+
+use crate::bmap::write::Bmap;
+use crate::cpfile::Cpfile;
+use crate::dat::Dat;
+use crate::format::inode::Inode;
+use crate::format::{ino, Cno, Ino};
+use crate::ifile::Ifile;
+use crate::mdt::Mdt;
+use crate::sufile::Sufile;
+use crate::Result;
+
+/// What a mapping's pointers are (`bmap->b_ptr_type`, set by
+/// `nilfs_bmap_init` from the inode number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PtrType {
+    /// `NILFS_BMAP_PTR_P`: disk block numbers (the DAT).
+    Physical,
+    /// `NILFS_BMAP_PTR_VS`: virtual numbers of a single-version file (the
+    /// cpfile and the sufile): a superseded version ends dead at once.
+    SingleVersion,
+    /// `NILFS_BMAP_PTR_VM`: virtual numbers of a multi-version file (the
+    /// ifile and every user file): a superseded version lives on in older
+    /// checkpoints.
+    MultiVersion,
+}
+
+impl PtrType {
+    /// The pointer type of inode `i`'s mapping.
+    pub fn of(i: Ino) -> PtrType {
+        match i {
+            ino::DAT => PtrType::Physical,
+            ino::CPFILE | ino::SUFILE => PtrType::SingleVersion,
+            _ => PtrType::MultiVersion,
+        }
+    }
+
+    /// Whether superseded versions end dead (the `dead` argument of
+    /// `nilfs_dat_commit_end`, set for `NILFS_BMAP_PTR_VS` mappings).
+    pub fn is_single_version(self) -> bool {
+        self == PtrType::SingleVersion
+    }
+}
+
+/// Whether `i` is one of the four metadata files a mount writes.
+pub fn is_metadata(i: Ino) -> bool {
+    matches!(i, ino::DAT | ino::CPFILE | ino::SUFILE | ino::IFILE)
+}
+
+/// `fi_cno` of metadata file `i`'s records in a log of checkpoint `cno`:
+/// the checkpoint for the ifile, 0 for the files the super root holds
+/// (`nilfs_segctor_end_finfo`: `cno` only for files with an `i_root`).
+pub fn record_cno(i: Ino, cno: Cno) -> Cno {
+    if i == ino::IFILE {
+        cno
+    } else {
+        Cno(0)
+    }
+}
+
+/// A metadata file's block store: the typed file over its [`Mdt`].
+pub trait MetaStore<'a> {
+    /// The blocks.
+    fn blocks(&self) -> &Mdt<'a>;
+    /// The blocks, to write and clean them.
+    fn blocks_mut(&mut self) -> &mut Mdt<'a>;
+}
+
+macro_rules! meta_store {
+    ($t:ident) => {
+        impl<'a> MetaStore<'a> for $t<'a> {
+            fn blocks(&self) -> &Mdt<'a> {
+                self.mdt()
+            }
+            fn blocks_mut(&mut self) -> &mut Mdt<'a> {
+                self.mdt_mut()
+            }
+        }
+    };
+}
+meta_store!(Dat);
+meta_store!(Cpfile);
+meta_store!(Sufile);
+meta_store!(Ifile);
+
+/// One metadata file: block store, mapping and raw inode.
+#[derive(Clone, Debug)]
+pub struct MetaFile<F> {
+    ino: Ino,
+    file: F,
+    bmap: Bmap,
+    raw: Inode,
+}
+
+/// A metadata file seen without its type: what the constructor collects,
+/// propagates and cleans the same way for all four.
+pub struct MetaParts<'m, 'a> {
+    /// The inode number.
+    pub ino: Ino,
+    /// What its pointers are.
+    pub ptr_type: PtrType,
+    /// Its blocks.
+    pub mdt: &'m mut Mdt<'a>,
+    /// Its mapping.
+    pub bmap: &'m mut Bmap,
+    /// Its raw inode (`i_blocks`, `i_bmap`).
+    pub raw: &'m mut Inode,
+}
+
+impl<'a, F: MetaStore<'a>> MetaFile<F> {
+    /// Metadata file `ino` with block store `file` and raw inode `raw`
+    /// (whose `i_bmap` is opened for `block_size`).
+    pub fn new(ino: Ino, file: F, raw: &Inode, block_size: u32) -> Result<Self> {
+        Ok(MetaFile {
+            ino,
+            file,
+            bmap: Bmap::open(&raw.bmap, block_size)?,
+            raw: raw.clone(),
+        })
+    }
+
+    /// The inode number.
+    pub fn ino(&self) -> Ino {
+        self.ino
+    }
+
+    /// What the mapping's pointers are.
+    pub fn ptr_type(&self) -> PtrType {
+        PtrType::of(self.ino)
+    }
+
+    /// The typed file.
+    pub fn file(&self) -> &F {
+        &self.file
+    }
+
+    /// The typed file, to change it through its own operations.
+    pub fn file_mut(&mut self) -> &mut F {
+        &mut self.file
+    }
+
+    /// The mapping.
+    pub fn bmap(&self) -> &Bmap {
+        &self.bmap
+    }
+
+    /// The raw inode as it will be written (`i_bmap` up to date once the
+    /// constructor assigned the mapping).
+    pub fn raw(&self) -> &Inode {
+        &self.raw
+    }
+
+    /// The untyped view.
+    pub fn parts(&mut self) -> MetaParts<'_, 'a> {
+        MetaParts {
+            ino: self.ino,
+            ptr_type: PtrType::of(self.ino),
+            mdt: self.file.blocks_mut(),
+            bmap: &mut self.bmap,
+            raw: &mut self.raw,
+        }
+    }
+
+    /// The typed file and the untyped rest at once (the DAT propagates
+    /// its own mapping while it allocates).
+    pub fn split(&mut self) -> (&mut F, &mut Bmap, &mut Inode) {
+        (&mut self.file, &mut self.bmap, &mut self.raw)
+    }
+
+    /// Whether any block awaits a log.
+    pub fn is_dirty(&self) -> bool {
+        !self.file.blocks().dirty_blocks().is_empty()
+    }
+
+    /// Store the mapping's root in the raw inode (`nilfs_bmap_write`).
+    pub fn write_root(&mut self) -> Result<()> {
+        self.raw.bmap = self.bmap.root_bmap()?;
+        Ok(())
+    }
+
+    /// The log holding the file's blocks is written: blocks and mapping
+    /// are clean.
+    pub fn mark_clean(&mut self) -> Result<()> {
+        self.bmap.mark_clean()?;
+        self.file.blocks_mut().mark_clean();
+        Ok(())
+    }
+}

@@ -1,0 +1,253 @@
+//! Collection (`nilfs_segctor_collect`, `nilfs_segctor_collect_blocks`):
+//! every block of the construction, stage by stage, into the segment
+//! buffers of a [`Layout`]; when the last buffer is full, the construction
+//! is extended by more segments and collected again.
+
+use std::collections::BTreeSet;
+
+use super::layout::{FileTag, Full, Layout};
+use super::{Construction, Segs, Src, Stage};
+use crate::bmap::write::Bmap;
+use crate::format::segsum::Binfo;
+use crate::format::{ino, Cno, FileBlk, Ino, SegNum, VBlockNr};
+use crate::fs::Fs;
+use crate::metafile::record_cno;
+use crate::{Error, Result};
+
+/// Every block of a stage as (file tag, binfo, source), in order.
+type Collected = Vec<(FileTag, Binfo, Src)>;
+
+impl<'a> Fs<'a> {
+    /// Lay the construction out, extending as `nilfs_segctor_collect`
+    /// does, up to [`Stage::SuperRoot`].
+    pub(super) fn collect_construction(&mut self, c: &mut Construction) -> Result<()> {
+        let mut layout = Layout::begin(
+            self.geo,
+            &mut self.cursor,
+            &mut Segs(self.sufile.file_mut()),
+            c.ctime,
+            c.cno,
+            c.gc.is_some(),
+            true,
+        )?;
+        // The sufile's blocks for every segment this construction will use
+        // must be dirty before its stage is propagated (its B-tree nodes
+        // get their new addresses once). nilfs_segctor_collect discovers
+        // the segments by retrying; we extend up front by a generous
+        // estimate of the construction's size, and free what goes unused
+        // (as nilfs_segctor_truncate_segments does).
+        let mut nadd = 1usize;
+        let estimate = self.estimate_blocks(&c.order);
+        let rest = layout.bufs()[0].rest_blocks;
+        if estimate > rest {
+            let more = (estimate - rest).div_ceil(self.geo.blocks_per_segment) as usize;
+            layout.extend(&mut Segs(self.sufile.file_mut()), more)?;
+            layout.restart(true);
+            nadd = more.max(1);
+        }
+        // NILFS_ST_SUFILE of a GC construction frees the cleaned segments
+        // (nilfs_free_segments) after this attempt's segments were
+        // allocated, so none of them can be reused by it.
+        let freesegs: Vec<SegNum> = c.gc.as_ref().map_or(Vec::new(), |g| g.segnums.clone());
+        self.sufile.file_mut().free_segments(&freesegs)?;
+        c.flags.sufreed = !freesegs.is_empty();
+        let mut cpfile_done = false;
+        let mut sufile_done = BTreeSet::new();
+        loop {
+            let dat_keys = self.propagate_late_stages(c, &mut cpfile_done, &mut sufile_done)?;
+            c.srcs.clear();
+            match self.collect_blocks(c, &mut layout, &dat_keys)? {
+                Ok(()) => break,
+                Err(Full) => {
+                    // nilfs_segctor_collect's retry: cancel the frees
+                    // (nilfs_sufile_cancel_freev), extend, free again.
+                    let sufile = self.sufile.file_mut();
+                    for &s in &freesegs {
+                        sufile.cancel_free(s)?;
+                    }
+                    layout.extend(&mut Segs(sufile), nadd)?;
+                    sufile.free_segments(&freesegs)?;
+                    nadd = (nadd * 2).min(64);
+                    layout.restart(true);
+                }
+            }
+        }
+        let (plans, cursor) = layout.finish(&mut Segs(self.sufile.file_mut()))?;
+        c.plans = plans;
+        c.cursor = Some(cursor);
+        Ok(())
+    }
+
+    /// A generous estimate of the blocks a full construction writes: the
+    /// dirty blocks and nodes known now, their DAT entries (32 bytes each),
+    /// summaries, and a margin for the sufile, the DAT's nodes and the
+    /// super root.
+    fn estimate_blocks(&self, order: &[Ino]) -> u64 {
+        let bs = u64::from(self.bs);
+        let mut known: u64 = order
+            .iter()
+            .map(|&i| {
+                let f = self.inodes.loaded(i);
+                f.dirty.len() as u64 + f.bmap.dirty_nodes().len() as u64
+            })
+            .sum();
+        known += self.ifile.file().mdt().dirty_blocks().len() as u64
+            + self.ifile.bmap().dirty_nodes().len() as u64;
+        known += self.cpfile.file().mdt().dirty_blocks().len() as u64 + 2;
+        known + known * 32 / bs + known * 16 / bs + 64
+    }
+
+    /// Add every block of the construction to `layout`, stage by stage
+    /// (`nilfs_segctor_collect_blocks`). `Ok(Err(Full))` when the last
+    /// segment buffer is full.
+    fn collect_blocks(
+        &mut self,
+        c: &mut Construction,
+        layout: &mut Layout,
+        dat_keys: &[u64],
+    ) -> Result<std::result::Result<(), Full>> {
+        let mut blocks: Collected = Vec::new();
+        for stage in Stage::COLLECTED {
+            c.stage = stage;
+            match stage {
+                Stage::Gc => collect_gc(c, &mut blocks),
+                Stage::File => {
+                    for &i in &c.order {
+                        let f = self.inodes.loaded_mut(i);
+                        let keys: Vec<u64> = f.dirty.keys().copied().collect();
+                        let tag = FileTag { ino: i, cno: c.cno };
+                        collect_virtual(tag, &mut f.bmap, &keys, &mut blocks)?;
+                    }
+                }
+                Stage::Ifile | Stage::Cpfile | Stage::Sufile => {
+                    let m = match stage {
+                        Stage::Ifile => self.ifile.parts(),
+                        Stage::Cpfile => self.cpfile.parts(),
+                        _ => self.sufile.parts(),
+                    };
+                    let keys = m.mdt.dirty_blocks();
+                    let tag = FileTag {
+                        ino: m.ino,
+                        cno: record_cno(m.ino, c.cno),
+                    };
+                    collect_virtual(tag, m.bmap, &keys, &mut blocks)?;
+                }
+                Stage::Dat => collect_dat(self.dat.bmap(), dat_keys, &mut blocks),
+                Stage::SuperRoot => {
+                    if let Err(full) = feed(layout, blocks, &mut c.srcs) {
+                        return Ok(Err(full));
+                    }
+                    return Ok(layout.add_super_root());
+                }
+                Stage::Init | Stage::Dsync | Stage::Done => unreachable!("not a collected stage"),
+            }
+        }
+        unreachable!("the super root stage ends the collection")
+    }
+}
+
+/// `NILFS_ST_GC`: the GC inodes' blocks, each under its own checkpoint
+/// number (`nilfs_segctor_end_finfo` uses `i_cno` for GC inodes).
+fn collect_gc(c: &Construction, out: &mut Collected) {
+    let moved = c.gc.as_ref().map_or(&[][..], |g| g.moved.blocks());
+    for (n, b) in moved.iter().enumerate() {
+        let tag = FileTag {
+            ino: b.ino,
+            cno: b.cno,
+        };
+        let binfo = match b.offset {
+            Some(off) => Binfo::DataV {
+                vblocknr: b.vblocknr,
+                blkoff: FileBlk(off),
+            },
+            None => Binfo::NodeV {
+                vblocknr: b.vblocknr,
+            },
+        };
+        out.push((tag, binfo, Src::Gc(n)));
+    }
+}
+
+/// A virtually mapped file's propagated data blocks `keys`, then its dirty
+/// nodes (`nilfs_segctor_scan_file`: data buffers before node buffers).
+fn collect_virtual(tag: FileTag, bmap: &mut Bmap, keys: &[u64], out: &mut Collected) -> Result<()> {
+    for &key in keys {
+        let v = propagated_ptr(bmap, key)?;
+        out.push((
+            tag,
+            Binfo::DataV {
+                vblocknr: VBlockNr(v),
+                blkoff: FileBlk(key),
+            },
+            Src::Data(tag.ino, key),
+        ));
+    }
+    for dn in bmap.dirty_nodes() {
+        let (_, _, ptr) = bmap.node_info(dn.id).expect("segctor: dirty node exists");
+        out.push((
+            tag,
+            Binfo::NodeV {
+                vblocknr: VBlockNr(ptr),
+            },
+            Src::Node(tag.ino, dn.id),
+        ));
+    }
+    Ok(())
+}
+
+/// `NILFS_ST_DAT`: the DAT's dirty blocks and nodes, named by offset (and
+/// level) since their pointers are the addresses being chosen.
+fn collect_dat(bmap: &Bmap, keys: &[u64], out: &mut Collected) {
+    let tag = FileTag {
+        ino: ino::DAT,
+        cno: Cno(0),
+    };
+    for &key in keys {
+        out.push((
+            tag,
+            Binfo::DataDat {
+                blkoff: FileBlk(key),
+            },
+            Src::Data(ino::DAT, key),
+        ));
+    }
+    for dn in bmap.dirty_nodes() {
+        out.push((
+            tag,
+            Binfo::NodeDat {
+                blkoff: FileBlk(dn.first_key),
+                level: dn.level,
+            },
+            Src::Node(ino::DAT, dn.id),
+        ));
+    }
+}
+
+/// Feed the collected blocks to the layout, closing each file's record
+/// when the file changes (`nilfs_segctor_begin_finfo`/`_end_finfo`).
+fn feed(
+    layout: &mut Layout,
+    blocks: Collected,
+    srcs: &mut Vec<Src>,
+) -> std::result::Result<(), Full> {
+    let mut prev: Option<FileTag> = None;
+    for (tag, binfo, s) in blocks {
+        if let Some(p) = prev.filter(|&p| p != tag) {
+            layout.end_file(p);
+        }
+        prev = Some(tag);
+        srcs.push(s);
+        layout.add_block(tag, binfo, srcs.len() as u64 - 1)?;
+    }
+    if let Some(p) = prev {
+        layout.end_file(p);
+    }
+    Ok(())
+}
+
+/// The pointer a propagated mapping holds for `key` (every node on its
+/// path is in memory once propagated).
+pub(super) fn propagated_ptr(bmap: &mut Bmap, key: u64) -> Result<u64> {
+    bmap.lookup_in_memory(key)?
+        .ok_or_else(|| Error::Invalid(format!("propagated block {key} is not mapped")))
+}

@@ -1,0 +1,73 @@
+//! The write and its completion: every log checked against its plan (in
+//! test and debug builds), written in order and flushed
+//! (`nilfs_segctor_write`, `nilfs_write_logs`); then, with the construction
+//! on disk, everything it wrote becomes clean, the checkpoint number moves
+//! on and the writer's cursor and the super block follow
+//! (`nilfs_segctor_complete_write`, `nilfs_set_last_segment`).
+
+use super::layout::LogPlan;
+use super::write::{check_log, write};
+use super::{Construction, Stage};
+use crate::format::Cno;
+use crate::fs::Fs;
+use crate::Result;
+
+impl<'a> Fs<'a> {
+    /// Check (debug and test builds) and write `logs`, one per plan, then
+    /// flush. The first write is the construction's point of no return.
+    pub(super) fn write_logs(&mut self, c: &mut Construction, logs: &[Vec<u8>]) -> Result<()> {
+        write_checked(self.dev, &c.plans, logs, self.bs, self.sb.crc_seed)?;
+        c.stage = Stage::Done;
+        Ok(())
+    }
+
+    /// `nilfs_segctor_complete_write` for a construction with a super root:
+    /// clean the files and metadata files it wrote, move the cursor, commit
+    /// the super block the policy asks for, and return the checkpoint.
+    pub(super) fn complete_construction(&mut self, c: Construction) -> Result<Cno> {
+        let cno = c.cno;
+        let last = c.plans.last().expect("a construction writes a log");
+        self.cursor = c.cursor.expect("a laid-out construction has a cursor");
+        // HAVE_DELTA is cleared and nilfs_set_last_segment moves the
+        // cursor; at the end of nilfs_segctor_construct a "discontinued"
+        // file system commits one super block copy.
+        self.sc.have_delta = false;
+        if c.gc.is_none() {
+            self.nongc_ctime = c.ctime;
+        }
+        let free = self.free_blocks()?;
+        self.sbw
+            .set_log_cursor(last.start, last.header.seq, cno, free);
+        let w = self.sbw.after_super_root_log(self.now);
+        self.write_sb(w)?;
+        for &i in &c.order {
+            self.inodes.loaded_mut(i).mark_clean()?;
+        }
+        self.ifile.mark_clean()?;
+        self.cpfile.mark_clean()?;
+        self.sufile.mark_clean()?;
+        self.dat.mark_clean()?;
+        self.cpfile.file_mut().set_next_cno(Cno(cno.0 + 1));
+        Ok(cno)
+    }
+}
+
+/// Check every log against its plan (in test and debug builds), then write
+/// them in plan order and flush.
+pub(super) fn write_checked(
+    dev: &dyn crate::device::BlockDevice,
+    plans: &[LogPlan],
+    logs: &[Vec<u8>],
+    bs: u32,
+    seed: u32,
+) -> Result<()> {
+    if cfg!(debug_assertions) {
+        for (p, log) in plans.iter().zip(logs) {
+            check_log(p, log, bs, seed)?;
+        }
+    }
+    for (p, log) in plans.iter().zip(logs) {
+        write(dev, p, log, bs)?;
+    }
+    dev.flush()
+}

@@ -1,0 +1,354 @@
+//! Propagation (`nilfs_bmap_propagate`): before a log can hold a file's
+//! dirty blocks, each must have the pointer it will be found by. The one
+//! routine here serves the user files and the ifile, cpfile and sufile
+//! (virtual pointers), the DAT (physical pointers), and the data-only path:
+//!
+//! - a virtually mapped block new to its mapping gets a fresh virtual number
+//!   (`nilfs_bmap_prepare_alloc_ptr`); a rewritten one gets a new number and
+//!   its old one ends at this checkpoint (`nilfs_dat_prepare_update`,
+//!   `nilfs_btree_prepare_update_v`), dead at once for single-version files;
+//! - a physically mapped block (the DAT's own) new to its mapping is
+//!   inserted with a temporary pointer; its address comes at assignment;
+//! - the path of every block becomes dirty, and then each dirty B-tree node
+//!   not yet given its new virtual number in this log gets one
+//!   (`nilfs_btree_propagate_v`); the DAT's nodes get addresses at
+//!   assignment instead.
+//!
+//! Then the stages in their order: [`Fs::propagate_construction`] runs the
+//! part before collection (deletions, GC, files, ifile, the checkpoint
+//! entry); the cpfile, sufile and DAT are propagated inside the collection
+//! loop ([`Fs::propagate_late_stages`]), because laying out the logs
+//! changes them.
+
+use std::collections::BTreeSet;
+
+use super::{Construction, Stage};
+use crate::bmap::write::{Bmap, TEMP_PTR_BIT};
+use crate::bmap::{DiskNodes, NodeSource};
+use crate::dat::Dat;
+use crate::device::BlockDevice;
+use crate::format::inode::Inode;
+use crate::format::{Cno, VBlockNr};
+use crate::fs::{sectors, Fs};
+use crate::metafile::{MetaParts, PtrType};
+use crate::Result;
+
+/// What one propagation did.
+#[derive(Debug, Default)]
+pub(crate) struct Propagated {
+    /// The pointer each key now holds, in key order (a virtual number, or
+    /// the temporary pointer of a DAT block).
+    pub(crate) ptrs: Vec<u64>,
+    /// Blocks the mapping gained: newly mapped data blocks and the node
+    /// blocks their inserts created (`i_blocks` grows by these).
+    pub(crate) added: u64,
+}
+
+/// One mapping to propagate: the file's bmap, its raw inode, what its
+/// pointers are, and where its new virtual numbers should come from.
+pub(crate) struct Mapping<'m> {
+    pub(crate) bmap: &'m mut Bmap,
+    pub(crate) raw: &'m mut Inode,
+    pub(crate) ptr_type: PtrType,
+    /// The DAT allocation target (`nilfs_bmap_find_target`).
+    pub(crate) target: VBlockNr,
+}
+
+impl<'m> Mapping<'m> {
+    /// A metadata file's mapping (target 0, as for every metadata file).
+    pub(crate) fn meta(m: MetaParts<'m, '_>) -> Self {
+        Mapping {
+            bmap: m.bmap,
+            raw: m.raw,
+            ptr_type: m.ptr_type,
+            target: VBlockNr(0),
+        }
+    }
+}
+
+/// Whether [`propagate`] gives the dirty nodes their new numbers too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Nodes {
+    /// Yes, and write the root into the raw inode (a full construction).
+    Assign,
+    /// No: the nodes stay dirty for the next full construction (dsync).
+    Leave,
+}
+
+/// `nilfs_bmap_propagate` for data blocks `keys` of `map` (and, with
+/// [`Nodes::Assign`], its dirty nodes), ending and allocating through
+/// `dat` at checkpoint `cno`.
+pub(crate) fn propagate(
+    dat: &mut Dat<'_>,
+    dev: &dyn BlockDevice,
+    bs: u32,
+    cno: Cno,
+    map: Mapping<'_>,
+    keys: &[u64],
+    nodes: Nodes,
+) -> Result<Propagated> {
+    let mut out = Propagated::default();
+    let vs = map.ptr_type.is_single_version();
+    if map.ptr_type == PtrType::Physical {
+        let src: &mut dyn NodeSource = &mut DiskNodes::physical(dev, bs);
+        for &k in keys {
+            let ptr = match map.bmap.lookup(k, src)? {
+                Some(p) => p,
+                None => {
+                    let temp = TEMP_PTR_BIT | k;
+                    let ins = map.bmap.insert(k, temp, src)?;
+                    out.added += 1 + u64::from(ins.nodes_added);
+                    temp
+                }
+            };
+            map.bmap.mark_data_dirty(k, src)?;
+            out.ptrs.push(ptr);
+        }
+        map.raw.blocks += out.added * sectors(bs);
+        return Ok(out);
+    }
+    for &key in keys {
+        let old = map
+            .bmap
+            .lookup(key, &mut DiskNodes::translated(dev, bs, dat))?;
+        let ptr = match old {
+            None => {
+                let v = dat.alloc(map.target)?;
+                let ins = map
+                    .bmap
+                    .insert(key, v.0, &mut DiskNodes::translated(dev, bs, dat))?;
+                out.added += 1 + u64::from(ins.nodes_added);
+                v
+            }
+            Some(old) => {
+                let req = dat.prepare_update(VBlockNr(old), cno, map.target)?;
+                let new = dat.commit_update(req, vs);
+                map.bmap
+                    .update_ptr(key, new.0, &mut DiskNodes::translated(dev, bs, dat))?;
+                new
+            }
+        };
+        map.bmap
+            .mark_data_dirty(key, &mut DiskNodes::translated(dev, bs, dat))?;
+        out.ptrs.push(ptr.0);
+    }
+    map.raw.blocks += out.added * sectors(bs);
+    if nodes == Nodes::Assign {
+        // A construction that grows may dirty more nodes after a first
+        // pass: only those not yet assigned in this log get numbers.
+        for dn in map.bmap.dirty_nodes().into_iter().filter(|d| !d.assigned) {
+            let new = match dn.old_ptr {
+                Some(old) => {
+                    let req = dat.prepare_update(VBlockNr(old), cno, map.target)?;
+                    dat.commit_update(req, vs)
+                }
+                None => dat.alloc(map.target)?,
+            };
+            map.bmap.assign(dn.id, new.0)?;
+        }
+        map.raw.bmap = map.bmap.root_bmap()?;
+    }
+    Ok(out)
+}
+
+impl<'a> Fs<'a> {
+    /// Propagate one metadata file's `keys` (and its nodes) through the DAT.
+    fn propagate_meta(&mut self, which: MetaWhich, cno: Cno, keys: &[u64]) -> Result<()> {
+        let (dev, bs) = (self.dev, self.bs);
+        let dat = self.dat.file_mut();
+        let parts = match which {
+            MetaWhich::Ifile => self.ifile.parts(),
+            MetaWhich::Cpfile => self.cpfile.parts(),
+            MetaWhich::Sufile => self.sufile.parts(),
+        };
+        propagate(dat, dev, bs, cno, Mapping::meta(parts), keys, Nodes::Assign)?;
+        Ok(())
+    }
+
+    /// Everything a full construction propagates before its blocks are
+    /// collected, stage by stage: the metadata files' deletions, the GC
+    /// blocks' DAT entries, the user files, their inodes into the ifile and
+    /// the ifile itself, and the new checkpoint's entry.
+    pub(super) fn propagate_construction(&mut self, c: &mut Construction) -> Result<()> {
+        let cno = c.cno;
+        // Blocks deleted from the metadata files since the last
+        // construction (`nilfs_mdt_delete_block` -> `nilfs_bmap_delete`).
+        self.apply_meta_deletions(cno)?;
+        // NILFS_ST_GC: the moved blocks keep their virtual numbers; their
+        // DAT entries will point at the new places
+        // (`nilfs_btree_propagate_gc` -> `nilfs_dat_mark_dirty`).
+        c.stage = Stage::Gc;
+        if let Some(g) = &c.gc {
+            for b in g.moved.blocks() {
+                self.dat.file_mut().mark_dirty(b.vblocknr)?;
+            }
+        }
+        // NILFS_ST_FILE: user files, in the order they were dirtied.
+        c.stage = Stage::File;
+        c.order = self.inodes.take_dirty();
+        for &i in &c.order {
+            self.propagate_user_file(i, cno)?;
+        }
+        // NILFS_ST_IFILE: the inodes, then the ifile's blocks; then the
+        // checkpoint entry (created when the constructor leaves the ifile
+        // stage, `nilfs_segctor_create_checkpoint`).
+        c.stage = Stage::Ifile;
+        c.flags.ifile_started = true;
+        for &i in &c.order {
+            let f = self.inodes.loaded(i);
+            if f.needs_write() {
+                let raw = f.raw.clone();
+                self.ifile.file_mut().write_inode(i, &raw)?;
+            }
+        }
+        let if_keys = self.ifile.file().mdt().dirty_blocks();
+        self.propagate_meta(MetaWhich::Ifile, cno, &if_keys)?;
+        self.cpfile.file_mut().create_checkpoint(cno)
+    }
+
+    /// Give every dirty data block of user file `i` and every dirty node a
+    /// new virtual block number for checkpoint `cno`.
+    fn propagate_user_file(&mut self, i: crate::format::Ino, cno: Cno) -> Result<()> {
+        let (dev, bs) = (self.dev, self.bs);
+        let target = self.dat.file().target_for_ino(i);
+        let f = self.inodes.loaded_mut(i);
+        if let Some(d) = &f.dir {
+            for b in d.dirty_blocks().collect::<Vec<_>>() {
+                f.dirty.insert(b, d.blocks()[b as usize].clone());
+            }
+        }
+        let keys: Vec<u64> = f.dirty.keys().copied().collect();
+        let map = Mapping {
+            bmap: &mut f.bmap,
+            raw: &mut f.raw,
+            ptr_type: PtrType::MultiVersion,
+            target,
+        };
+        let out = propagate(self.dat.file_mut(), dev, bs, cno, map, &keys, Nodes::Assign)?;
+        self.blocks_count += out.added;
+        Ok(())
+    }
+
+    /// The stages the collection loop propagates on every pass, because
+    /// laying out the logs changes them: the cpfile once
+    /// (`NILFS_ST_CPFILE`), the sufile's blocks not yet propagated — an
+    /// extension in an earlier pass may have dirtied the usage blocks of
+    /// the segments it added, which join the stage now, as the kernel's
+    /// retry collects the sufile's dirty blocks afresh (`NILFS_ST_SUFILE`)
+    /// — and the DAT's dirty blocks in its own physical mapping
+    /// (`NILFS_ST_DAT`). Returns the DAT's dirty blocks.
+    pub(super) fn propagate_late_stages(
+        &mut self,
+        c: &mut Construction,
+        cpfile_done: &mut bool,
+        sufile_done: &mut BTreeSet<u64>,
+    ) -> Result<Vec<u64>> {
+        let cno = c.cno;
+        c.stage = Stage::Cpfile;
+        if !*cpfile_done {
+            let keys = self.cpfile.file().mdt().dirty_blocks();
+            self.propagate_meta(MetaWhich::Cpfile, cno, &keys)?;
+            *cpfile_done = true;
+        }
+        c.stage = Stage::Sufile;
+        let su_keys: Vec<u64> = self
+            .sufile
+            .file()
+            .mdt()
+            .dirty_blocks()
+            .into_iter()
+            .filter(|k| !sufile_done.contains(k))
+            .collect();
+        if !su_keys.is_empty() {
+            self.propagate_meta(MetaWhich::Sufile, cno, &su_keys)?;
+            sufile_done.extend(su_keys);
+        }
+        c.stage = Stage::Dat;
+        let (dev, bs) = (self.dev, self.bs);
+        let (dat, bmap, raw) = self.dat.split();
+        let keys = dat.mdt().dirty_blocks();
+        let map = Mapping {
+            bmap,
+            raw,
+            ptr_type: PtrType::Physical,
+            target: VBlockNr(0),
+        };
+        propagate(dat, dev, bs, cno, map, &keys, Nodes::Leave)?;
+        Ok(keys)
+    }
+
+    /// Take the blocks the metadata files deleted (the cpfile's emptied
+    /// checkpoint blocks, the DAT's emptied entry and bitmap blocks after
+    /// the cleaner freed numbers) out of their mappings, as
+    /// `nilfs_mdt_delete_block` -> `nilfs_bmap_delete` does; the virtual
+    /// numbers of the cpfile's and sufile's blocks end dead at once
+    /// (`NILFS_BMAP_PTR_VS`), the ifile's at checkpoint `cno`.
+    pub(crate) fn apply_meta_deletions(&mut self, cno: Cno) -> Result<()> {
+        let (dev, bs) = (self.dev, self.bs);
+        let deleted = [
+            self.ifile.file().mdt().deleted_blocks(),
+            self.cpfile.file().mdt().deleted_blocks(),
+            self.sufile.file().mdt().deleted_blocks(),
+            self.dat.file().mdt().deleted_blocks(),
+        ];
+        let [ifile, cpfile, sufile, datk] = deleted;
+        let dat = self.dat.file_mut();
+        delete_virtual(self.ifile.parts(), dat, dev, bs, cno, &ifile)?;
+        delete_virtual(self.cpfile.parts(), dat, dev, bs, cno, &cpfile)?;
+        delete_virtual(self.sufile.parts(), dat, dev, bs, cno, &sufile)?;
+        // The DAT's pointers are disk blocks: nothing to end.
+        let (_, bmap, raw) = self.dat.split();
+        let src = &mut DiskNodes::physical(dev, bs);
+        for key in datk {
+            if bmap.lookup(key, src)?.is_none() {
+                continue;
+            }
+            let out = bmap.delete(key, src)?;
+            raw.blocks = raw
+                .blocks
+                .saturating_sub((1 + u64::from(out.nodes_removed)) * sectors(bs));
+        }
+        Ok(())
+    }
+}
+
+/// Which virtually mapped metadata file.
+#[derive(Clone, Copy)]
+enum MetaWhich {
+    Ifile,
+    Cpfile,
+    Sufile,
+}
+
+/// Delete `keys` from a virtually mapped metadata file, ending their
+/// virtual numbers and those of the nodes the deletes freed.
+fn delete_virtual(
+    m: MetaParts<'_, '_>,
+    dat: &mut Dat<'_>,
+    dev: &dyn BlockDevice,
+    bs: u32,
+    cno: Cno,
+    keys: &[u64],
+) -> Result<()> {
+    let vs = m.ptr_type.is_single_version();
+    for &key in keys {
+        if m.bmap
+            .lookup(key, &mut DiskNodes::translated(dev, bs, dat))?
+            .is_none()
+        {
+            continue;
+        }
+        let out = m
+            .bmap
+            .delete(key, &mut DiskNodes::translated(dev, bs, dat))?;
+        m.raw.blocks = m
+            .raw
+            .blocks
+            .saturating_sub((1 + u64::from(out.nodes_removed)) * sectors(bs));
+        dat.end(VBlockNr(out.ptr), cno, vs)?;
+        for p in out.freed_nodes {
+            dat.end(VBlockNr(p), cno, vs)?;
+        }
+    }
+    Ok(())
+}
