@@ -19,10 +19,12 @@
 //!   `mkfs` line describing the image's super block, since the checker
 //!   starts from one (its model is a fresh file system: the output is
 //!   judgeable only for an image as mkfs left it).
-//! - The operations run through the lockstep adapter
-//!   (`nilfs_conformance::lockstep::ImplUnderTest`), which plays the VFS's
-//!   part; an operation it does not support stops the run with an error
-//!   naming the trace line, before anything is written.
+//! - The operations run through the model's adapter
+//!   (`nilfs_adapter::ImplUnderTest`, the one the lockstep harness drives):
+//!   nilfs-ref's path-level calls (`nilfs::fs::path`) with errnos and stat
+//!   fields in the model's terms; an operation it does not support stops
+//!   the run with an error naming the trace line, before anything is
+//!   written.
 //! - The injected clock starts at 0 ns, as the checker's model clock does at
 //!   `mkfs` (or at the `mkfs` line's `clock`, in whole seconds), and moves
 //!   only with `clock` lines; a leading `mkfs` stamps that creation time. Observed times are therefore deterministic and on the
@@ -36,7 +38,7 @@ use nilfs::device::{export_image, import_image, BlockDevice, MemDevice};
 use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::lockstep::ImplUnderTest;
+use nilfs_adapter::ImplUnderTest;
 use nilfs_model::workload::{self, Resolver, Unresolved};
 use nilfs_model::{Line, Op, Outcome};
 

@@ -219,5 +219,5 @@ fn leading_mkfs_formats_or_refuses() {
 }
 
 fn sha256_hex(data: &[u8]) -> String {
-    nilfs_conformance::sha256_hex(data)
+    nilfs_model::pattern::sha256_hex(data)
 }

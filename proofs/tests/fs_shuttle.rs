@@ -37,8 +37,8 @@ fn scenario(rule: TxRule) {
         },
     )
     .unwrap();
-    let nilfs: &'static Nilfs<'static> = Box::leak(Box::new(Nilfs::open(dev).unwrap()));
-    let mut fs = Fs::mount(nilfs, 1_800_000_000).unwrap();
+    let nilfs = Nilfs::open(dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
     fs.write(f, 0, b"v0").unwrap();
     fs.sync().unwrap();

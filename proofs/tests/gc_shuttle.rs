@@ -95,8 +95,8 @@ fn views(dev: &MemDevice) -> (String, String) {
 fn scenario(rule: TxRule) {
     let dev = base();
     let want = views(dev);
-    let nilfs: &'static Nilfs<'static> = Box::leak(Box::new(Nilfs::open(dev).unwrap()));
-    let mut fs = Fs::mount(nilfs, T0 + 100).unwrap();
+    let nilfs = Nilfs::open(dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, T0 + 100).unwrap();
     let w = fs.lookup(ino::ROOT, b"w").unwrap().unwrap();
     let segs = cleaner::select_segments(&mut fs, 0, 2).unwrap();
     let params = ReclaimParams {

@@ -44,14 +44,8 @@ pub fn manifest_section(manifest: &str, name: &str) -> Option<String> {
     Some(out)
 }
 
-/// Lowercase hex sha256, as sha256sum prints it.
-pub fn sha256_hex(data: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+/// Lowercase hex sha256, as sha256sum prints it (the model's).
+pub use nilfs_model::pattern::sha256_hex;
 
 /// `nilref check` on `dev`, every checkpoint: panics with the report (and
 /// `ctx`) unless the image is clean. Every image the kernel or our write

@@ -59,7 +59,7 @@ fn run_with(
 ) -> Result<Vec<lockstep::Step>, Divergence> {
     let dev = MemDevice::new(spec.device_bytes);
     let g = format(&dev, spec).expect("mkfs");
-    let mut sut = wrap(ImplUnderTest::new(&dev, spec));
+    let mut sut = wrap(ImplUnderTest::from_device(&dev, spec.ctime));
     lockstep::run(&mut *sut, model_after_format(g, spec), ops)
 }
 
@@ -144,7 +144,7 @@ fn run_lines_with(
 ) -> Result<Vec<lockstep::Step>, Divergence> {
     let dev = MemDevice::new(spec.device_bytes);
     let g = format(&dev, spec).expect("mkfs");
-    let mut sut = wrap(ImplUnderTest::new(&dev, spec));
+    let mut sut = wrap(ImplUnderTest::from_device(&dev, spec.ctime));
     lockstep::run_workload(
         &mut *sut,
         model_after_format(g.clone(), spec),

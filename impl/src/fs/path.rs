@@ -21,6 +21,12 @@ fn refuse(errno: Errno, path: &[u8]) -> Error {
     Error::errno(errno, String::from_utf8_lossy(path))
 }
 
+/// A last component that is not a name (`type != LAST_NORM` in namei):
+/// the root ("" after the slashes), "." or "..".
+fn is_special(name: &[u8]) -> bool {
+    name.is_empty() || name == b"." || name == b".."
+}
+
 impl<'a> Fs<'a> {
     /// Resolve an absolute path from the root, following every symlink
     /// (the last component's too).
@@ -131,6 +137,13 @@ impl Paths<'_, '_> {
     /// for writing; EROFS on a read-only mount), a missing one created.
     pub fn create(&mut self, path: &[u8], perm: u16, excl: bool) -> Result<Ino> {
         let (dir, name) = self.fs.walk_parent(path)?;
+        // "/", "." or "..": do_open finds the directory and creates nothing.
+        if is_special(&name) {
+            return Err(refuse(
+                if excl { Errno::EEXIST } else { Errno::EISDIR },
+                path,
+            ));
+        }
         if self.fs.lookup(dir, &name)?.is_some() {
             if excl {
                 return Err(refuse(Errno::EEXIST, path));
@@ -198,24 +211,42 @@ impl Paths<'_, '_> {
     /// `mkdir`.
     pub fn mkdir(&mut self, path: &[u8], perm: u16) -> Result<Ino> {
         let (d, n) = self.fs.walk_parent(path)?;
+        // filename_create: EEXIST unless the last part is a name.
+        if is_special(&n) {
+            return Err(refuse(Errno::EEXIST, path));
+        }
         self.fs.mkdir(d, &n, perm)
     }
 
     /// `unlink`.
     pub fn unlink(&mut self, path: &[u8]) -> Result<()> {
         let (d, n) = self.fs.walk_parent(path)?;
+        // do_unlinkat: EISDIR before write access for a non-name.
+        if is_special(&n) {
+            return Err(refuse(Errno::EISDIR, path));
+        }
         self.fs.unlink(d, &n)
     }
 
     /// `rmdir`.
     pub fn rmdir(&mut self, path: &[u8]) -> Result<()> {
         let (d, n) = self.fs.walk_parent(path)?;
+        // do_rmdir: ENOTEMPTY for "..", EINVAL for ".", EBUSY for "/".
+        match &n[..] {
+            b".." => return Err(refuse(Errno::ENOTEMPTY, path)),
+            b"." => return Err(refuse(Errno::EINVAL, path)),
+            b"" => return Err(refuse(Errno::EBUSY, path)),
+            _ => {}
+        }
         self.fs.rmdir(d, &n)
     }
 
     /// `symlink(target, path)`.
     pub fn symlink(&mut self, target: &[u8], path: &[u8]) -> Result<Ino> {
         let (d, n) = self.fs.walk_parent(path)?;
+        if is_special(&n) {
+            return Err(refuse(Errno::EEXIST, path));
+        }
         self.fs.symlink(d, &n, target)
     }
 
@@ -223,6 +254,9 @@ impl Paths<'_, '_> {
     pub fn link(&mut self, old: &[u8], new: &[u8]) -> Result<()> {
         let i = self.fs.walk(old, false)?;
         let (d, n) = self.fs.walk_parent(new)?;
+        if is_special(&n) {
+            return Err(refuse(Errno::EEXIST, new));
+        }
         self.fs.link(i, d, &n)
     }
 
@@ -230,6 +264,10 @@ impl Paths<'_, '_> {
     pub fn rename(&mut self, old: &[u8], new: &[u8]) -> Result<()> {
         let (od, on) = self.fs.walk_parent(old)?;
         let (nd, nn) = self.fs.walk_parent(new)?;
+        // do_renameat2: EBUSY if either last part is not a name.
+        if is_special(&on) || is_special(&nn) {
+            return Err(refuse(Errno::EBUSY, old));
+        }
         self.fs.rename(od, &on, nd, &nn)
     }
 

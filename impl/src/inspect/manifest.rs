@@ -13,49 +13,100 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::format::ino;
 use crate::format::inode::{S_IFDIR, S_IFLNK};
+use crate::fs::Fs;
 use crate::posix::CheckpointView;
 use crate::Result;
 
-/// The manifest of every entry of the checkpoint.
-pub fn manifest(view: &CheckpointView<'_, '_>) -> Result<String> {
-    let mut lines: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    view.walk_tree(&mut |path, _ino, inode| {
-        let (key, line) = match inode.file_type() {
-            S_IFDIR => {
-                let mut key = path.to_vec();
-                key.push(b'/');
-                let mut line = b"DIR  -  ".to_vec();
-                line.extend_from_slice(&key);
-                (key, line)
-            }
-            S_IFLNK => {
-                let mut key = path.to_vec();
-                key.extend_from_slice(b" -> ");
-                key.extend_from_slice(&view.readlink(inode)?);
-                let mut line = b"LNK  -  ".to_vec();
-                line.extend_from_slice(&key);
-                (key, line)
-            }
-            _ => {
-                let data = view.read_all(inode)?;
-                let hex: String = Sha256::digest(&data)
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect();
-                let mut line = format!("{hex}  {}  ", inode.size).into_bytes();
-                line.extend_from_slice(path);
-                (path.to_vec(), line)
-            }
-        };
-        lines.push((key, line));
-        Ok(())
-    })?;
+/// One manifest line and the key it sorts by (`sort -k3`: the text from
+/// the path on).
+type Line = (Vec<u8>, Vec<u8>);
+
+/// The line of the entry at `path` of type `file_type`; `contents` gives
+/// a symlink's target or a regular file's data (not called for a
+/// directory).
+fn line_of(
+    path: &[u8],
+    file_type: u16,
+    size: u64,
+    contents: impl FnOnce() -> Result<Vec<u8>>,
+) -> Result<Line> {
+    Ok(match file_type {
+        S_IFDIR => {
+            let mut key = path.to_vec();
+            key.push(b'/');
+            let mut line = b"DIR  -  ".to_vec();
+            line.extend_from_slice(&key);
+            (key, line)
+        }
+        S_IFLNK => {
+            let mut key = path.to_vec();
+            key.extend_from_slice(b" -> ");
+            key.extend_from_slice(&contents()?);
+            let mut line = b"LNK  -  ".to_vec();
+            line.extend_from_slice(&key);
+            (key, line)
+        }
+        _ => {
+            let hex: String = Sha256::digest(contents()?)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let mut line = format!("{hex}  {size}  ").into_bytes();
+            line.extend_from_slice(path);
+            (path.to_vec(), line)
+        }
+    })
+}
+
+/// The sorted lines, as text.
+fn finish(mut lines: Vec<Line>) -> String {
     lines.sort();
     let mut out = Vec::new();
     for (_, l) in lines {
         out.extend_from_slice(&l);
         out.push(b'\n');
     }
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The manifest of every entry of the checkpoint.
+pub fn manifest(view: &CheckpointView<'_, '_>) -> Result<String> {
+    let mut lines: Vec<Line> = Vec::new();
+    view.walk_tree(&mut |path, _ino, inode| {
+        let contents = || match inode.file_type() {
+            S_IFLNK => view.readlink(inode),
+            _ => view.read_all(inode),
+        };
+        lines.push(line_of(path, inode.file_type(), inode.size, contents)?);
+        Ok(())
+    })?;
+    Ok(finish(lines))
+}
+
+/// The manifest of a mounted file system's live tree as it stands now,
+/// changes not yet written included (read through the write path's own
+/// view: `Fs::readdir`, `Fs::stat`, `Fs::read`).
+pub fn live_manifest(fs: &mut Fs<'_>) -> Result<String> {
+    let mut lines: Vec<Line> = Vec::new();
+    let mut stack = vec![(Vec::new(), ino::ROOT)];
+    while let Some((prefix, dir)) = stack.pop() {
+        for (name, i, _) in fs.readdir(dir)? {
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let mut path = prefix.clone();
+            path.push(b'/');
+            path.extend_from_slice(&name);
+            let raw = fs.stat(i)?;
+            if raw.file_type() == S_IFDIR {
+                stack.push((path.clone(), i));
+            }
+            // A symlink's target is its data (`page_get_link`).
+            let contents = || fs.read(i, 0, raw.size);
+            lines.push(line_of(&path, raw.file_type(), raw.size, contents)?);
+        }
+    }
+    Ok(finish(lines))
 }

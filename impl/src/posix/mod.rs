@@ -56,6 +56,12 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         Ok(CheckpointView { fs, cp })
     }
 
+    /// The view of checkpoint entry `cp`, read before (a snapshot mount
+    /// keeps the entry it was mounted with).
+    pub fn with_checkpoint(fs: &'a Nilfs<'d>, cp: Checkpoint) -> Self {
+        CheckpointView { fs, cp }
+    }
+
     /// The checkpoint entry.
     pub fn checkpoint(&self) -> &Checkpoint {
         &self.cp

@@ -1,0 +1,491 @@
+//! nilfs-adapter: nilfs-ref driven by the model's operations.
+//!
+//! [`ImplUnderTest`] executes a model [`Op`] on a device through nilfs-ref
+//! and reports the observed [`Outcome`]; [`ImplUnderTest::durable`] is the
+//! abstraction function, the device read back through the read path. The
+//! conformance harness (`nilfs_conformance::lockstep`) runs it in lockstep
+//! with the model; `nilref apply` runs it on an image and records what it
+//! observed. Together with the harness it is the only code that knows both
+//! the model and the implementation (docs/ARCHITECTURE.md); it is a crate of
+//! its own so that the CLI does not depend on the test harness.
+//!
+//! What it adds to the implementation is only the mapping: the path-level
+//! calls, with the VFS's walk and refusals, are nilfs-ref's own
+//! ([`nilfs::fs::path`]); the mount table here is what a shell would do
+//! with `mount`, `umount` and a power cut; errnos and stat fields are
+//! translated by name.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use nilfs::device::BlockDevice;
+use nilfs::format::cpfile::Checkpoint;
+use nilfs::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFMT};
+use nilfs::format::Cno;
+use nilfs::fs::Fs;
+use nilfs::posix::CheckpointView;
+use nilfs::the_nilfs::Nilfs;
+use nilfs_model::pattern::sha256_hex;
+use nilfs_model::{Errno, FileType, Op, Outcome, StatInfo};
+
+/// Nanoseconds per second: the model's clock is in ns, `Fs`'s in seconds.
+pub const NS: i64 = 1_000_000_000;
+
+/// What the harness can observe of an implementation's durable state: the
+/// manifest (manifest.sh lines) of the live tree and of every checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Durable {
+    pub live: Vec<String>,
+    pub checkpoints: BTreeMap<u64, Vec<String>>,
+}
+
+/// A system under test, driven by model operations.
+pub trait Sut {
+    /// Execute `op` and report what was observed.
+    fn apply(&mut self, op: &Op) -> Outcome;
+    /// The abstraction function: the durable state as a [`Durable`], read
+    /// back from the medium. Called only when nothing is pending (after a
+    /// construction or a mount).
+    fn durable(&mut self) -> Result<Durable, String>;
+    /// Why the last operation failed, in the implementation's words (shown
+    /// in divergence reports).
+    fn detail(&self) -> Option<String> {
+        None
+    }
+}
+
+type R<T> = Result<T, Errno>;
+
+/// nilfs-ref under test: a device, the mounted `Fs` while mounted, and the
+/// snapshot mounts (`mount -o ro,cp=N`), each kept as the image it reads.
+pub struct ImplUnderTest<'d> {
+    dev: &'d dyn BlockDevice,
+    fs: Option<Fs<'d>>,
+    /// The injected clock, seconds.
+    now: u64,
+    last_error: Option<String>,
+    /// Read-only snapshot mounts, by checkpoint number: the image as it
+    /// was mounted and the checkpoint entry it was mounted with.
+    snaps: BTreeMap<u64, (Nilfs<'d>, Checkpoint)>,
+}
+
+impl<'d> ImplUnderTest<'d> {
+    /// An adapter for whatever file system `dev` holds (unmounted; the
+    /// first `mount` operation opens it), with the injected clock at `now`
+    /// seconds. `Op::Clock` moves the clock on; nothing else does, so the
+    /// observed times are deterministic.
+    pub fn from_device(dev: &'d dyn BlockDevice, now: u64) -> Self {
+        ImplUnderTest {
+            dev,
+            fs: None,
+            now,
+            last_error: None,
+            snaps: BTreeMap::new(),
+        }
+    }
+
+    /// Executes `op` and returns the observed outcome (an errno is
+    /// `Outcome::Err`), or [`Unsupported`] for an operation this adapter
+    /// cannot run yet (nothing is executed then). [`Sut::apply`] is this,
+    /// panicking on `Unsupported`.
+    pub fn try_apply(&mut self, op: &Op) -> Result<Outcome, Unsupported> {
+        self.last_error = None;
+        match self.exec(op) {
+            Ok(o) => Ok(o),
+            Err(Stop::Errno(e)) => Ok(Outcome::Err(e)),
+            Err(Stop::Unsupported) => Err(Unsupported(op.clone())),
+        }
+    }
+
+    /// Whether a file system is mounted (the trace has not unmounted it).
+    pub fn is_mounted(&self) -> bool {
+        self.fs.is_some()
+    }
+
+    /// Records an implementation error and maps it to the model's errno.
+    /// Errors without an errno (corruption, I/O, invariant reports) become
+    /// EIO, which the model never allows: a divergence, with the detail.
+    fn errno(&mut self, e: nilfs::Error) -> Errno {
+        self.last_error = Some(e.to_string());
+        match e {
+            nilfs::Error::Errno { errno, .. } => map_errno(errno),
+            _ => Errno::EIO,
+        }
+    }
+
+    /// Runs `f` on the mounted `Fs`, mapping its error.
+    fn with<T>(&mut self, f: impl FnOnce(&mut Fs<'d>) -> nilfs::Result<T>) -> R<T> {
+        let Some(fs) = self.fs.as_mut() else {
+            self.last_error = Some("not mounted".into());
+            return Err(Errno::EIO);
+        };
+        f(fs).map_err(|e| self.errno(e))
+    }
+
+    fn mount(&mut self, ro: bool) -> R<()> {
+        if self.fs.is_some() {
+            return Err(Errno::EBUSY);
+        }
+        let nilfs = Nilfs::open(self.dev).map_err(|e| self.errno(e))?;
+        let fs = if ro {
+            Fs::mount_read_only(&nilfs, self.now)
+        } else {
+            Fs::mount(&nilfs, self.now)
+        }
+        .map_err(|e| self.errno(e))?;
+        self.fs = Some(fs);
+        Ok(())
+    }
+
+    /// `mount -o ro,cp=C` (`nilfs_attach_snapshot`): EINVAL unless C is a
+    /// snapshot — as the mounted file system's cpfile says, changes not
+    /// yet written included — EBUSY if already mounted. The tree is read
+    /// from the medium (a snapshot's checkpoint is always written).
+    fn mount_snapshot(&mut self, c: u64) -> R<()> {
+        if self.snaps.contains_key(&c) {
+            return Err(Errno::EBUSY);
+        }
+        let list = match self.fs.as_mut() {
+            Some(fs) => fs.lscp(),
+            None => Nilfs::open(self.dev).and_then(|n| n.checkpoints(Cno(c))),
+        }
+        .map_err(|e| self.errno(e))?;
+        if !list.iter().any(|cp| cp.cno.0 == c && cp.is_snapshot()) {
+            return Err(Errno::EINVAL);
+        }
+        let nilfs = Nilfs::open(self.dev).map_err(|e| self.errno(e))?;
+        let cp = CheckpointView::open(&nilfs, Some(Cno(c)))
+            .map_err(|e| self.errno(e))?
+            .checkpoint()
+            .clone();
+        self.snaps.insert(c, (nilfs, cp));
+        Ok(())
+    }
+
+    /// A read-only operation on a mounted snapshot, through the read path.
+    fn snapshot_read(&mut self, c: u64, op: &Op) -> R<Outcome> {
+        let (nilfs, cp) = self.snaps.get(&c).ok_or(Errno::EINVAL)?;
+        let view = CheckpointView::with_checkpoint(nilfs, cp.clone());
+        let r = (|| -> nilfs::Result<Outcome> {
+            let refuse = |errno, path: &str| Err(nilfs::Error::errno(errno, path.to_string()));
+            Ok(match op {
+                Op::Read {
+                    path, offset, len, ..
+                } => {
+                    let (_, inode) = view.resolve(path.as_bytes(), true)?;
+                    if inode.mode & S_IFMT == S_IFDIR {
+                        return refuse(nilfs::Errno::EISDIR, path);
+                    }
+                    data(&view.read(&inode, *offset, *len)?)
+                }
+                Op::Lstat { path, .. } => {
+                    Outcome::Stat(stat_info(&view.resolve(path.as_bytes(), false)?.1))
+                }
+                Op::Readdir { path, .. } => {
+                    let (_, inode) = view.resolve(path.as_bytes(), true)?;
+                    if inode.mode & S_IFMT != S_IFDIR {
+                        return refuse(nilfs::Errno::ENOTDIR, path);
+                    }
+                    let names = view.readdir(&inode)?.into_iter().map(|e| e.name);
+                    Outcome::Names(names_of(names.filter(|n| n != b"." && n != b"..")))
+                }
+                Op::Readlink { path, .. } => {
+                    let (_, inode) = view.resolve(path.as_bytes(), false)?;
+                    if inode.mode & S_IFMT != S_IFLNK {
+                        return refuse(nilfs::Errno::EINVAL, path);
+                    }
+                    Outcome::Target(String::from_utf8_lossy(&view.readlink(&inode)?).into_owned())
+                }
+                Op::Manifest { .. } => {
+                    Outcome::Manifest(lines(&nilfs::inspect::manifest::manifest(&view)?))
+                }
+                _ => return refuse(nilfs::Errno::EROFS, "snapshot"),
+            })
+        })();
+        r.map_err(|e| self.errno(e))
+    }
+
+    /// Executes one operation (those of the generated alphabet; see
+    /// tests/tests/lockstep.rs for which).
+    fn exec(&mut self, op: &Op) -> Result<Outcome, Stop> {
+        Ok(match op {
+            Op::Clock { now } => {
+                self.now = (*now / NS) as u64;
+                if let Some(fs) = self.fs.as_mut() {
+                    fs.set_time(self.now);
+                }
+                Outcome::Ok
+            }
+            Op::Mount { cp: None, ro } => self.mount(*ro).map(ok)?,
+            Op::Mount {
+                cp: Some(_),
+                ro: false,
+            } => return Err(Errno::EINVAL.into()),
+            Op::Mount {
+                cp: Some(c),
+                ro: true,
+            } => self.mount_snapshot(*c).map(ok)?,
+            Op::Umount { cp: Some(c) } => {
+                self.snaps.remove(c).ok_or(Errno::EINVAL)?;
+                Outcome::Ok
+            }
+            Op::Read { at: Some(c), .. }
+            | Op::Lstat { at: Some(c), .. }
+            | Op::Readdir { at: Some(c), .. }
+            | Op::Readlink { at: Some(c), .. }
+            | Op::Manifest { at: Some(c) } => self.snapshot_read(*c, op)?,
+            Op::Umount { cp: None } => {
+                let fs = self.fs.take().ok_or(Errno::EINVAL)?;
+                fs.unmount().map_err(|e| self.errno(e))?;
+                Outcome::Ok
+            }
+            // Power loss at an operation boundary: what is in memory is gone.
+            Op::Crash => {
+                self.fs = None;
+                self.snaps.clear();
+                Outcome::Ok
+            }
+            // sync(2) with nothing mounted has nothing to do.
+            Op::Sync if self.fs.is_none() => Outcome::Ok,
+            Op::Sync => self.with(|fs| fs.sync()).map(ok)?,
+            Op::Mkcp { snapshot } => Outcome::Cno(self.with(|fs| fs.mkcp(*snapshot))?.0),
+            Op::Chcp { cno, snapshot } => self.with(|fs| fs.chcp(Cno(*cno), *snapshot)).map(ok)?,
+            Op::Lscp => {
+                let list = self.with(|fs| fs.lscp())?;
+                Outcome::Checkpoints(
+                    list.iter()
+                        // lscp without -a (lscp.c): MINOR ones are hidden
+                        // unless they are snapshots.
+                        .filter(|c| c.is_snapshot() || !c.is_minor())
+                        .map(|c| nilfs_model::CpEntry {
+                            cno: c.cno.0,
+                            ss: c.is_snapshot(),
+                        })
+                        .collect(),
+                )
+            }
+            Op::Rmcp { cno } => self.with(|fs| fs.rmcp(Cno(*cno))).map(ok)?,
+            Op::Create {
+                path,
+                perm,
+                excl,
+                at: None,
+            } => self
+                .with(|fs| fs.paths().create(path.as_bytes(), *perm as u16, *excl))
+                .map(ok)?,
+            Op::Mkdir {
+                path,
+                perm,
+                at: None,
+            } => self
+                .with(|fs| fs.paths().mkdir(path.as_bytes(), *perm as u16))
+                .map(ok)?,
+            Op::Write {
+                path,
+                offset,
+                data,
+                at: None,
+            } => {
+                let bytes = data.to_bytes();
+                let n = self.with(|fs| fs.paths().write(path.as_bytes(), *offset, &bytes))?;
+                Outcome::Written(n)
+            }
+            Op::Read {
+                path,
+                offset,
+                len,
+                at: None,
+            } => data(&self.with(|fs| fs.paths().read(path.as_bytes(), *offset, *len))?),
+            Op::Lstat { path, at: None } => Outcome::Stat(stat_info(
+                &self.with(|fs| fs.paths().lstat(path.as_bytes()))?,
+            )),
+            Op::Readdir { path, at: None } => Outcome::Names(names_of(
+                self.with(|fs| fs.paths().readdir(path.as_bytes()))?,
+            )),
+            Op::Manifest { at: None } => Outcome::Manifest(lines(
+                &self.with(|fs| nilfs::inspect::manifest::live_manifest(fs))?,
+            )),
+            Op::Unlink { path, at: None } => {
+                self.with(|fs| fs.paths().unlink(path.as_bytes())).map(ok)?
+            }
+            Op::Rmdir { path, at: None } => {
+                self.with(|fs| fs.paths().rmdir(path.as_bytes())).map(ok)?
+            }
+            Op::Symlink {
+                target,
+                path,
+                at: None,
+            } => self
+                .with(|fs| fs.paths().symlink(target.as_bytes(), path.as_bytes()))
+                .map(ok)?,
+            Op::Link { old, new, at: None } => self
+                .with(|fs| fs.paths().link(old.as_bytes(), new.as_bytes()))
+                .map(ok)?,
+            Op::Rename { old, new, at: None } => self
+                .with(|fs| fs.paths().rename(old.as_bytes(), new.as_bytes()))
+                .map(ok)?,
+            Op::Truncate {
+                path,
+                size,
+                at: None,
+            } => self
+                .with(|fs| fs.paths().truncate(path.as_bytes(), *size))
+                .map(ok)?,
+            Op::Readlink { path, at: None } => {
+                let t = self.with(|fs| fs.paths().readlink(path.as_bytes()))?;
+                Outcome::Target(String::from_utf8_lossy(&t).into_owned())
+            }
+            Op::Fsync { path, at: None } => {
+                self.with(|fs| fs.paths().fsync(path.as_bytes())).map(ok)?
+            }
+            Op::Fdatasync { path, at: None } => self
+                .with(|fs| fs.paths().fdatasync(path.as_bytes()))
+                .map(ok)?,
+            // nilfs-clean -p P with cleanerd's default nsegments_per_clean.
+            Op::Clean { protection_s } => self
+                .with(|fs| nilfs::cleaner::clean(fs, *protection_s, 2))
+                .map(ok)?,
+            // To add an operation once `Fs` has it: one arm here and one
+            // line in the generator (nilfs_model::gen).
+            _ => return Err(Stop::Unsupported),
+        })
+    }
+
+    /// The abstraction function: the device read through the read path.
+    pub fn durable(&self) -> Result<Durable, String> {
+        // The image itself must be consistent, every checkpoint of it.
+        let opts = nilfs::check::Options {
+            checkpoints: nilfs::check::Checkpoints::All,
+            ..Default::default()
+        };
+        let report = nilfs::check::check_device(self.dev, &opts);
+        if !report.is_clean() {
+            return Err(format!("nilref check:\n{report}"));
+        }
+        let nilfs = Nilfs::open(self.dev).map_err(|e| format!("open: {e}"))?;
+        let view_manifest = |cno: Option<Cno>| -> Result<Vec<String>, String> {
+            let view = CheckpointView::open(&nilfs, cno).map_err(|e| format!("cp {cno:?}: {e}"))?;
+            let m = nilfs::inspect::manifest::manifest(&view)
+                .map_err(|e| format!("manifest of cp {cno:?}: {e}"))?;
+            Ok(lines(&m))
+        };
+        let mut checkpoints = BTreeMap::new();
+        for cp in nilfs
+            .checkpoints(Cno(1))
+            .map_err(|e| format!("cpfile: {e}"))?
+        {
+            checkpoints.insert(cp.cno.0, view_manifest(Some(cp.cno))?);
+        }
+        Ok(Durable {
+            live: view_manifest(None)?,
+            checkpoints,
+        })
+    }
+}
+
+impl Sut for ImplUnderTest<'_> {
+    fn apply(&mut self, op: &Op) -> Outcome {
+        self.try_apply(op).unwrap_or_else(|u| panic!("{u}"))
+    }
+    fn durable(&mut self) -> Result<Durable, String> {
+        ImplUnderTest::durable(self)
+    }
+    fn detail(&self) -> Option<String> {
+        self.last_error.clone()
+    }
+}
+
+/// An operation [`ImplUnderTest`] cannot execute (yet): setattr, mknod,
+/// the cleaner, remount, a read-write checkpoint mount, a change on a
+/// snapshot (`at`), or a second mkfs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported(pub Op);
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = serde_json::to_string(&self.0).expect("an operation serialises");
+        write!(f, "the adapter does not support {op} yet")
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
+/// Why [`ImplUnderTest::exec`] stopped: the operation's errno (an outcome),
+/// or an operation it cannot run (no outcome at all).
+enum Stop {
+    Errno(Errno),
+    Unsupported,
+}
+
+impl From<Errno> for Stop {
+    fn from(e: Errno) -> Self {
+        Stop::Errno(e)
+    }
+}
+
+/// What lstat(2) reports of a raw inode, as the model states it.
+pub fn stat_info(raw: &Inode) -> StatInfo {
+    let file_type = match raw.mode & S_IFMT {
+        S_IFDIR => FileType::Dir,
+        S_IFLNK => FileType::Symlink,
+        _ => FileType::File,
+    };
+    StatInfo {
+        file_type,
+        size: raw.size,
+        nlink: u32::from(raw.links_count),
+        perm: u32::from(raw.mode & 0o7777),
+        mtime: Some(raw.mtime as i64 * NS + i64::from(raw.mtime_nsec)),
+    }
+}
+
+/// `Outcome::Ok`, whatever the call returned.
+fn ok<T>(_: T) -> Outcome {
+    Outcome::Ok
+}
+
+/// A read's outcome: its length and digest.
+fn data(d: &[u8]) -> Outcome {
+    Outcome::Data {
+        len: d.len() as u64,
+        sha256: sha256_hex(d),
+    }
+}
+
+/// Directory entry names as the model has them.
+fn names_of(names: impl IntoIterator<Item = Vec<u8>>) -> Vec<String> {
+    names
+        .into_iter()
+        .map(|n| String::from_utf8_lossy(&n).into_owned())
+        .collect()
+}
+
+/// A manifest's lines.
+fn lines(manifest: &str) -> Vec<String> {
+    manifest.lines().map(str::to_string).collect()
+}
+
+/// The implementation's errno, by name, as the model's.
+pub fn map_errno(e: nilfs::Errno) -> Errno {
+    use nilfs::Errno as I;
+    match e {
+        I::EPERM => Errno::EPERM,
+        I::ENOENT => Errno::ENOENT,
+        I::EIO => Errno::EIO,
+        I::EBUSY => Errno::EBUSY,
+        I::EEXIST => Errno::EEXIST,
+        I::EXDEV => Errno::EXDEV,
+        I::ENOTDIR => Errno::ENOTDIR,
+        I::EISDIR => Errno::EISDIR,
+        I::EINVAL => Errno::EINVAL,
+        I::EFBIG => Errno::EFBIG,
+        I::ENOSPC => Errno::ENOSPC,
+        I::EROFS => Errno::EROFS,
+        I::EMLINK => Errno::EMLINK,
+        I::ENAMETOOLONG => Errno::ENAMETOOLONG,
+        I::ENOTEMPTY => Errno::ENOTEMPTY,
+        I::ELOOP => Errno::ELOOP,
+        // A stale handle is never a user-visible answer of a path call.
+        I::ESTALE => Errno::EIO,
+    }
+}
