@@ -21,6 +21,8 @@ use crate::format::palloc::{self, PallocGeometry};
 use crate::mdt::Mdt;
 use crate::{Errno, Error, Result};
 
+crate::metafile::meta_store!(Palloc, field mdt);
+
 /// Size of `struct nilfs_palloc_group_desc`.
 const DESC_SIZE: usize = 4;
 
@@ -102,24 +104,6 @@ impl<'a> Palloc<'a> {
     pub fn with_variant(mut self, variant: Variant) -> Self {
         self.variant = variant;
         self
-    }
-
-    /// The file's blocks (read-only: entries and bitmaps change only
-    /// through the allocator, which keeps `pg_nfrees` and the bits in step).
-    pub fn mdt(&self) -> &Mdt<'a> {
-        &self.mdt
-    }
-
-    /// The blocks, for the segment constructor (which writes and cleans
-    /// them) and the cleaner's loader detachment.
-    pub(crate) fn mdt_mut(&mut self) -> &mut Mdt<'a> {
-        &mut self.mdt
-    }
-
-    /// The dirty blocks and deletions have been written
-    /// ([`Mdt::mark_clean`]).
-    pub fn mark_clean(&mut self) {
-        self.mdt.mark_clean();
     }
 
     /// The layout.

@@ -35,6 +35,8 @@ use crate::format::Cno;
 use crate::mdt::Mdt;
 use crate::{Errno, Error, Result};
 
+crate::metafile::meta_store!(Cpfile, field mdt);
+
 /// Offsets inside `struct nilfs_checkpoint`.
 const CP_FLAGS: usize = 0;
 const CP_COUNT: usize = 4;
@@ -107,25 +109,6 @@ impl<'a> Cpfile<'a> {
             geo,
             cno: next_cno,
         })
-    }
-
-    /// The file's blocks (read-only: every change goes through this
-    /// file's operations, which keep its header counts and lists
-    /// consistent).
-    pub fn mdt(&self) -> &Mdt<'a> {
-        &self.mdt
-    }
-
-    /// The blocks, for the segment constructor (which writes and cleans
-    /// them) and the cleaner's loader detachment.
-    pub(crate) fn mdt_mut(&mut self) -> &mut Mdt<'a> {
-        &mut self.mdt
-    }
-
-    /// The dirty blocks and deletions have been written
-    /// ([`Mdt::mark_clean`]).
-    pub fn mark_clean(&mut self) {
-        self.mdt.mark_clean();
     }
 
     /// `ns_cno`: the number the next construction creates.

@@ -24,7 +24,10 @@ use crate::format::dat::DatEntry;
 use crate::format::palloc::PallocGeometry;
 use crate::format::{BlockNr, Cno, Ino, VBlockNr};
 use crate::mdt::Mdt;
+use crate::metafile::{MetaStore, CRATE};
 use crate::{Errno, Error, Result};
+
+crate::metafile::meta_store!(Dat, via palloc);
 
 /// `NILFS_BMAP_GROUP_DIV`: a group is split into this many target areas,
 /// chosen by inode number.
@@ -123,26 +126,9 @@ impl<'a> Dat<'a> {
         })
     }
 
-    /// The allocator (read-only: entries change through this file's
-    /// operations).
+    /// The allocator (read-only).
     pub fn palloc(&self) -> &Palloc<'a> {
         &self.palloc
-    }
-
-    /// The file's blocks.
-    pub fn mdt(&self) -> &Mdt<'a> {
-        self.palloc.mdt()
-    }
-
-    /// The blocks, for the segment constructor and the cleaner.
-    pub(crate) fn mdt_mut(&mut self) -> &mut Mdt<'a> {
-        self.palloc.mdt_mut()
-    }
-
-    /// The dirty blocks and deletions have been written
-    /// ([`Mdt::mark_clean`]).
-    pub fn mark_clean(&mut self) {
-        self.palloc.mark_clean();
     }
 
     /// Read-modify-write the entry of `v`; `None` if its block is a hole.
@@ -364,7 +350,7 @@ impl<'a> Dat<'a> {
     /// found it live): block `blkoff` must be written by the next log.
     /// ENOENT for a hole.
     pub fn mark_block_dirty(&mut self, blkoff: u64) -> Result<()> {
-        let mdt = self.palloc.mdt_mut();
+        let mdt = self.palloc.mdt_mut(CRATE);
         if !mdt.exists(blkoff)? {
             return Err(Error::errno(
                 Errno::ENOENT,

@@ -9,6 +9,8 @@ use crate::format::{ino, Ino};
 use crate::mdt::Mdt;
 use crate::{Errno, Error, Result};
 
+crate::metafile::meta_store!(Ifile, via palloc);
+
 /// One checkpoint's ifile.
 #[derive(Clone, Debug)]
 pub struct Ifile<'a> {
@@ -31,26 +33,9 @@ impl<'a> Ifile<'a> {
         })
     }
 
-    /// The allocator (read-only: entries change through this file's
-    /// operations).
+    /// The allocator (read-only).
     pub fn palloc(&self) -> &Palloc<'a> {
         &self.palloc
-    }
-
-    /// The file's blocks.
-    pub fn mdt(&self) -> &Mdt<'a> {
-        self.palloc.mdt()
-    }
-
-    /// The blocks, for the segment constructor and the cleaner.
-    pub(crate) fn mdt_mut(&mut self) -> &mut Mdt<'a> {
-        self.palloc.mdt_mut()
-    }
-
-    /// The dirty blocks and deletions have been written
-    /// ([`Mdt::mark_clean`]).
-    pub fn mark_clean(&mut self) {
-        self.palloc.mark_clean();
     }
 
     /// `NILFS_VALID_INODE`: the root, the metadata files' numbers, or at

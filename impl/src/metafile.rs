@@ -11,13 +11,9 @@
 //! Must not know: the segment constructor's order, or where blocks go.
 
 use crate::bmap::write::Bmap;
-use crate::cpfile::Cpfile;
-use crate::dat::Dat;
 use crate::format::inode::Inode;
 use crate::format::{ino, Cno, Ino};
-use crate::ifile::Ifile;
 use crate::mdt::Mdt;
-use crate::sufile::Sufile;
 use crate::Result;
 
 /// What a mapping's pointers are (`bmap->b_ptr_type`, set by
@@ -68,30 +64,57 @@ pub fn record_cno(i: Ino, cno: Cno) -> Cno {
     }
 }
 
-/// A metadata file's block store: the typed file over its [`Mdt`].
+/// A metadata file's block store: the typed file (DAT, cpfile, sufile,
+/// ifile, or a bare [`Palloc`](crate::alloc::Palloc)) over its [`Mdt`].
+///
+/// Its blocks are readable by anyone and writable only by this crate
+/// ([`MetaStore::mdt_mut`] takes a [`CrateOnly`] token no one else can
+/// make): the typed file's own operations keep its counters, bitmaps and
+/// lists consistent, and the segment constructor writes and cleans it.
 pub trait MetaStore<'a> {
-    /// The blocks.
-    fn blocks(&self) -> &Mdt<'a>;
-    /// The blocks, to write and clean them.
-    fn blocks_mut(&mut self) -> &mut Mdt<'a>;
+    /// The file's blocks.
+    fn mdt(&self) -> &Mdt<'a>;
+    /// The file's blocks, mutably (the constructor and the cleaner).
+    fn mdt_mut(&mut self, token: CrateOnly) -> &mut Mdt<'a>;
+    /// The dirty blocks and deletions have been written
+    /// ([`Mdt::mark_clean`]).
+    fn mark_clean(&mut self) {
+        self.mdt_mut(CRATE).mark_clean();
+    }
 }
 
+/// The token of [`MetaStore::mdt_mut`]: only this crate can make one.
+#[derive(Clone, Copy, Debug)]
+pub struct CrateOnly(());
+
+/// The one [`CrateOnly`] token.
+pub(crate) const CRATE: CrateOnly = CrateOnly(());
+
+/// `impl MetaStore` for a file whose blocks are the field `$f` (`field`)
+/// or the blocks of its allocator `$f` (`via`).
 macro_rules! meta_store {
-    ($t:ident) => {
-        impl<'a> MetaStore<'a> for $t<'a> {
-            fn blocks(&self) -> &Mdt<'a> {
-                self.mdt()
+    ($t:ident, field $f:ident) => {
+        impl<'a> $crate::metafile::MetaStore<'a> for $t<'a> {
+            fn mdt(&self) -> &$crate::mdt::Mdt<'a> {
+                &self.$f
             }
-            fn blocks_mut(&mut self) -> &mut Mdt<'a> {
-                self.mdt_mut()
+            fn mdt_mut(&mut self, _: $crate::metafile::CrateOnly) -> &mut $crate::mdt::Mdt<'a> {
+                &mut self.$f
+            }
+        }
+    };
+    ($t:ident, via $f:ident) => {
+        impl<'a> $crate::metafile::MetaStore<'a> for $t<'a> {
+            fn mdt(&self) -> &$crate::mdt::Mdt<'a> {
+                $crate::metafile::MetaStore::mdt(&self.$f)
+            }
+            fn mdt_mut(&mut self, t: $crate::metafile::CrateOnly) -> &mut $crate::mdt::Mdt<'a> {
+                $crate::metafile::MetaStore::mdt_mut(&mut self.$f, t)
             }
         }
     };
 }
-meta_store!(Dat);
-meta_store!(Cpfile);
-meta_store!(Sufile);
-meta_store!(Ifile);
+pub(crate) use meta_store;
 
 /// One metadata file: block store, mapping and raw inode.
 #[derive(Clone, Debug)]
@@ -165,7 +188,7 @@ impl<'a, F: MetaStore<'a>> MetaFile<F> {
         MetaParts {
             ino: self.ino,
             ptr_type: PtrType::of(self.ino),
-            mdt: self.file.blocks_mut(),
+            mdt: self.file.mdt_mut(CRATE),
             bmap: &mut self.bmap,
             raw: &mut self.raw,
         }
@@ -179,7 +202,7 @@ impl<'a, F: MetaStore<'a>> MetaFile<F> {
 
     /// Whether any block awaits a log.
     pub fn is_dirty(&self) -> bool {
-        !self.file.blocks().dirty_blocks().is_empty()
+        !self.file.mdt().dirty_blocks().is_empty()
     }
 
     /// Store the mapping's root in the raw inode (`nilfs_bmap_write`).
@@ -192,7 +215,7 @@ impl<'a, F: MetaStore<'a>> MetaFile<F> {
     /// are clean.
     pub fn mark_clean(&mut self) -> Result<()> {
         self.bmap.mark_clean()?;
-        self.file.blocks_mut().mark_clean();
+        self.file.mark_clean();
         Ok(())
     }
 }

@@ -16,6 +16,8 @@ use crate::format::MIN_NRSVSEGS;
 use crate::mdt::Mdt;
 use crate::{Errno, Error, Result};
 
+crate::metafile::meta_store!(Sufile, field mdt);
+
 /// Offsets inside the header and a usage entry.
 const SH_NCLEAN: usize = 0;
 const SH_NDIRTY: usize = 8;
@@ -74,25 +76,6 @@ impl<'a> Sufile<'a> {
             allocmin: 0,
             allocmax: nsegments - 1,
         })
-    }
-
-    /// The file's blocks (read-only: every change goes through this
-    /// file's operations, which keep its header counts and lists
-    /// consistent).
-    pub fn mdt(&self) -> &Mdt<'a> {
-        &self.mdt
-    }
-
-    /// The blocks, for the segment constructor (which writes and cleans
-    /// them) and the cleaner's loader detachment.
-    pub(crate) fn mdt_mut(&mut self) -> &mut Mdt<'a> {
-        &mut self.mdt
-    }
-
-    /// The dirty blocks and deletions have been written
-    /// ([`Mdt::mark_clean`]).
-    pub fn mark_clean(&mut self) {
-        self.mdt.mark_clean();
     }
 
     /// `nilfs_sufile_get_nsegments`.

@@ -16,6 +16,7 @@ use nilfs::format::palloc::{self, PallocGeometry};
 use nilfs::format::sufile::{SegmentUsage, SufileGeometry, SufileHeader, SU_DIRTY};
 use nilfs::format::{BlockNr, Cno, FileBlk, Ino, SegNum, VBlockNr};
 use nilfs::mdt::Mdt;
+use nilfs::metafile::MetaStore;
 use nilfs::the_nilfs::{MetaFile, Nilfs};
 use nilfs::{Errno, Error};
 

@@ -15,6 +15,7 @@ use nilfs::format::palloc::PallocGeometry;
 use nilfs::format::sufile::{SU_DIRTY, SU_ERROR};
 use nilfs::format::{BlockNr, Cno, SegNum, VBlockNr};
 use nilfs::mdt::Mdt;
+use nilfs::metafile::MetaStore;
 use nilfs::the_nilfs::Nilfs;
 use nilfs::{Errno, Error};
 use proptest::prelude::*;

@@ -129,15 +129,7 @@ pub fn lookup(
                 // is below every key of the node (lookup returns 0, !found).
                 let index = index.min(nchildren - 1);
                 let ptr = node.ptrs[index];
-                let level = node.level - 1;
-                let child = src.node(ptr, level)?;
-                if child.level != level {
-                    return Err(Error::corrupt(
-                        "btree node",
-                        format!("level mismatch: expected {level}, found {}", child.level),
-                    ));
-                }
-                node = child;
+                node = child(src, ptr, node.level - 1)?;
             }
         }
     }
@@ -163,6 +155,19 @@ pub fn for_each(
     }
 }
 
+/// The child at `ptr`, which must carry `level`, the level its parent
+/// implies ("btree level mismatch" in the kernel).
+fn child(src: &mut dyn NodeSource, ptr: u64, level: u8) -> Result<BtreeNode> {
+    let child = src.node(ptr, level)?;
+    if child.level != level {
+        return Err(Error::corrupt(
+            "btree node",
+            format!("level mismatch: expected {level}, found {}", child.level),
+        ));
+    }
+    Ok(child)
+}
+
 fn walk(
     node: &BtreeNode,
     src: &mut dyn NodeSource,
@@ -174,15 +179,7 @@ fn walk(
         if node.level == BTREE_LEVEL_NODE_MIN {
             f(key, ptr)?;
         } else {
-            let level = node.level - 1;
-            let child = src.node(ptr, level)?;
-            if child.level != level {
-                return Err(Error::corrupt(
-                    "btree node",
-                    format!("level mismatch: expected {level}, found {}", child.level),
-                ));
-            }
-            walk(&child, src, f)?;
+            walk(&child(src, ptr, node.level - 1)?, src, f)?;
         }
     }
     Ok(())

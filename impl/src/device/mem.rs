@@ -59,6 +59,22 @@ impl MemDevice {
     }
 }
 
+/// The chunk pieces of the byte range at `off` of `len` bytes: (chunk
+/// index, offset within the chunk, offset within the range, length).
+fn pieces(off: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    let mut done = 0usize;
+    std::iter::from_fn(move || {
+        (done < len).then(|| {
+            let pos = off + done as u64;
+            let (idx, within) = (pos / CHUNK, (pos % CHUNK) as usize);
+            let n = (CHUNK as usize - within).min(len - done);
+            let piece = (idx, within, done, n);
+            done += n;
+            piece
+        })
+    })
+}
+
 impl BlockDevice for MemDevice {
     fn size_bytes(&self) -> u64 {
         self.size
@@ -67,16 +83,11 @@ impl BlockDevice for MemDevice {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         check_range(self.size, off, buf.len())?;
         let chunks = lock(&self.chunks);
-        let mut done = 0usize;
-        while done < buf.len() {
-            let pos = off + done as u64;
-            let (idx, within) = (pos / CHUNK, (pos % CHUNK) as usize);
-            let n = (CHUNK as usize - within).min(buf.len() - done);
+        for (idx, within, done, n) in pieces(off, buf.len()) {
             match chunks.get(&idx) {
                 Some(c) => buf[done..done + n].copy_from_slice(&c[within..within + n]),
                 None => buf[done..done + n].fill(0),
             }
-            done += n;
         }
         Ok(())
     }
@@ -84,11 +95,7 @@ impl BlockDevice for MemDevice {
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         check_range(self.size, off, buf.len())?;
         let mut chunks = lock(&self.chunks);
-        let mut done = 0usize;
-        while done < buf.len() {
-            let pos = off + done as u64;
-            let (idx, within) = (pos / CHUNK, (pos % CHUNK) as usize);
-            let n = (CHUNK as usize - within).min(buf.len() - done);
+        for (idx, within, done, n) in pieces(off, buf.len()) {
             let src = &buf[done..done + n];
             match chunks.get_mut(&idx) {
                 Some(c) => c[within..within + n].copy_from_slice(src),
@@ -99,7 +106,6 @@ impl BlockDevice for MemDevice {
                     chunks.insert(idx, c);
                 }
             }
-            done += n;
         }
         Ok(())
     }

@@ -21,9 +21,7 @@
 //!   blocks, so our checker reports it as corruption.
 
 use super::le::{need, put_u16, put_u32, put_u64, put_u8, u16_at, u32_at, u64_at, u8_at};
-use super::{
-    BTREE_LEVEL_MAX, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE,
-};
+use super::{BTREE_LEVEL_MAX, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
 use crate::{Error, Result};
 
 /// `NILFS_BTREE_NODE_ROOT`: set in `bn_flags` of the root only. It is the
@@ -69,13 +67,6 @@ pub struct BtreeNode {
     pub ptrs: Vec<u64>,
 }
 
-fn check_block_size(block_size: u32) -> Result<()> {
-    if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) || !block_size.is_power_of_two() {
-        return Err(Error::Invalid(format!("invalid block size {block_size}")));
-    }
-    Ok(())
-}
-
 impl BtreeNode {
     /// An empty block node of the given level, with zeroed slots.
     pub fn new_block(block_size: u32, level: u8) -> Self {
@@ -106,7 +97,7 @@ impl BtreeNode {
     /// `block_size` must be a valid NILFS block size (else `Error::Invalid`);
     /// `buf` must hold at least that many bytes.
     pub fn decode_block(buf: &[u8], block_size: u32) -> Result<Self> {
-        check_block_size(block_size)?;
+        super::check_block_size(block_size)?;
         need(buf, block_size as usize, "btree node")?;
         let ncmax = node_ncmax(block_size);
         let flags = u8_at(buf, 0);
@@ -127,10 +118,16 @@ impl BtreeNode {
                 format!("bad nchildren {nchildren} (capacity {ncmax})"),
             ));
         }
+        Ok(Self::read_block(buf, ncmax, nchildren))
+    }
+
+    /// The fields of a node block of capacity `ncmax`, with `nchildren`
+    /// as the caller checked or clamped it.
+    fn read_block(buf: &[u8], ncmax: usize, nchildren: u16) -> Self {
         let ptrs_offset = BLOCK_KEYS_OFFSET + 8 * ncmax;
-        Ok(BtreeNode {
-            flags,
-            level,
+        BtreeNode {
+            flags: u8_at(buf, 0),
+            level: u8_at(buf, 1),
             nchildren,
             pad: u32_at(buf, 4),
             extra_pad: u64_at(buf, HEADER_SIZE),
@@ -140,7 +137,7 @@ impl BtreeNode {
             ptrs: (0..ncmax)
                 .map(|i| u64_at(buf, ptrs_offset + 8 * i))
                 .collect(),
-        })
+        }
     }
 
     /// Decode a node block **without** the broken-node checks, as code that
@@ -149,23 +146,11 @@ impl BtreeNode {
     /// known-bad read path variant that skips verification, never by a
     /// correct one.
     pub fn decode_block_unchecked(buf: &[u8], block_size: u32) -> Result<Self> {
-        check_block_size(block_size)?;
+        super::check_block_size(block_size)?;
         need(buf, block_size as usize, "btree node")?;
         let ncmax = node_ncmax(block_size);
-        let ptrs_offset = BLOCK_KEYS_OFFSET + 8 * ncmax;
-        Ok(BtreeNode {
-            flags: u8_at(buf, 0),
-            level: u8_at(buf, 1),
-            nchildren: u16_at(buf, 2).min(ncmax as u16),
-            pad: u32_at(buf, 4),
-            extra_pad: u64_at(buf, HEADER_SIZE),
-            keys: (0..ncmax)
-                .map(|i| u64_at(buf, BLOCK_KEYS_OFFSET + 8 * i))
-                .collect(),
-            ptrs: (0..ncmax)
-                .map(|i| u64_at(buf, ptrs_offset + 8 * i))
-                .collect(),
-        })
+        let nchildren = u16_at(buf, 2).min(ncmax as u16);
+        Ok(Self::read_block(buf, ncmax, nchildren))
     }
 
     /// Decode the root held in `i_bmap` and apply `nilfs_btree_root_broken`:

@@ -8,7 +8,7 @@
 
 use super::inode::Inode;
 use super::le::{need, put_u32, put_u64, u32_at, u64_at};
-use super::{Cno, FileBlk, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, MIN_CHECKPOINT_SIZE};
+use super::{Cno, FileBlk, MIN_CHECKPOINT_SIZE};
 use crate::{Error, Result};
 
 /// `cp_flags` bit: the checkpoint is a snapshot.
@@ -186,10 +186,7 @@ impl CpfileGeometry {
     /// A checked geometry. Like `nilfs_cpfile_read`, refuse entries below
     /// `NILFS_MIN_CHECKPOINT_SIZE` or larger than a block.
     pub fn new(block_size: u32, entry_size: u16) -> Result<Self> {
-        if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) || !block_size.is_power_of_two()
-        {
-            return Err(Error::Invalid(format!("invalid block size {block_size}")));
-        }
+        crate::format::check_block_size(block_size)?;
         if entry_size < MIN_CHECKPOINT_SIZE || u32::from(entry_size) > block_size {
             return Err(Error::Invalid(format!(
                 "invalid checkpoint size {entry_size}"

@@ -8,7 +8,7 @@
 
 use super::inode::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
 use super::le::{need, put_bytes, put_u16, put_u64, put_u8, u16_at, u64_at, u8_at};
-use super::{ino, Ino, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE};
+use super::{ino, Ino};
 use crate::{Error, Result};
 
 /// `NILFS_FT_UNKNOWN`.
@@ -75,13 +75,6 @@ pub struct DirEntry {
     pub name: Vec<u8>,
 }
 
-fn check_block_size(block_size: u32) -> Result<()> {
-    if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) || !block_size.is_power_of_two() {
-        return Err(Error::Invalid(format!("invalid block size {block_size}")));
-    }
-    Ok(())
-}
-
 /// Why the record at `offs` with these fields breaks `nilfs_check_folio`,
 /// if it does. The tests come in the kernel's order.
 fn record_fault(
@@ -118,7 +111,7 @@ fn record_fault(
 /// number is below the ifile's end and allocated (the kernel finds out only
 /// when it loads the inode).
 pub fn parse_block(buf: &[u8], block_size: u32) -> Result<Vec<DirEntry>> {
-    check_block_size(block_size)?;
+    super::check_block_size(block_size)?;
     let bs = block_size as usize;
     need(buf, bs, "directory block")?;
     let mut entries = Vec::new();
@@ -164,7 +157,7 @@ pub fn parse_block(buf: &[u8], block_size: u32) -> Result<Vec<DirEntry>> {
 /// `name.len() == name_len`, and tile the block exactly; otherwise this
 /// returns `Error::Invalid` and writes nothing. Padding after each name is 0.
 pub fn encode_block(entries: &[DirEntry], block_size: u32) -> Result<Vec<u8>> {
-    check_block_size(block_size)?;
+    super::check_block_size(block_size)?;
     let bs = block_size as usize;
     let mut out = vec![0u8; bs];
     let mut offs = 0usize;

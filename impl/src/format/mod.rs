@@ -156,6 +156,22 @@ pub mod ino {
     pub const USER: Ino = Ino(11);
 }
 
+/// Whether `bs` is a NILFS block size: a power of two from
+/// [`MIN_BLOCK_SIZE`] to [`MAX_BLOCK_SIZE`].
+pub fn is_block_size(bs: u64) -> bool {
+    bs.is_power_of_two() && (u64::from(MIN_BLOCK_SIZE)..=u64::from(MAX_BLOCK_SIZE)).contains(&bs)
+}
+
+/// [`Error::Invalid`](crate::Error::Invalid) unless `bs` is a NILFS block
+/// size (the one check every geometry constructor makes first).
+pub fn check_block_size(bs: u32) -> crate::Result<()> {
+    if is_block_size(bs.into()) {
+        Ok(())
+    } else {
+        Err(crate::Error::Invalid(format!("invalid block size {bs}")))
+    }
+}
+
 /// Block size in bytes for `s_log_block_size`.
 pub fn block_size_from_log(log: u32) -> Option<u32> {
     if log > 6 {

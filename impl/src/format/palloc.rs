@@ -14,7 +14,6 @@
 //! that can overflow `u64` is checked and reported as `None`.
 
 use super::le::{need, put_u32, u32_at};
-use super::{MAX_BLOCK_SIZE, MIN_BLOCK_SIZE};
 use crate::{Error, Result};
 
 /// Size of `struct nilfs_palloc_group_desc`.
@@ -39,10 +38,7 @@ impl PallocGeometry {
     /// `nilfs_store_disk_layout` require); each file's own minimum entry size
     /// is the super block's check, not this one's.
     pub fn new(block_size: u32, entry_size: u32) -> Result<Self> {
-        if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) || !block_size.is_power_of_two()
-        {
-            return Err(Error::Invalid(format!("invalid block size {block_size}")));
-        }
+        crate::format::check_block_size(block_size)?;
         if entry_size == 0 || entry_size > block_size {
             return Err(Error::Invalid(format!(
                 "invalid palloc entry size {entry_size}"

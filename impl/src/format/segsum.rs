@@ -15,9 +15,7 @@
 
 use super::crc::crc32_le;
 use super::le::{need, put_u16, put_u32, put_u64, put_u8, u16_at, u32_at, u64_at, u8_at};
-use super::{
-    ino, BlockNr, Cno, FileBlk, Ino, Seq, VBlockNr, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, SEGSUM_MAGIC,
-};
+use super::{ino, BlockNr, Cno, FileBlk, Ino, Seq, VBlockNr, SEGSUM_MAGIC};
 use crate::{Error, Result};
 
 const WHAT: &str = "segment summary";
@@ -357,13 +355,9 @@ fn place(off: usize, size: usize, bs: usize) -> usize {
     }
 }
 
-fn valid_bs(bs: u64) -> bool {
-    bs.is_power_of_two() && (u64::from(MIN_BLOCK_SIZE)..=u64::from(MAX_BLOCK_SIZE)).contains(&bs)
-}
-
 fn checked_bs(block_size: u32) -> usize {
     assert!(
-        valid_bs(block_size.into()),
+        super::is_block_size(block_size.into()),
         "invalid NILFS block size {block_size}"
     );
     block_size as usize
@@ -412,7 +406,7 @@ impl Summary {
     /// It does not check `ss_seq`, `ss_nblocks` against the segment size, or
     /// the checksums: those need the log's context ([`verify_log`]).
     pub fn decode(buf: &[u8], block_size: u32) -> Result<Summary> {
-        if !valid_bs(block_size.into()) {
+        if !super::is_block_size(block_size.into()) {
             return Err(Error::Invalid(format!(
                 "invalid NILFS block size {block_size}"
             )));
@@ -592,7 +586,7 @@ pub fn verify_log(log: &[u8], seed: u32) -> Result<()> {
     let h = SegmentSummary::decode(log)?;
     let n = h.nblocks as usize;
     let bs = log.len().checked_div(n).unwrap_or(0);
-    if bs * n != log.len() || !valid_bs(bs as u64) {
+    if bs * n != log.len() || !super::is_block_size(bs as u64) {
         return Err(Error::corrupt(
             WHAT,
             format!(

@@ -7,7 +7,7 @@
 //! at 0, so unlike the cpfile there is no `- 1` (`nilfs_sufile_get_blkoff`).
 
 use super::le::{need, put_u32, put_u64, u32_at, u64_at};
-use super::{FileBlk, SegNum, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, MIN_SEGMENT_USAGE_SIZE};
+use super::{FileBlk, SegNum, MIN_SEGMENT_USAGE_SIZE};
 use crate::{Error, Result};
 
 /// `su_flags` bit: active. Only mkfs writes it to disk; the kernel ignores
@@ -154,10 +154,7 @@ impl SufileGeometry {
     /// A checked geometry. Like `nilfs_sufile_read`, refuse entries below
     /// `NILFS_MIN_SEGMENT_USAGE_SIZE` or larger than a block.
     pub fn new(block_size: u32, entry_size: u16) -> Result<Self> {
-        if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) || !block_size.is_power_of_two()
-        {
-            return Err(Error::Invalid(format!("invalid block size {block_size}")));
-        }
+        crate::format::check_block_size(block_size)?;
         if entry_size < MIN_SEGMENT_USAGE_SIZE || u32::from(entry_size) > block_size {
             return Err(Error::Invalid(format!(
                 "invalid segment usage size {entry_size}"

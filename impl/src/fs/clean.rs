@@ -11,7 +11,7 @@ use crate::format::sufile::segment_is_active;
 use crate::format::sufile::SegmentUsage;
 use crate::format::{Cno, SegNum, Seq, VBlockNr};
 use crate::gc::{Bdesc, CleanArgs, MovedBlocks};
-use crate::metafile::MetaParts;
+use crate::metafile::{MetaParts, MetaStore, CRATE};
 use crate::segctor::GcWork;
 use crate::{Errno, Error, Result};
 
@@ -185,7 +185,7 @@ impl<'a> Fs<'a> {
         let (dat, bmap, _) = self.dat.split();
         if dat.mdt().has_loader() {
             let keys = bmap.entries(&mut DiskNodes::physical(dev, bs))?;
-            dat.mdt_mut()
+            dat.mdt_mut(CRATE)
                 .materialize(keys.into_iter().map(|(k, _)| k))?;
         }
         let dat = self.dat.file_mut();

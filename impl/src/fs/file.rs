@@ -22,20 +22,15 @@ impl<'a> Fs<'a> {
         let end = offset
             .checked_add(data.len() as u64)
             .ok_or_else(|| Error::errno(Errno::EFBIG, "write"))?;
-        let mut pos = offset;
-        while pos < end {
-            let key = pos / bs;
-            let within = (pos % bs) as usize;
-            let n = ((bs - within as u64).min(end - pos)) as usize;
+        for (key, within, n) in block_spans(offset, end, bs) {
             let mut block = if within == 0 && n as u64 == bs {
                 vec![0u8; bs as usize]
             } else {
                 self.read_file_block(i, key)?
             };
-            let from = (pos - offset) as usize;
+            let from = (key * bs + within as u64 - offset) as usize;
             block[within..within + n].copy_from_slice(&data[from..from + n]);
             self.inodes.loaded_mut(i).dirty.insert(key, block);
-            pos += n as u64;
         }
         let now = self.now;
         let f = self.inodes.loaded_mut(i);
@@ -67,14 +62,9 @@ impl<'a> Fs<'a> {
         let end = size.min(offset.saturating_add(len));
         let bs = u64::from(self.bs);
         let mut out = Vec::with_capacity(end.saturating_sub(offset).min(1 << 30) as usize);
-        let mut pos = offset;
-        while pos < end {
-            let key = pos / bs;
-            let within = (pos % bs) as usize;
-            let n = ((bs - within as u64).min(end - pos)) as usize;
+        for (key, within, n) in block_spans(offset, end, bs) {
             let b = self.read_file_block(i, key)?;
             out.extend_from_slice(&b[within..within + n]);
-            pos += n as u64;
         }
         Ok(out)
     }
@@ -148,4 +138,18 @@ impl<'a> Fs<'a> {
         }
         self.construct_dsync(i)
     }
+}
+
+/// The pieces of the byte range `[start, end)` in blocks of `bs` bytes:
+/// (block, offset within it, length), in order.
+fn block_spans(start: u64, end: u64, bs: u64) -> impl Iterator<Item = (u64, usize, usize)> {
+    let mut pos = start;
+    std::iter::from_fn(move || {
+        (pos < end).then(|| {
+            let (key, within) = (pos / bs, pos % bs);
+            let n = (bs - within).min(end - pos);
+            pos += n;
+            (key, within as usize, n as usize)
+        })
+    })
 }

@@ -3,7 +3,7 @@
 //! with the refusals the VFS and the kernel give, in their order.
 
 use super::Fs;
-use crate::dir::DirFile;
+use crate::dir::{DirFile, Found};
 use crate::format::dir::file_type_from_mode;
 use crate::format::inode::{S_IFDIR, S_IFMT, S_IFREG};
 use crate::format::{ino, Ino};
@@ -88,14 +88,18 @@ impl<'a> Fs<'a> {
         self.dir(i)?.entries()
     }
 
+    /// The entry `name` of `parent`; ENOENT if there is none.
+    fn find_entry(&mut self, parent: Ino, name: &[u8]) -> Result<Found> {
+        self.dir(parent)?
+            .find(name)?
+            .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(name)))
+    }
+
     /// `nilfs_unlink`: remove `name` from `parent`; the inode goes with its
     /// last link. EISDIR for a directory.
     pub fn unlink(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
         self.begin(false)?;
-        let found = self
-            .dir(parent)?
-            .find(name)?
-            .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(name)))?;
+        let found = self.find_entry(parent, name)?;
         if self.file(found.ino)?.raw.mode & S_IFMT == S_IFDIR {
             return Err(Error::errno(Errno::EISDIR, String::from_utf8_lossy(name)));
         }
@@ -115,10 +119,7 @@ impl<'a> Fs<'a> {
     /// ENOTEMPTY as the kernel gives them).
     pub fn rmdir(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
         self.begin(false)?;
-        let found = self
-            .dir(parent)?
-            .find(name)?
-            .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(name)))?;
+        let found = self.find_entry(parent, name)?;
         if self.file(found.ino)?.raw.mode & S_IFMT != S_IFDIR {
             return Err(Error::errno(Errno::ENOTDIR, String::from_utf8_lossy(name)));
         }

@@ -11,7 +11,7 @@ use crate::bmap::write::Bmap;
 use crate::format::segsum::Binfo;
 use crate::format::{ino, Cno, FileBlk, Ino, SegNum, VBlockNr};
 use crate::fs::Fs;
-use crate::metafile::record_cno;
+use crate::metafile::{record_cno, MetaStore};
 use crate::{Error, Result};
 
 /// Every block of a stage as (file tag, binfo, source), in order.

@@ -8,34 +8,23 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::complete::write_checked;
 use super::layout::{FileTag, Layout};
-use super::propagate::{propagate, Mapping, Nodes};
+use super::propagate::Nodes;
 use super::write::assemble;
 use super::{has_delta, Segs};
 use crate::format::segsum::{Binfo, SS_SYNDT};
 use crate::format::{FileBlk, Ino, VBlockNr};
 use crate::fs::Fs;
-use crate::metafile::PtrType;
 use crate::Result;
 
 impl<'a> Fs<'a> {
     /// Write file `i`'s dirty data blocks as a data-only construction.
     pub(crate) fn construct_dsync(&mut self, i: Ino) -> Result<()> {
         let cno = self.cpfile.file().next_cno();
-        let (dev, bs) = (self.dev, self.bs);
+        let bs = self.bs;
         let ctime = self.now;
         // Propagate: each dirty block gets its new virtual block number now;
         // the nodes stay dirty, unassigned, for the next construction.
-        let target = self.dat.file().target_for_ino(i);
-        let f = self.inodes.loaded_mut(i);
-        let keys: Vec<u64> = f.dirty.keys().copied().collect();
-        let map = Mapping {
-            bmap: &mut f.bmap,
-            raw: &mut f.raw,
-            ptr_type: PtrType::MultiVersion,
-            target,
-        };
-        let out = propagate(self.dat.file_mut(), dev, bs, cno, map, &keys, Nodes::Leave)?;
-        self.blocks_count += out.added;
+        let (keys, out) = self.propagate_user_file(i, cno, Nodes::Leave)?;
         let blocks: Vec<(u64, VBlockNr)> = keys
             .iter()
             .zip(&out.ptrs)
@@ -98,7 +87,7 @@ impl<'a> Fs<'a> {
             }
             logs.push(assemble(p, &payload, None, bs, self.sb.crc_seed)?);
         }
-        write_checked(dev, &plans, &logs, bs, self.sb.crc_seed)?;
+        write_checked(self.dev, &plans, &logs, bs, self.sb.crc_seed)?;
 
         // Complete: no checkpoint; the file's inode (its bmap, times) is
         // still dirty for the next one, and NILFS_I_DIRTY stays set: only a

@@ -30,7 +30,7 @@ use crate::device::BlockDevice;
 use crate::format::inode::Inode;
 use crate::format::{Cno, VBlockNr};
 use crate::fs::{sectors, Fs};
-use crate::metafile::{MetaParts, PtrType};
+use crate::metafile::{MetaParts, MetaStore, PtrType};
 use crate::Result;
 
 /// What one propagation did.
@@ -187,7 +187,7 @@ impl<'a> Fs<'a> {
         c.stage = Stage::File;
         c.order = self.inodes.take_dirty();
         for &i in &c.order {
-            self.propagate_user_file(i, cno)?;
+            self.propagate_user_file(i, cno, Nodes::Assign)?;
         }
         // NILFS_ST_IFILE: the inodes, then the ifile's blocks; then the
         // checkpoint entry (created when the constructor leaves the ifile
@@ -206,9 +206,16 @@ impl<'a> Fs<'a> {
         self.cpfile.file_mut().create_checkpoint(cno)
     }
 
-    /// Give every dirty data block of user file `i` and every dirty node a
-    /// new virtual block number for checkpoint `cno`.
-    fn propagate_user_file(&mut self, i: crate::format::Ino, cno: Cno) -> Result<()> {
+    /// Give every dirty data block of user file `i` (and, with
+    /// [`Nodes::Assign`], every dirty node) a new virtual block number for
+    /// checkpoint `cno`. Returns the keys propagated, in order, and what
+    /// propagation did.
+    pub(super) fn propagate_user_file(
+        &mut self,
+        i: crate::format::Ino,
+        cno: Cno,
+        nodes: Nodes,
+    ) -> Result<(Vec<u64>, Propagated)> {
         let (dev, bs) = (self.dev, self.bs);
         let target = self.dat.file().target_for_ino(i);
         let f = self.inodes.loaded_mut(i);
@@ -224,9 +231,9 @@ impl<'a> Fs<'a> {
             ptr_type: PtrType::MultiVersion,
             target,
         };
-        let out = propagate(self.dat.file_mut(), dev, bs, cno, map, &keys, Nodes::Assign)?;
+        let out = propagate(self.dat.file_mut(), dev, bs, cno, map, &keys, nodes)?;
         self.blocks_count += out.added;
-        Ok(())
+        Ok((keys, out))
     }
 
     /// The stages the collection loop propagates on every pass, because

@@ -124,13 +124,7 @@ impl Bmap {
         key: u64,
         src: &mut dyn NodeSource,
     ) -> Result<DeleteOutcome> {
-        let mut path = Path::default();
-        if !self.do_lookup(key, 1, src, &mut path)? {
-            return Err(Error::errno(
-                Errno::ENOENT,
-                format!("bmap: no block at key {key}"),
-            ));
-        }
+        let mut path = self.data_path(key, src)?;
         let (maxlevel, nodes_removed) = self.prepare_delete(&mut path, src)?;
         let (ptr, freed_nodes) = self.commit_delete(&mut path, maxlevel);
         Ok(DeleteOutcome {

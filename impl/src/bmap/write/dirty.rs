@@ -27,13 +27,7 @@ impl Bmap {
     /// slot changes when they are reassigned).
     pub fn mark_data_dirty(&mut self, key: u64, src: &mut dyn NodeSource) -> Result<()> {
         if let Root::Btree(_) = self.root {
-            let mut path = Path::default();
-            if !self.do_lookup(key, 1, src, &mut path)? {
-                return Err(Error::errno(
-                    Errno::ENOENT,
-                    format!("bmap: no block at key {key}"),
-                ));
-            }
+            let path = self.data_path(key, src)?;
             self.dirty_path(&path, 1);
         }
         self.bmap_dirty = true;
@@ -61,13 +55,7 @@ impl Bmap {
                 Ok(old)
             }
             Root::Btree(_) => {
-                let mut path = Path::default();
-                if !self.do_lookup(key, 1, src, &mut path)? {
-                    return Err(Error::errno(
-                        Errno::ENOENT,
-                        format!("bmap: no block at key {key}"),
-                    ));
-                }
+                let path = self.data_path(key, src)?;
                 let loc = self.loc_at(&path, 1);
                 let index = path[1].index;
                 let old = std::mem::replace(&mut self.bt_mut(loc).ptrs[index], new_ptr);

@@ -43,6 +43,19 @@ impl Bmap {
         Ok(found)
     }
 
+    /// The path to data block `key` in a B-tree, down to its level-1 node;
+    /// ENOENT if `key` is not mapped.
+    pub(super) fn data_path(&mut self, key: u64, src: &mut dyn NodeSource) -> Result<Path> {
+        let mut path = Path::default();
+        if !self.do_lookup(key, 1, src, &mut path)? {
+            return Err(Error::errno(
+                Errno::ENOENT,
+                format!("bmap: no block at key {key}"),
+            ));
+        }
+        Ok(path)
+    }
+
     /// The pointer mapped at `key`, `None` for a hole (`nilfs_bmap_lookup`).
     pub fn lookup(&mut self, key: u64, src: &mut dyn NodeSource) -> Result<Option<u64>> {
         match &self.root {

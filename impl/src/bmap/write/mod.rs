@@ -57,9 +57,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::NodeSource;
 use crate::format::bmap::{BMAP_LARGE, DIRECT_NBLOCKS};
 use crate::format::btree::{node_ncmax, BtreeNode, NODE_ROOT, ROOT_NCHILDREN_MAX};
-use crate::format::{
-    BTREE_LEVEL_MAX, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE,
-};
+use crate::format::{BTREE_LEVEL_MAX, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
 use crate::{Errno, Error, Result};
 
 mod check;
@@ -347,10 +345,7 @@ impl Bmap {
     /// at inode load (`nilfs_bmap_read`: `nilfs_btree_root_broken` for a
     /// B-tree, nothing for a direct map). Nodes load lazily later.
     pub fn open(bmap: &[u64; INODE_BMAP_SIZE], block_size: u32) -> Result<Self> {
-        if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) || !block_size.is_power_of_two()
-        {
-            return Err(Error::Invalid(format!("invalid block size {block_size}")));
-        }
+        crate::format::check_block_size(block_size)?;
         let root = if bmap[0] as u8 & BMAP_LARGE != 0 {
             Root::Btree(BtreeNode::decode_root(bmap)?)
         } else {
