@@ -93,6 +93,21 @@ impl Default for MkfsOptions {
 }
 
 impl MkfsOptions {
+    /// The defaults (seed 0) with `block_size` (`-b`) and
+    /// `blocks_per_segment` (`-B`).
+    pub fn with_geometry(block_size: u64, blocks_per_segment: u64) -> Self {
+        MkfsOptions::default().geometry(block_size, blocks_per_segment)
+    }
+
+    /// These options with `block_size` (`-b`) and `blocks_per_segment` (`-B`).
+    pub fn geometry(self, block_size: u64, blocks_per_segment: u64) -> Self {
+        MkfsOptions {
+            block_size,
+            blocks_per_segment,
+            ..self
+        }
+    }
+
     /// Defaults, with the CRC seed and UUID drawn deterministically from `seed`
     /// and the creation time fixed at [`DEFAULT_CTIME`].
     pub fn from_seed(seed: u64) -> Self {

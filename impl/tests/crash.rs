@@ -6,6 +6,10 @@
 //! checksum of the chosen state valid; nothing a completed sync wrote is
 //! lost, nothing half-written is visible.
 
+mod common;
+
+use common::pattern;
+
 use std::collections::BTreeSet;
 
 use nilfs::device::{BlockDevice, CutDevice, MemDevice};
@@ -17,31 +21,11 @@ use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs::Result;
 
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 const BS: u64 = 1024;
 
 fn fresh() -> MemDevice {
     let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: BS,
-            blocks_per_segment: 64,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(BS, 64)).unwrap();
     dev
 }
 
@@ -243,15 +227,7 @@ const GC_DEV: u64 = 3 << 20;
 /// of 64 KiB. The clock ticks one second per sync.
 fn gc_base() -> MemDevice {
     let dev = MemDevice::new(GC_DEV);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: BS,
-            blocks_per_segment: 64,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(BS, 64)).unwrap();
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     for r in 0..10u64 {

@@ -5,6 +5,10 @@
 //! checkpoint, every checksum must verify, and the older checkpoint must
 //! still show the fresh filesystem.
 
+mod common;
+
+use common::{pattern, sha256_hex};
+
 use std::collections::BTreeMap;
 
 use nilfs::check::verify_checksums;
@@ -22,39 +26,11 @@ use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn sha(d: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(d)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 #[test]
 fn files_and_directories_survive_sync_and_remount() {
     for (bs, bps) in [(4096u64, 512u64), (1024, 256), (2048, 128)] {
         let dev = MemDevice::new(128 << 20);
-        mkfs::mkfs(
-            &dev,
-            &MkfsOptions {
-                block_size: bs,
-                blocks_per_segment: bps,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        mkfs::mkfs(&dev, &MkfsOptions::with_geometry(bs, bps)).unwrap();
         let mut expect: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         {
             let nilfs = Nilfs::open(&dev).unwrap();
@@ -121,7 +97,11 @@ fn files_and_directories_survive_sync_and_remount() {
         }
         let m = manifest(&view).unwrap();
         assert!(
-            m.contains(&format!("{}  {}  /big\n", sha(&expect["/big"]), 3 << 20)),
+            m.contains(&format!(
+                "{}  {}  /big\n",
+                sha256_hex(&expect["/big"]),
+                3 << 20
+            )),
             "{ctx}:\n{m}"
         );
         assert!(m.contains("DIR  -  /sub/deeper/\n"), "{ctx}");
@@ -145,15 +125,7 @@ fn files_and_directories_survive_sync_and_remount() {
 #[test]
 fn namespace_operations_and_truncate() {
     let dev = MemDevice::new(128 << 20);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 256,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 256)).unwrap();
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
@@ -205,10 +177,10 @@ fn namespace_operations_and_truncate() {
     a.resize(10_000, 0);
     let expect = format!(
         "{}  10000  /a\n{}  11  /c\nDIR  -  /d1/\n{}  3  /d1/b-moved\nDIR  -  /d2/\n{}  3  /d2/b-hardlink\nLNK  -  /to-a -> a\n",
-        sha(&a),
-        sha(b"replacement"),
-        sha(b"bee"),
-        sha(b"bee")
+        sha256_hex(&a),
+        sha256_hex(b"replacement"),
+        sha256_hex(b"bee"),
+        sha256_hex(b"bee")
     );
     let got = manifest(&view).unwrap();
     // .nilfs comes first in the listing.
@@ -237,15 +209,7 @@ fn namespace_operations_and_truncate() {
 #[test]
 fn fdatasync_survives_a_crash_by_roll_forward() {
     let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 64,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
     let original = pattern(7, 10_000);
     let mut updated = original.clone();
     updated[100..200].copy_from_slice(&[0xAB; 100]);
@@ -298,15 +262,7 @@ fn fdatasync_survives_a_crash_by_roll_forward() {
 #[test]
 fn many_segments_and_sufile_blocks() {
     let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 16,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
     let data = pattern(11, 600_000);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
@@ -345,15 +301,7 @@ fn many_segments_and_sufile_blocks() {
 #[test]
 fn a_read_only_mount_refuses_changes_and_writes_nothing() {
     let dev = MemDevice::new(32 << 20);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 64,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
@@ -419,15 +367,7 @@ fn nilfs_image_bytes(dev: &MemDevice) -> Vec<u8> {
 #[test]
 fn a_full_device_gives_enospc_and_stays_consistent() {
     let dev = MemDevice::new(2 << 20);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 16,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
     let mut accepted: Vec<(String, Vec<u8>)> = Vec::new();
     let mut enospc = false;
     {
@@ -485,15 +425,7 @@ fn a_full_device_gives_enospc_and_stays_consistent() {
 #[test]
 fn a_construction_that_outgrows_its_estimate_reaches_new_sufile_blocks() {
     let dev = MemDevice::new(1200 * 16 * 1024);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 16,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();

@@ -3,6 +3,10 @@
 //! the same afterwards, every checksum must verify, and space must come
 //! back — including on a device that filled up (ENOSPC), after deletions.
 
+mod common;
+
+use common::pattern;
+
 use std::collections::BTreeMap;
 
 use nilfs::check::verify_checksums;
@@ -25,29 +29,9 @@ use nilfs::{Errno, Error};
 
 const T0: u64 = 1_800_000_000;
 
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 fn fresh(size: u64, bs: u64, bps: u64) -> MemDevice {
     let dev = MemDevice::new(size);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: bs,
-            blocks_per_segment: bps,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(bs, bps)).unwrap();
     dev
 }
 

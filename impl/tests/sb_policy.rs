@@ -5,9 +5,7 @@
 //! the two copies hold different cursors and recovery still finds every
 //! synced checkpoint by scanning forward from the one it trusts.
 
-use std::sync::Mutex;
-
-use nilfs::device::{BlockDevice, MemDevice};
+use nilfs::device::{BlockDevice, CutDevice, MemDevice};
 use nilfs::format::superblock::{sb2_offset_bytes, STATE_VALID_FS};
 use nilfs::format::{ino, SB_OFFSET_BYTES};
 use nilfs::fs::Fs;
@@ -16,53 +14,26 @@ use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::recovery::load_super_block;
 use nilfs::the_nilfs::Nilfs;
-use nilfs::Result;
 
-/// A memory device that records the offsets of super block writes.
-struct Recording {
-    inner: MemDevice,
-    sb_writes: Mutex<Vec<u64>>,
-}
-
-impl BlockDevice for Recording {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read_at(off, buf)
-    }
-    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
-        if off == SB_OFFSET_BYTES || Some(off) == sb2_offset_bytes(self.size_bytes()) {
-            self.sb_writes.lock().unwrap().push(off);
-        }
-        self.inner.write_at(off, buf)
-    }
-    fn flush(&self) -> Result<()> {
-        Ok(())
-    }
+/// The super block writes among `dev`'s writes, by offset.
+fn sb_writes(dev: &CutDevice) -> Vec<u64> {
+    let sb2 = sb2_offset_bytes(dev.size_bytes());
+    let is_sb = |off: &u64| *off == SB_OFFSET_BYTES || Some(*off) == sb2;
+    dev.offsets().into_iter().filter(is_sb).collect()
 }
 
 #[test]
 fn commits_alternate_between_the_copies_and_a_crash_keeps_both_usable() {
-    let dev = Recording {
-        inner: MemDevice::new(64 << 20),
-        sb_writes: Mutex::new(Vec::new()),
-    };
-    mkfs::mkfs(
-        &dev.inner,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 64,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let inner = MemDevice::new(64 << 20);
+    mkfs::mkfs(&inner, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+    // A device that records where each write went (and never cuts).
+    let dev = CutDevice::new(inner, 1024, u64::MAX);
     let sb2 = sb2_offset_bytes(dev.size_bytes()).unwrap();
     let want = {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
         // nilfs_setup_super: both copies, primary first.
-        assert_eq!(*dev.sb_writes.lock().unwrap(), [SB_OFFSET_BYTES, sb2]);
+        assert_eq!(sb_writes(&dev), [SB_OFFSET_BYTES, sb2]);
         for n in 0..12u64 {
             fs.set_time(1_800_000_000 + 20 * n);
             let f = fs
@@ -78,7 +49,7 @@ fn commits_alternate_between_the_copies_and_a_crash_keeps_both_usable() {
         drop(fs);
         m
     };
-    let writes = dev.sb_writes.lock().unwrap().clone();
+    let writes = sb_writes(&dev);
     let commits = &writes[2..];
     assert!(commits.len() >= 4, "too few commits to judge: {writes:?}");
     // nilfs_sb_will_flip: a commit swaps the roles unless ns_sbwcount & 0xF

@@ -183,15 +183,7 @@ fn check_plans(geo: SegGeometry, plans: &[LogPlan], files: &[FileSpec]) {
 /// A fresh 1 KiB image with small segments, and the state a mount gives.
 fn fresh(bps: u64) -> (MemDevice, SuperBlock, SegGeometry, Cursor, Segs, Vec<u8>) {
     let dev = MemDevice::new(bps * 1024 * 400 + 8192);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: bps,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, bps)).unwrap();
     let mut raw = vec![0u8; 1024];
     dev.read_at(1024, &mut raw).unwrap();
     let sb = SuperBlock::decode_valid(&raw).unwrap();

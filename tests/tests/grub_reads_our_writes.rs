@@ -6,28 +6,12 @@
 //! files of height 2 and 3, nested directories, a multi-block directory,
 //! hard links and files rewritten over several checkpoints.
 
+mod kernel_common;
+
+use kernel_common::prelude::*;
+
+use kernel_common::pattern;
 use std::process::Command;
-
-use nilfs::device::{export_image, MemDevice};
-use nilfs::format::ino;
-use nilfs::fs::Fs;
-use nilfs::inspect::manifest::manifest;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 #[test]
 fn grub_reads_our_writes() {
@@ -40,15 +24,7 @@ fn grub_reads_our_writes() {
         .enumerate()
     {
         let dev = MemDevice::new(128 << 20);
-        mkfs::mkfs(
-            &dev,
-            &MkfsOptions {
-                block_size: bs,
-                blocks_per_segment: bps,
-                ..MkfsOptions::from_seed(i as u64)
-            },
-        )
-        .unwrap();
+        mkfs::mkfs(&dev, &MkfsOptions::from_seed(i as u64).geometry(bs, bps)).unwrap();
         {
             let nilfs = Nilfs::open(&dev).unwrap();
             let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();

@@ -6,37 +6,18 @@
 
 mod kernel_common;
 
-use nilfs::device::{export_image, MemDevice};
-use nilfs::format::ino;
-use nilfs::fs::Fs;
-use nilfs::inspect::manifest::manifest;
-use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
-use nilfs::inspect::tools;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
-
-use kernel_common::{kernel_run, sections, unexpected_dmesg};
+use kernel_common::prelude::*;
 
 #[test]
 fn the_kernel_reads_constructions_that_outgrew_their_estimate() {
     let Some(()) = peers::require(
         "the_kernel_reads_constructions_that_outgrew_their_estimate",
-        &["qemu-system-x86_64", "busybox", "cpio"],
+        GUEST,
     ) else {
         return;
     };
     let dev = MemDevice::new(1200 * 16 * 1024);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 16,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();

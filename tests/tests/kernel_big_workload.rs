@@ -17,18 +17,10 @@
 
 mod kernel_common;
 
-use kernel_common::{kernel_run, pattern, sections, unexpected_dmesg, DEVS};
-use nilfs::device::{export_image, MemDevice};
+use kernel_common::prelude::*;
+
 use nilfs::format::bmap::BmapRoot;
 use nilfs::format::{ino, Cno};
-use nilfs::fs::Fs;
-use nilfs::inspect::manifest::manifest;
-use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
-use nilfs::inspect::tools;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
 
 /// (block size, blocks per segment, size of the height-4 file).
 const GEOMETRIES: &[(u64, u64, usize)] = &[(1024, 256, 3 << 20), (4096, 512, 4 << 20)];
@@ -61,15 +53,7 @@ const ACCEPTED_DMESG: &[&str] = &["nilfs version 2 loaded"];
 
 /// The workload; returns the snapshot numbers.
 fn populate(dev: &MemDevice, bs: u64, bps: u64, big_len: usize) -> Vec<Cno> {
-    mkfs::mkfs(
-        dev,
-        &MkfsOptions {
-            block_size: bs,
-            blocks_per_segment: bps,
-            ..MkfsOptions::from_seed(bs + 1)
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(dev, &MkfsOptions::from_seed(bs + 1).geometry(bs, bps)).unwrap();
     let nilfs = Nilfs::open(dev).unwrap();
     let mut t = 1_800_000_000;
     let mut fs = Fs::mount(&nilfs, t).unwrap();
@@ -182,10 +166,7 @@ fn read_ours(dev: &MemDevice, snapshots: &[Cno], big_len: usize) -> Ours {
 
 #[test]
 fn the_kernel_reads_our_big_workload() {
-    let Some(()) = peers::require(
-        "the_kernel_reads_our_big_workload",
-        &["qemu-system-x86_64", "busybox", "cpio"],
-    ) else {
+    let Some(()) = peers::require("the_kernel_reads_our_big_workload", GUEST) else {
         return;
     };
     let dir = Scratch::new("kernel-big");

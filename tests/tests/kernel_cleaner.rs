@@ -7,20 +7,11 @@
 
 mod kernel_common;
 
+use kernel_common::prelude::*;
+
 use nilfs::check::verify_checksums;
 use nilfs::cleaner;
-use nilfs::device::{export_image, FileDevice, MemDevice};
 use nilfs::format::{ino, Cno, SegNum};
-use nilfs::fs::Fs;
-use nilfs::inspect::manifest::manifest;
-use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
-use nilfs::inspect::tools;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
-
-use kernel_common::{kernel_run, pattern, sections, unexpected_dmesg, DEVS};
 
 const GEOMETRIES: &[(u64, u64)] = &[(1024, 64), (2048, 32), (4096, 16)];
 
@@ -93,10 +84,7 @@ fn clean_flags(fs: &mut Fs<'_>) -> Vec<bool> {
 
 #[test]
 fn the_kernel_reads_what_our_cleaner_leaves() {
-    let Some(()) = peers::require(
-        "the_kernel_reads_what_our_cleaner_leaves",
-        &["qemu-system-x86_64", "busybox", "cpio"],
-    ) else {
+    let Some(()) = peers::require("the_kernel_reads_what_our_cleaner_leaves", GUEST) else {
         return;
     };
     let dir = Scratch::new("kernel-cleaner");
@@ -104,15 +92,7 @@ fn the_kernel_reads_what_our_cleaner_leaves() {
     let mut ours = Vec::new();
     for (i, &(bs, bps)) in GEOMETRIES.iter().enumerate() {
         let dev = MemDevice::new(3 << 20);
-        mkfs::mkfs(
-            &dev,
-            &MkfsOptions {
-                block_size: bs,
-                blocks_per_segment: bps,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        mkfs::mkfs(&dev, &MkfsOptions::with_geometry(bs, bps)).unwrap();
         workload(&dev);
         verify_checksums(&dev).unwrap();
         let nilfs = Nilfs::open(&dev).unwrap();
@@ -255,10 +235,7 @@ fn our_cleaner_on_the_kernel_fixture_keeps_what_it_shows() {
 
 #[test]
 fn the_kernel_reads_the_fixture_after_our_cleaner() {
-    let Some(()) = peers::require(
-        "the_kernel_reads_the_fixture_after_our_cleaner",
-        &["qemu-system-x86_64", "busybox", "cpio"],
-    ) else {
+    let Some(()) = peers::require("the_kernel_reads_the_fixture_after_our_cleaner", GUEST) else {
         return;
     };
     let (dev, _) = clean_the_fixture();

@@ -10,16 +10,10 @@
 
 mod kernel_common;
 
-use nilfs::device::{export_image, MemDevice};
-use nilfs::format::{ino, Cno};
-use nilfs::fs::Fs;
-use nilfs::inspect::nilfs_utils::LscpOptions;
-use nilfs::inspect::tools;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
+use kernel_common::prelude::*;
 
-use kernel_common::{kernel_run, sections};
+use nilfs::format::{ino, Cno};
+use nilfs::inspect::nilfs_utils::LscpOptions;
 
 /// The guest's side: each step prints `ok` or `fail`, then lscp's number
 /// and mode columns.
@@ -47,22 +41,11 @@ fn ok<T>(r: nilfs::Result<T>) -> String {
 
 #[test]
 fn checkpoint_mode_changes_match_the_kernel() {
-    let Some(()) = peers::require(
-        "checkpoint_mode_changes_match_the_kernel",
-        &["qemu-system-x86_64", "busybox", "cpio"],
-    ) else {
+    let Some(()) = peers::require("checkpoint_mode_changes_match_the_kernel", GUEST) else {
         return;
     };
     let dev = MemDevice::new(32 << 20);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 4096,
-            blocks_per_segment: 256,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(4096, 256)).unwrap();
     let dir = Scratch::new("kernel-cpmode");
     let img = dir.file("cpmode.img");
     export_image(&dev, &img).unwrap();

@@ -15,18 +15,11 @@
 
 mod kernel_common;
 
-use std::sync::Mutex;
+use kernel_common::prelude::*;
 
-use kernel_common::{kernel_run, pattern, sections, unexpected_dmesg, DEVS};
-use nilfs::device::{export_image, BlockDevice, FileDevice, MemDevice};
+use nilfs::device::{export_image, BlockDevice, CutDevice, FileDevice, MemDevice};
 use nilfs::format::{ino, Cno, SB_OFFSET_BYTES};
-use nilfs::fs::Fs;
-use nilfs::inspect::manifest::manifest;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
-use nilfs::the_nilfs::Nilfs;
-use nilfs::{Error, Result};
-use nilfs_conformance::peers::{self, Scratch};
+use nilfs::Result;
 
 const BS: u64 = 1024;
 const BPS: u64 = 64;
@@ -47,73 +40,17 @@ const ACCEPTED_DMESG: &[&str] = &[
     "segctord starting",
 ];
 
-/// A device that accepts `budget` block writes, then fails every write;
-/// with `tear`, the write that exhausts the budget lands its first sector
-/// only. It records the byte offset of every block write it accepted.
-struct CutDevice {
-    inner: MemDevice,
-    budget: u64,
-    tear: bool,
-    offsets: Mutex<Vec<u64>>,
-}
-
-impl CutDevice {
-    fn new(budget: u64, tear: bool) -> CutDevice {
-        let inner = MemDevice::new(DEV_BYTES);
-        mkfs::mkfs(
-            &inner,
-            &MkfsOptions {
-                block_size: BS,
-                blocks_per_segment: BPS,
-                ..MkfsOptions::from_seed(7)
-            },
-        )
-        .unwrap();
-        CutDevice {
-            inner,
-            budget,
-            tear,
-            offsets: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn written(&self) -> u64 {
-        self.offsets.lock().unwrap().len() as u64
-    }
-}
-
-impl BlockDevice for CutDevice {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read_at(off, buf)
-    }
-    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
-        // Block-sized pieces (a 1 KiB super block write is one piece).
-        let piece = (BS as usize).min(buf.len()).max(512);
-        let mut offsets = self.offsets.lock().unwrap();
-        for (n, chunk) in buf.chunks(piece).enumerate() {
-            let at = off + (n * piece) as u64;
-            let index = offsets.len() as u64;
-            let cut = |detail: &str| Error::Io {
-                blocknr: at / BS,
-                detail: detail.into(),
-            };
-            if index >= self.budget {
-                return Err(cut("cut"));
-            }
-            offsets.push(at);
-            if index + 1 == self.budget && self.tear {
-                self.inner.write_at(at, &chunk[..512.min(chunk.len())])?;
-                return Err(cut("torn"));
-            }
-            self.inner.write_at(at, chunk)?;
-        }
-        Ok(())
-    }
-    fn flush(&self) -> Result<()> {
-        Ok(())
+/// The crash device: a fresh image that accepts `budget` block writes,
+/// the last one torn with `tear` ([`CutDevice`], which records where every
+/// write went).
+fn cut_device(budget: u64, tear: bool) -> CutDevice {
+    let inner = MemDevice::new(DEV_BYTES);
+    mkfs::mkfs(&inner, &MkfsOptions::from_seed(7).geometry(BS, BPS)).unwrap();
+    let dev = CutDevice::new(inner, BS, budget);
+    if tear {
+        dev.tearing()
+    } else {
+        dev
     }
 }
 
@@ -245,17 +182,14 @@ fn latest_manifest(dev: &dyn BlockDevice) -> String {
 
 #[test]
 fn the_kernel_recovers_our_cut_images_as_we_do() {
-    let Some(()) = peers::require(
-        "the_kernel_recovers_our_cut_images_as_we_do",
-        &["qemu-system-x86_64", "busybox", "cpio"],
-    ) else {
+    let Some(()) = peers::require("the_kernel_recovers_our_cut_images_as_we_do", GUEST) else {
         return;
     };
     // The recording run: all writes land.
-    let full = CutDevice::new(u64::MAX, false);
+    let full = cut_device(u64::MAX, false);
     let run = workload(&full);
     assert_eq!(run.synced.len(), 4, "{run:?}");
-    let offsets = full.offsets.lock().unwrap().clone();
+    let offsets = full.offsets();
     // The tree after n completed syncs: checkpoint 1 (mkfs) or the
     // checkpoint sync n made, read from the complete image.
     let states: Vec<String> = {
@@ -274,7 +208,7 @@ fn the_kernel_recovers_our_cut_images_as_we_do() {
     let mut ours = Vec::new();
     let mut unclean = Vec::new();
     for (i, (k, tear, what)) in points.iter().enumerate() {
-        let dev = CutDevice::new(*k, *tear);
+        let dev = cut_device(*k, *tear);
         workload(&dev);
         let got = latest_manifest(&dev.inner);
         let before = completed(k - 1);

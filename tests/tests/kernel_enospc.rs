@@ -3,35 +3,15 @@
 
 mod kernel_common;
 
-use nilfs::device::{export_image, MemDevice};
-use nilfs::format::ino;
-use nilfs::fs::Fs;
-use nilfs::inspect::manifest::manifest;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
-
-use kernel_common::{kernel_run, sections};
+use kernel_common::prelude::*;
 
 #[test]
 fn the_kernel_mounts_an_image_we_filled() {
-    let Some(()) = peers::require(
-        "the_kernel_mounts_an_image_we_filled",
-        &["qemu-system-x86_64", "busybox", "cpio"],
-    ) else {
+    let Some(()) = peers::require("the_kernel_mounts_an_image_we_filled", GUEST) else {
         return;
     };
     let dev = MemDevice::new(2 << 20);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 16,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
     let mut hit = false;
     {
         let nilfs = Nilfs::open(&dev).unwrap();

@@ -7,13 +7,14 @@
 //! same bytes, with no nilfs2 error in dmesg. Afterwards our reader must open
 //! what the kernel wrote and verify every checksum of it.
 
+mod kernel_common;
+
+use kernel_common::prelude::*;
+
 use std::process::Command;
 
 use nilfs::check::verify_checksums;
 use nilfs::device::FileDevice;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
 
 /// (block size, blocks per segment, image size)
 const GEOMETRIES: &[(u64, u64, u64)] = &[
@@ -45,32 +46,6 @@ fn make_images(dir: &Scratch) -> Vec<std::path::PathBuf> {
         })
         .collect()
 }
-
-fn kernel_run(images: &[std::path::PathBuf], script: &str, dir: &Scratch, name: &str) -> String {
-    let path = dir.file(name);
-    std::fs::write(&path, script).unwrap();
-    let disks: Vec<String> = images[1..]
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let out = peers::run(
-        Command::new(peers::oracle_dir().join("kernel-run.sh"))
-            .arg(&images[0])
-            .arg(&path)
-            .env("DISKS", disks.join(" "))
-            .env("TIMEOUT", "600"),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "kernel-run.sh {name} exited {}:\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-const DEVS: &[&str] = &["vda", "vdb", "vdc", "vdd", "vde", "vdf"];
 
 #[test]
 fn kernel_mounts_writes_and_remounts_our_images() {

@@ -8,18 +8,12 @@
 //! the manifest of the latest checkpoint and of every snapshot. Ours must
 //! equal the kernel's, line for line.
 
-use std::collections::BTreeMap;
-use std::process::Command;
+mod kernel_common;
+
+use kernel_common::prelude::*;
 
 use nilfs::device::FileDevice;
 use nilfs::format::Cno;
-use nilfs::inspect::manifest::manifest;
-use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
-use nilfs::inspect::tools;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
 
 /// (block size, blocks per segment, image size)
 const GEOMETRIES: &[(u64, u64, u64)] = &[
@@ -27,7 +21,6 @@ const GEOMETRIES: &[(u64, u64, u64)] = &[
     (2048, 512, 96 << 20),
     (4096, 256, 128 << 20),
 ];
-const DEVS: &[&str] = &["vda", "vdb", "vdc"];
 
 /// The workload, in busybox sh. Content is deterministic: every byte comes
 /// from seq/awk, never from /dev/urandom.
@@ -85,60 +78,9 @@ done
 umount /mnt
 "#;
 
-fn kernel_run(
-    images: &[std::path::PathBuf],
-    script: &str,
-    dir: &Scratch,
-    name: &str,
-    ro: bool,
-) -> String {
-    let path = dir.file(name);
-    std::fs::write(&path, script).unwrap();
-    let disks: Vec<String> = images[1..]
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let mut cmd = Command::new(peers::oracle_dir().join("kernel-run.sh"));
-    cmd.arg(&images[0])
-        .arg(&path)
-        .env("DISKS", disks.join(" "))
-        .env("TIMEOUT", "900");
-    if ro {
-        cmd.env("RO", "1");
-    }
-    let out = peers::run(&mut cmd);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "kernel-run.sh {name} exited {}:\n{stdout}",
-        out.status
-    );
-    stdout
-}
-
-/// Split guest output into sections keyed by their `@@` header line.
-fn sections(out: &str) -> BTreeMap<String, String> {
-    let mut map = BTreeMap::new();
-    let mut cur: Option<String> = None;
-    for l in out.lines() {
-        if let Some(h) = l.strip_prefix("@@") {
-            cur = Some(h.to_string());
-            map.insert(h.to_string(), String::new());
-        } else if let Some(c) = &cur {
-            let s = map.get_mut(c).expect("section exists");
-            s.push_str(l);
-            s.push('\n');
-        }
-    }
-    map
-}
-
 #[test]
 fn we_read_what_the_kernel_writes() {
-    let Some(()) = peers::require(
-        "we_read_what_the_kernel_writes",
-        &["qemu-system-x86_64", "busybox", "cpio"],
-    ) else {
+    let Some(()) = peers::require("we_read_what_the_kernel_writes", GUEST) else {
         return;
     };
     let dir = Scratch::new("kernel-read");
@@ -165,19 +107,23 @@ fn we_read_what_the_kernel_writes() {
             .map(|d| format!("D={d}\n{body}\n"))
             .collect()
     };
-    kernel_run(
+    let boot = |read_only| Boot {
+        read_only,
+        timeout_s: 900,
+    };
+    kernel_run_with(
         &images,
         &format!("set -e\n{}", per_disk(POPULATE)),
         &dir,
         "populate.sh",
-        false,
+        boot(false),
     );
-    let out = kernel_run(
+    let out = kernel_run_with(
         &images,
         &format!("set -e\n{}", per_disk(READ_BACK)),
         &dir,
         "read.sh",
-        true,
+        boot(true),
     );
     let secs = sections(&out);
 

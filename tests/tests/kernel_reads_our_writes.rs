@@ -10,46 +10,22 @@
 //! our reader must then open the kernel's new checkpoint and verify every
 //! checksum.
 
-use std::collections::BTreeMap;
-use std::process::Command;
+mod kernel_common;
+
+use kernel_common::prelude::*;
 
 use nilfs::check::verify_checksums;
-use nilfs::device::{export_image, FileDevice, MemDevice};
-use nilfs::format::ino;
-use nilfs::fs::Fs;
-use nilfs::inspect::manifest::manifest;
-use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
-use nilfs::inspect::tools;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
+
+/// The guest attaches the disks read-only.
+const RO: Boot = Boot {
+    read_only: true,
+    timeout_s: 0,
+};
 
 const GEOMETRIES: &[(u64, u64)] = &[(1024, 256), (2048, 128), (4096, 512)];
-const DEVS: &[&str] = &["vda", "vdb", "vdc"];
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn populate(dev: &MemDevice, bs: u64, bps: u64) {
-    mkfs::mkfs(
-        dev,
-        &MkfsOptions {
-            block_size: bs,
-            blocks_per_segment: bps,
-            ..MkfsOptions::from_seed(bs)
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(dev, &MkfsOptions::from_seed(bs).geometry(bs, bps)).unwrap();
     let nilfs = Nilfs::open(dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     let small = fs.create(ino::ROOT, b"small", 0o644).unwrap();
@@ -91,59 +67,9 @@ fn populate(dev: &MemDevice, bs: u64, bps: u64) {
     fs.unmount().unwrap();
 }
 
-fn sections(out: &str) -> BTreeMap<String, String> {
-    let mut map = BTreeMap::new();
-    let mut cur: Option<String> = None;
-    for l in out.lines() {
-        if let Some(h) = l.strip_prefix("@@") {
-            cur = Some(h.to_string());
-            map.insert(h.to_string(), String::new());
-        } else if let Some(c) = &cur {
-            let s = map.get_mut(c).expect("section exists");
-            s.push_str(l);
-            s.push('\n');
-        }
-    }
-    map
-}
-
-fn kernel_run(
-    images: &[std::path::PathBuf],
-    script: &str,
-    dir: &Scratch,
-    name: &str,
-    ro: bool,
-) -> String {
-    let path = dir.file(name);
-    std::fs::write(&path, script).unwrap();
-    let disks: Vec<String> = images[1..]
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let mut cmd = Command::new(peers::oracle_dir().join("kernel-run.sh"));
-    cmd.arg(&images[0])
-        .arg(&path)
-        .env("DISKS", disks.join(" "))
-        .env("TIMEOUT", "600");
-    if ro {
-        cmd.env("RO", "1");
-    }
-    let out = peers::run(&mut cmd);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "kernel-run.sh {name} exited {}:\n{stdout}",
-        out.status
-    );
-    stdout
-}
-
 #[test]
 fn the_kernel_reads_what_we_write() {
-    let Some(()) = peers::require(
-        "the_kernel_reads_what_we_write",
-        &["qemu-system-x86_64", "busybox", "cpio"],
-    ) else {
+    let Some(()) = peers::require("the_kernel_reads_what_we_write", GUEST) else {
         return;
     };
     let dir = Scratch::new("kernel-reads-ours");
@@ -164,7 +90,7 @@ fn the_kernel_reads_what_we_write() {
         images.push(img);
     }
     let mut ro = String::from("set -e\n");
-    for d in DEVS {
+    for d in &DEVS[..GEOMETRIES.len()] {
         ro.push_str(&format!(
             "mount -t nilfs2 -o ro /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\necho @@LSCP {d}; lscp\necho @@LSSU {d}; lssu\n\
              mkdir -p /snap\nfor c in $(lscp -s | awk 'NR>1 {{print $1}}'); do mount -t nilfs2 -o ro,cp=$c /dev/{d} /snap; echo @@SNAP {d} $c; manifest /snap; umount /snap; done\n\
@@ -172,8 +98,8 @@ fn the_kernel_reads_what_we_write() {
         ));
     }
     ro.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
-    let secs = sections(&kernel_run(&images, &ro, &dir, "ro.sh", true));
-    for (i, d) in DEVS.iter().enumerate() {
+    let secs = sections(&kernel_run_with(&images, &ro, &dir, "ro.sh", RO));
+    for (i, d) in DEVS[..GEOMETRIES.len()].iter().enumerate() {
         let ctx = format!("{d} (-b {} -B {})", GEOMETRIES[i].0, GEOMETRIES[i].1);
         assert_eq!(secs[&format!("MANIFEST {d}")], ours[i].0, "{ctx}: manifest");
         assert_eq!(secs[&format!("LSCP {d}")], ours[i].1, "{ctx}: lscp");
@@ -208,7 +134,7 @@ fn the_kernel_reads_what_we_write() {
 
     // The kernel writes on top of our images; we read its result.
     let mut rw = String::from("set -e\n");
-    for d in DEVS {
+    for d in &DEVS[..GEOMETRIES.len()] {
         rw.push_str(&format!(
             "mount -t nilfs2 /dev/{d} /mnt\nseq 1 5000 > /mnt/from-kernel\nmkdir /mnt/sub/kdir\nsync\n\
              nilfs_cleanerd -p 0 /dev/{d} /mnt > /dev/null\nnilfs-clean -p 0 /dev/{d} || true\n\
@@ -219,7 +145,7 @@ fn the_kernel_reads_what_we_write() {
         ));
     }
     rw.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
-    let secs = sections(&kernel_run(&images, &rw, &dir, "rw.sh", false));
+    let secs = sections(&kernel_run(&images, &rw, &dir, "rw.sh"));
     assert!(
         !secs["DMESG"].to_lowercase().contains("error"),
         "{}",

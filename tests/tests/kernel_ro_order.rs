@@ -7,33 +7,16 @@
 
 mod kernel_common;
 
-use nilfs::device::{export_image, MemDevice};
-use nilfs::format::ino;
-use nilfs::fs::Fs;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
-
-use kernel_common::{kernel_run, sections};
+use kernel_common::prelude::*;
 
 #[test]
 fn the_kernels_order_of_refusals_on_a_read_only_mount() {
-    let Some(()) = peers::require(
-        "the_kernels_order_of_refusals_on_a_read_only_mount",
-        &["qemu-system-x86_64", "busybox", "cpio"],
-    ) else {
+    let Some(()) = peers::require("the_kernels_order_of_refusals_on_a_read_only_mount", GUEST)
+    else {
         return;
     };
     let dev = MemDevice::new(16 << 20);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 64,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();

@@ -5,41 +5,17 @@
 //! (b) We roll the same logs forward ourselves and unmount: the kernel's
 //! manifest of the result must equal ours.
 
+mod kernel_common;
+
+use kernel_common::prelude::*;
+
+use kernel_common::pattern;
 use std::process::Command;
-
-use nilfs::device::{export_image, MemDevice};
-use nilfs::format::ino;
-use nilfs::fs::Fs;
-use nilfs::inspect::manifest::manifest;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
-use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::peers::{self, Scratch};
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// Write, checkpoint, overwrite inside the files, fdatasync, crash.
 fn crashed_after_fdatasync(bs: u64) -> MemDevice {
     let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: bs,
-            blocks_per_segment: 128,
-            ..MkfsOptions::from_seed(7)
-        },
-    )
-    .unwrap();
+    mkfs::mkfs(&dev, &MkfsOptions::from_seed(7).geometry(bs, 128)).unwrap();
     nilfs_conformance::assert_checks_clean(&dev, "kernel_rollforward.rs:43");
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
@@ -71,10 +47,7 @@ fn expected() -> String {
 
 #[test]
 fn the_kernel_rolls_our_data_only_logs_forward() {
-    let Some(()) = peers::require(
-        "the_kernel_rolls_our_data_only_logs_forward",
-        &["qemu-system-x86_64", "busybox", "cpio"],
-    ) else {
+    let Some(()) = peers::require("the_kernel_rolls_our_data_only_logs_forward", GUEST) else {
         return;
     };
     let dir = Scratch::new("kernel-rollforward");

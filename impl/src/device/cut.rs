@@ -2,10 +2,12 @@
 //! its budget runs out and fails every write after that, as power loss
 //! would. The write that exhausts the budget can be torn (only its first
 //! sector lands), and one write can be silently lost (acknowledged, never
-//! stored: the known-bad disk cache that crash checkers must catch).
+//! stored: the known-bad disk cache that crash checkers must catch). It
+//! records where every block write it accepted went, so a test can choose
+//! its cut points by what was written (a super block, a log's last block).
 
 use super::{BlockDevice, MemDevice};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crate::{Error, Result};
 
 /// A [`MemDevice`] behind a write budget.
@@ -17,6 +19,8 @@ pub struct CutDevice {
     tear: bool,
     written: AtomicU64,
     lose: Option<u64>,
+    /// Byte offset of every block write accepted, in order.
+    offsets: Mutex<Vec<u64>>,
 }
 
 impl CutDevice {
@@ -31,6 +35,7 @@ impl CutDevice {
             tear: false,
             written: AtomicU64::new(0),
             lose: None,
+            offsets: Mutex::new(Vec::new()),
         }
     }
 
@@ -50,6 +55,12 @@ impl CutDevice {
     /// Block writes accepted so far.
     pub fn written(&self) -> u64 {
         self.written.load(Ordering::SeqCst)
+    }
+
+    /// The byte offset of every block write accepted so far, in order
+    /// (the torn one and a lost one included).
+    pub fn offsets(&self) -> Vec<u64> {
+        lock(&self.offsets).clone()
     }
 
     /// Power back: no more budget limit (for mounting what was left).
@@ -77,6 +88,7 @@ impl BlockDevice for CutDevice {
             }
             let left = self.budget.fetch_sub(1, Ordering::SeqCst) - 1;
             let index = self.written.fetch_add(1, Ordering::SeqCst);
+            lock(&self.offsets).push(at);
             if self.lose == Some(index) {
                 continue;
             }

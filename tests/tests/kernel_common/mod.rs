@@ -1,8 +1,8 @@
-//! Helpers shared by the kernel peer tests that mount images we wrote
-//! (kernel_crash.rs, kernel_big_workload.rs, kernel_cpmode.rs,
-//! kernel_enospc.rs): a deterministic byte
-//! pattern, one guest boot over several images, and the `@@NAME` sections
-//! a guest script prints.
+//! Helpers shared by the peer tests that boot the kernel guest or write
+//! images for a peer (every kernel_*.rs, grub_reads_our_writes.rs): a
+//! deterministic byte pattern (the model's), one guest boot over several
+//! images, the `@@NAME` sections a guest script prints, and the dmesg
+//! lines to complain about.
 
 #![allow(dead_code)] // each test file uses its own subset
 
@@ -11,21 +11,39 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use nilfs_conformance::peers::{self, Scratch};
+use nilfs_model::Pattern;
+
+/// What the peer tests import, in one place: `use kernel_common::prelude::*`.
+#[allow(unused_imports)] // each test file uses its own subset
+pub mod prelude {
+    pub use super::{
+        kernel_run, kernel_run_with, pattern, sections, unexpected_dmesg, Boot, DEVS, GUEST,
+    };
+    pub use nilfs::device::{export_image, FileDevice, MemDevice};
+    pub use nilfs::format::ino;
+    pub use nilfs::fs::Fs;
+    pub use nilfs::inspect::manifest::manifest;
+    pub use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
+    pub use nilfs::inspect::tools;
+    pub use nilfs::mkfs::{self, MkfsOptions};
+    pub use nilfs::posix::CheckpointView;
+    pub use nilfs::the_nilfs::Nilfs;
+    pub use nilfs_conformance::peers::{self, Scratch};
+}
+
+/// The programs a kernel guest boot needs (`peers::require`).
+pub const GUEST: &[&str] = &["qemu-system-x86_64", "busybox", "cpio"];
 
 /// Guest device names for the first, second, ... image of one boot.
 pub const DEVS: &[&str] = &["vda", "vdb", "vdc", "vdd", "vde", "vdf", "vdg", "vdh"];
 
-/// Deterministic file contents (xorshift bytes).
+/// Deterministic file contents: the model's seeded pattern.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    Pattern::Seeded {
+        seed,
+        len: len as u64,
+    }
+    .to_bytes()
 }
 
 /// Split guest output into sections: a line `@@NAME` starts section NAME.
@@ -45,9 +63,29 @@ pub fn sections(out: &str) -> BTreeMap<String, String> {
     map
 }
 
+/// How [`kernel_run_with`] boots the guest.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Boot {
+    /// The disks are attached read-only (`RO=1`).
+    pub read_only: bool,
+    /// The guest's time limit, seconds (600 when 0).
+    pub timeout_s: u32,
+}
+
 /// Boot the guest once with `images` as /dev/vda, /dev/vdb, ... (read-write)
 /// and run `script`; returns its output, failing the test if it fails.
 pub fn kernel_run(images: &[PathBuf], script: &str, dir: &Scratch, name: &str) -> String {
+    kernel_run_with(images, script, dir, name, Boot::default())
+}
+
+/// [`kernel_run`] with the disks and the time limit as `boot` says.
+pub fn kernel_run_with(
+    images: &[PathBuf],
+    script: &str,
+    dir: &Scratch,
+    name: &str,
+    boot: Boot,
+) -> String {
     assert!(images.len() <= DEVS.len(), "too many disks for one boot");
     let path = dir.file(name);
     std::fs::write(&path, script).unwrap();
@@ -55,11 +93,19 @@ pub fn kernel_run(images: &[PathBuf], script: &str, dir: &Scratch, name: &str) -
         .iter()
         .map(|p| p.display().to_string())
         .collect();
+    let timeout = if boot.timeout_s == 0 {
+        600
+    } else {
+        boot.timeout_s
+    };
     let mut cmd = Command::new(peers::oracle_dir().join("kernel-run.sh"));
     cmd.arg(&images[0])
         .arg(&path)
         .env("DISKS", disks.join(" "))
-        .env("TIMEOUT", "600");
+        .env("TIMEOUT", timeout.to_string());
+    if boot.read_only {
+        cmd.env("RO", "1");
+    }
     let out = peers::run(&mut cmd);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
