@@ -26,56 +26,79 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Run `ops` on a fresh directory of block size `1024 << bs_sel`, checking
+/// after each that every block is valid and the live entries equal the map.
+fn directory_follows(bs_sel: u32, ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
+    let bs = 1024 << bs_sel;
+    let me = Ino(11);
+    let mut d = DirFile::make_empty(bs, me, Ino(2));
+    let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+    for op in ops {
+        match op {
+            // As in the kernel, the caller (the VFS) looks the name up
+            // first; add_link alone only notices a duplicate that lies
+            // before the slot it picks.
+            Op::Add(n, i) => {
+                if d.find(n.as_bytes()).unwrap().is_some() {
+                    prop_assert!(model.contains_key(n.as_bytes()));
+                    continue;
+                }
+                let r = d.add_link(n.as_bytes(), Ino(i), FT_REG_FILE);
+                prop_assert!(r.is_ok(), "{:?}", r);
+                prop_assert!(model.insert(n.into_bytes(), i).is_none());
+            }
+            Op::Delete(n) => match d.find(n.as_bytes()).unwrap() {
+                Some(f) => {
+                    d.delete_entry(f.pos).unwrap();
+                    prop_assert!(model.remove(n.as_bytes()).is_some());
+                }
+                None => prop_assert!(!model.contains_key(n.as_bytes())),
+            },
+            Op::Relink(n, i) => {
+                if let Some(f) = d.find(n.as_bytes()).unwrap() {
+                    d.set_link(f.pos, Ino(i), FT_REG_FILE).unwrap();
+                    model.insert(n.into_bytes(), i);
+                }
+            }
+        }
+        for b in d.blocks() {
+            prop_assert!(parse_block(b, bs).is_ok());
+        }
+        let live: BTreeMap<Vec<u8>, u64> = d
+            .entries()
+            .unwrap()
+            .into_iter()
+            .filter(|(n, _, _)| n != b"." && n != b"..")
+            .map(|(n, i, _)| (n, i.0))
+            .collect();
+        prop_assert_eq!(&live, &model);
+        prop_assert_eq!(d.is_empty(me).unwrap(), model.is_empty());
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
     #[test]
     fn directory_matches_the_map(bs_sel in 0u32..3, ops in proptest::collection::vec(op(), 1..300)) {
-        let bs = 1024 << bs_sel;
-        let me = Ino(11);
-        let mut d = DirFile::make_empty(bs, me, Ino(2));
-        let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-        for op in ops {
-            match op {
-                // As in the kernel, the caller (the VFS) looks the name up
-                // first; add_link alone only notices a duplicate that lies
-                // before the slot it picks.
-                Op::Add(n, i) => {
-                    if d.find(n.as_bytes()).unwrap().is_some() {
-                        prop_assert!(model.contains_key(n.as_bytes()));
-                        continue;
-                    }
-                    let r = d.add_link(n.as_bytes(), Ino(i), FT_REG_FILE);
-                    prop_assert!(r.is_ok(), "{:?}", r);
-                    prop_assert!(model.insert(n.into_bytes(), i).is_none());
-                }
-                Op::Delete(n) => match d.find(n.as_bytes()).unwrap() {
-                    Some(f) => {
-                        d.delete_entry(f.pos).unwrap();
-                        prop_assert!(model.remove(n.as_bytes()).is_some());
-                    }
-                    None => prop_assert!(!model.contains_key(n.as_bytes())),
-                },
-                Op::Relink(n, i) => {
-                    if let Some(f) = d.find(n.as_bytes()).unwrap() {
-                        d.set_link(f.pos, Ino(i), FT_REG_FILE).unwrap();
-                        model.insert(n.into_bytes(), i);
-                    }
-                }
-            }
-            for b in d.blocks() {
-                prop_assert!(parse_block(b, bs).is_ok());
-            }
-            let live: BTreeMap<Vec<u8>, u64> = d
-                .entries()
-                .unwrap()
-                .into_iter()
-                .filter(|(n, _, _)| n != b"." && n != b"..")
-                .map(|(n, i, _)| (n, i.0))
-                .collect();
-            prop_assert_eq!(&live, &model);
-            prop_assert_eq!(d.is_empty(me).unwrap(), model.is_empty());
-        }
+        directory_follows(bs_sel, ops)?;
     }
+}
+
+// postmortem: with "k" deleted, the free slot lies before "kh", and
+// add_link("kh") takes it without seeing the "kh" after it — a duplicate.
+// add_link was right: nilfs_add_link checks only the entries before the
+// slot it picks, because the VFS has looked the name up first (EEXIST).
+// The test's expectation was wrong; it now looks the name up first too.
+// (Shrunk by proptest; was impl/tests/dir_ops.proptest-regressions.)
+#[test]
+fn regress_000_a_name_that_lies_after_the_free_slot() {
+    let add = |n: &str| Op::Add(n.into(), 12);
+    directory_follows(
+        0,
+        vec![add("k"), add("kh"), Op::Delete("k".into()), add("kh")],
+    )
+    .unwrap();
 }
 
 /// A duplicate before the free slot is refused with EEXIST, as
