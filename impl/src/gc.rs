@@ -16,7 +16,7 @@
 //! constructor is locked (see `txn::Shared::clean_segments`).
 //!
 //! Must not know: where the arguments came from (the cleaner's policy is
-//! `cleaner`), or how a construction lays the blocks out (`fs`).
+//! `cleaner`), or how a construction lays the blocks out (`segctor`).
 
 use std::collections::BTreeMap;
 

@@ -62,7 +62,7 @@ pub const FEATURE_COMPAT_RO_BLOCK_COUNT: u64 = 1;
 pub const DEFAULT_CTIME: u64 = 1_700_000_000;
 
 /// The parameters of a new filesystem. Defaults are mkfs.nilfs2's, with the
-/// three random inputs replaced by values derived from [`MkfsOptions::seed`].
+/// three random inputs replaced by values derived from a seed ([`MkfsOptions::from_seed`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MkfsOptions {
     /// `-b`: block size in bytes (a power of two, 1024..=page size).

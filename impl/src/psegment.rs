@@ -2,7 +2,7 @@
 //! `nilfs_file_*` and `nilfs_block_*`): the logs of a raw segment, their
 //! file records and block records, read as leniently as the library reads
 //! them (no sequence check, no data CRC). dumpseg prints what it finds
-//! ([`crate::inspect::nilfs_utils::dumpseg`]); the cleaner
+//! ([`dumpseg`](mod@crate::inspect::nilfs_utils::dumpseg)); the cleaner
 //! (`nilfs_acc_blocks_segment`, [`crate::cleaner`]) collects the blocks of
 //! a segment to clean with it.
 //!

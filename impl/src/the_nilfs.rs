@@ -4,8 +4,10 @@
 //!
 //! This is the read-only core that the inspector and the nilfs-tools-style
 //! listings need; it answers the questions the kernel's ioctls answer
-//! (`GET_CPINFO`, `GET_SUINFO`, `GET_SUSTAT`) from an image. It does no
-//! caching and no read-ahead (the read path adds those); it never writes.
+//! (`GET_CPINFO`, `GET_SUINFO`, `GET_SUSTAT`) from an image. Its only
+//! cache is a bounded one of DAT entry blocks (the view never changes, so
+//! they never go stale); read-ahead and the node cache are the cached read
+//! path's (`posix::cached`). It never writes.
 
 use std::collections::BTreeMap;
 

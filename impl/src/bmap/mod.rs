@@ -9,7 +9,7 @@
 //! numbers for every other file ([`Pointers::Virtual`], translated by
 //! whoever holds the DAT: the read-only [`crate::the_nilfs::Nilfs`] or the
 //! mounted [`crate::dat::Dat`]). [`readahead`] looks up through the node
-//! cache instead, with the kernel's sibling read-ahead (seed 000); [`write`]
+//! cache instead, with the kernel's sibling read-ahead (seed 000); [`write`](mod@write)
 //! is the write side.
 
 use crate::device::{read_block, BlockDevice};

@@ -13,7 +13,7 @@
 //! | collect: the stages' blocks into segment buffers, extending on overflow | `nilfs_segctor_collect`, `_collect_blocks` | `collect.rs`, [`layout`] |
 //! | assign: disk addresses into the DAT and the DAT's own mapping | `nilfs_segctor_assign`, `_update_payload_blocknr` | `assign.rs` |
 //! | fill in: segment usage, the checkpoint, the super root | `nilfs_segctor_update_segusage`, `_fill_in_checkpoint`, `_fill_in_super_root` | `assign.rs` |
-//! | write: summaries checked, logs sealed and written | `nilfs_segctor_write`, `nilfs_segbuf_fill_in_*` | `complete.rs`, [`write`] |
+//! | write: summaries checked, logs sealed and written | `nilfs_segctor_write`, `nilfs_segbuf_fill_in_*` | `complete.rs`, [`write`](mod@write) |
 //! | complete: everything clean, the cursor moved, the super block | `nilfs_segctor_complete_write` | `complete.rs` |
 //! | dsync: a data-only log of one file | `nilfs_segctor_collect_blocks` in `SC_LSEG_DSYNC` mode | `dsync.rs` |
 //!

@@ -160,7 +160,7 @@ impl BioHandle {
 
     /// Wait for page `k`: complete device events in time order until page
     /// `k`'s own completion has run, and return its outcome. Counts one wait
-    /// in [`SimStats::waits`] if the page was still in flight.
+    /// in [`SimStats::waits`](super::SimStats::waits) if the page was still in flight.
     pub fn wait_page(&self, k: usize) -> Result<()> {
         let n = self.nr_pages();
         if k >= n {

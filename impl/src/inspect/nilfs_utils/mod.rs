@@ -33,8 +33,9 @@
 //! kernel fixtures). Dates follow glibc: `strftime("%F %T")` (the year is not
 //! zero-padded) and `ctime()`; see [`format_date_time`] and [`format_ctime`].
 //!
-//! One file per program: [`lscp`], [`lssu`], [`dumpseg`], [`tune`]
-//! (`nilfs-tune -l`), and the glibc date formats they share ([`time`]).
+//! One file per program: [`lscp`](mod@lscp), [`lssu`](mod@lssu),
+//! [`dumpseg`](mod@dumpseg), [`tune`](mod@tune) (`nilfs-tune -l`), and the
+//! glibc date formats they share ([`time`](mod@time)).
 //! dumpseg's segment walk is libnilfs's, shared with the cleaner: it lives
 //! in [`crate::psegment`].
 
