@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::collect::propagated_ptr;
-use super::write::assemble;
 use super::{has_delta, Construction, Src};
 use crate::bmap::DiskNodes;
 use crate::cpfile::CheckpointFinal;
@@ -19,6 +18,13 @@ use crate::format::{ino, BlockNr, Cno, Ino, VBlockNr};
 use crate::fs::Fs;
 use crate::metafile::is_metadata;
 use crate::{Error, Result};
+
+/// What the fill-in leaves for the write: every laid-out block's final
+/// content by the layout's tag, and the super root block (unsealed).
+pub(super) struct Filled {
+    pub(super) payload: BTreeMap<u64, Vec<u8>>,
+    pub(super) super_root: Vec<u8>,
+}
 
 impl<'a> Fs<'a> {
     /// Give every laid-out block its address: DAT entries of virtual
@@ -62,9 +68,10 @@ impl<'a> Fs<'a> {
         self.dat.write_root()
     }
 
-    /// Fill in segment usage, the checkpoint and the super root, and
-    /// assemble the sealed logs, in plan order.
-    pub(super) fn fill_in(&mut self, c: &mut Construction) -> Result<Vec<Vec<u8>>> {
+    /// Fill in segment usage, the checkpoint and the super root; returns
+    /// every block's final content and the super root block, for the
+    /// write to assemble the logs from.
+    pub(super) fn fill_in(&mut self, c: &mut Construction) -> Result<Filled> {
         let (bs, cno, ctime) = (self.bs, c.cno, c.ctime);
         let gc_blocks = c.gc.as_ref().map_or(&[][..], |g| g.moved.blocks());
         let gc_tags: BTreeSet<(Ino, Cno)> = gc_blocks.iter().map(|b| (b.ino, b.cno)).collect();
@@ -97,7 +104,7 @@ impl<'a> Fs<'a> {
             payload.insert(t as u64, data);
         }
         let isz = self.sb.inode_size;
-        let sr = SuperRoot {
+        let super_root = SuperRoot {
             sum: 0,
             bytes: super_root_bytes(isz),
             flags: 0,
@@ -113,17 +120,10 @@ impl<'a> Fs<'a> {
             sufile: self.sufile.raw().clone(),
         }
         .encode(bs, isz);
-        let mut logs = Vec::with_capacity(c.plans.len());
-        for p in &c.plans {
-            let mine: BTreeMap<u64, Vec<u8>> = p
-                .payload
-                .iter()
-                .filter_map(|(t, _)| payload.remove(t).map(|d| (*t, d)))
-                .collect();
-            let sr = p.super_root.map(|_| &sr[..]);
-            logs.push(assemble(p, &mine, sr, bs, self.sb.crc_seed)?);
-        }
-        Ok(logs)
+        Ok(Filled {
+            payload,
+            super_root,
+        })
     }
 
     /// The mapping of file `i` (a user file in memory or a metadata file).

@@ -1,22 +1,43 @@
-//! The write and its completion: every log checked against its plan (in
-//! test and debug builds), written in order and flushed
+//! The write and its completion: each log assembled, checked against its
+//! plan (in test and debug builds) and written, in order, then a flush
 //! (`nilfs_segctor_write`, `nilfs_write_logs`); then, with the construction
 //! on disk, everything it wrote becomes clean, the checkpoint number moves
 //! on and the writer's cursor and the super block follow
 //! (`nilfs_segctor_complete_write`, `nilfs_set_last_segment`).
 
 use super::layout::LogPlan;
-use super::write::{check_log, write};
+use std::collections::BTreeMap;
+
+use super::assign::Filled;
+use super::write::{assemble, check_log, write};
 use super::{Construction, Stage};
 use crate::format::Cno;
 use crate::fs::Fs;
 use crate::Result;
 
 impl<'a> Fs<'a> {
-    /// Check (debug and test builds) and write `logs`, one per plan, then
-    /// flush. The first write is the construction's point of no return.
-    pub(super) fn write_logs(&mut self, c: &mut Construction, logs: &[Vec<u8>]) -> Result<()> {
-        write_checked(self.dev, &c.plans, logs, self.bs, self.sb.crc_seed)?;
+    /// Assemble each log from `filled`, check it against its plan (debug
+    /// and test builds), write it, in plan order; then flush. Each log is
+    /// written as soon as it is assembled, so one segment's worth of bytes
+    /// is in flight at a time. The first write is the construction's point
+    /// of no return.
+    pub(super) fn write_logs(&mut self, c: &mut Construction, filled: Filled) -> Result<()> {
+        let Filled {
+            mut payload,
+            super_root,
+        } = filled;
+        let (bs, seed) = (self.bs, self.sb.crc_seed);
+        for p in &c.plans {
+            let mine: BTreeMap<u64, Vec<u8>> = p
+                .payload
+                .iter()
+                .filter_map(|(t, _)| payload.remove(t).map(|d| (*t, d)))
+                .collect();
+            let sr = p.super_root.map(|_| &super_root[..]);
+            let log = assemble(p, &mine, sr, bs, seed)?;
+            write_checked(self.dev, p, &log, bs, seed)?;
+        }
+        self.dev.flush()?;
         c.stage = Stage::Done;
         Ok(())
     }
@@ -52,22 +73,16 @@ impl<'a> Fs<'a> {
     }
 }
 
-/// Check every log against its plan (in test and debug builds), then write
-/// them in plan order and flush.
+/// Check `log` against `plan` (in test and debug builds), then write it.
 pub(super) fn write_checked(
     dev: &dyn crate::device::BlockDevice,
-    plans: &[LogPlan],
-    logs: &[Vec<u8>],
+    plan: &LogPlan,
+    log: &[u8],
     bs: u32,
     seed: u32,
 ) -> Result<()> {
     if cfg!(debug_assertions) {
-        for (p, log) in plans.iter().zip(logs) {
-            check_log(p, log, bs, seed)?;
-        }
+        check_log(plan, log, bs, seed)?;
     }
-    for (p, log) in plans.iter().zip(logs) {
-        write(dev, p, log, bs)?;
-    }
-    dev.flush()
+    write(dev, plan, log, bs)
 }

@@ -75,9 +75,9 @@ impl<'a> Fs<'a> {
                 .set_segment_usage(p.segnum, p.live_blocks as u32, ctime)?;
         }
 
-        // Assign: the DAT entries start at the blocks' addresses.
+        // Assign (the DAT entries start at the blocks' addresses) and write,
+        // log by log.
         let f = self.inodes.loaded(i);
-        let mut logs = Vec::with_capacity(plans.len());
         for p in &plans {
             let mut payload = BTreeMap::new();
             for &(t, pbn) in &p.payload {
@@ -85,9 +85,10 @@ impl<'a> Fs<'a> {
                 self.dat.file_mut().start(v, cno, pbn)?;
                 payload.insert(t, f.dirty[&key].clone());
             }
-            logs.push(assemble(p, &payload, None, bs, self.sb.crc_seed)?);
+            let log = assemble(p, &payload, None, bs, self.sb.crc_seed)?;
+            write_checked(self.dev, p, &log, bs, self.sb.crc_seed)?;
         }
-        write_checked(self.dev, &plans, &logs, bs, self.sb.crc_seed)?;
+        self.dev.flush()?;
 
         // Complete: no checkpoint; the file's inode (its bmap, times) is
         // still dirty for the next one, and NILFS_I_DIRTY stays set: only a

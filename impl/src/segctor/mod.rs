@@ -9,7 +9,7 @@
 //!
 //! | phase | kernel | file |
 //! |---|---|---|
-//! | propagate: new virtual numbers for every dirty block and node (`nilfs_bmap_propagate`) | `nilfs_segctor_apply_buffers` → `nilfs_collect_*` | [`propagate`](self) (`propagate.rs`) |
+//! | propagate: new virtual numbers for every dirty block and node (`nilfs_bmap_propagate`) | `nilfs_segctor_apply_buffers` → `nilfs_collect_*` | `propagate.rs` |
 //! | collect: the stages' blocks into segment buffers, extending on overflow | `nilfs_segctor_collect`, `_collect_blocks` | `collect.rs`, [`layout`] |
 //! | assign: disk addresses into the DAT and the DAT's own mapping | `nilfs_segctor_assign`, `_update_payload_blocknr` | `assign.rs` |
 //! | fill in: segment usage, the checkpoint, the super root | `nilfs_segctor_update_segusage`, `_fill_in_checkpoint`, `_fill_in_super_root` | `assign.rs` |
@@ -32,7 +32,8 @@
 //! were written into the ifile, so they must be redirtied,
 //! `nilfs_redirty_inodes`), [`Flags::sufreed`] (`NILFS_CF_SUFREED`: the
 //! cleaner's segments were freed, `nilfs_sufile_cancel_freev`), and the
-//! segments the layout allocated (`nilfs_free_incomplete_logs`,
+//! segments the layout allocated and dirtied, which its plans name (each
+//! log's segment and next: `nilfs_free_incomplete_logs`,
 //! `nilfs_cancel_segusage`). Rolling back (`nilfs_segctor_abort_construction`)
 //! is not implemented yet: today a failed construction returns its error
 //! and leaves the mount's memory as far as it got.
@@ -261,8 +262,8 @@ impl<'a> Fs<'a> {
     /// The second half: addresses, metadata, the checked write, completion.
     pub fn sync_finish(&mut self, mut c: Construction) -> Result<Option<Cno>> {
         self.assign_addresses(&mut c)?;
-        let logs = self.fill_in(&mut c)?;
-        self.write_logs(&mut c, &logs)?;
+        let filled = self.fill_in(&mut c)?;
+        self.write_logs(&mut c, filled)?;
         self.complete_construction(c).map(Some)
     }
 }
