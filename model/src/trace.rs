@@ -97,6 +97,13 @@ pub fn check_trace(path: &std::path::Path) -> Result<Verdict, Rejection> {
 
 /// Checks a trace given as text.
 pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
+    follow_trace(text).map(|(v, _)| v)
+}
+
+/// Checks a trace and returns, with the verdict, the model states still
+/// consistent with it at its end (for a judge that continues from there,
+/// such as a crash envelope after the trace's last completed line).
+pub fn follow_trace(text: &str) -> Result<(Verdict, Vec<State>), Rejection> {
     let mut states: Vec<State> = Vec::new();
     let mut checked = 0;
     for (i, raw) in text.lines().enumerate() {
@@ -185,10 +192,13 @@ pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
             states: vec![],
         });
     }
-    Ok(Verdict {
-        lines: checked,
-        states: states.len(),
-    })
+    Ok((
+        Verdict {
+            lines: checked,
+            states: states.len(),
+        },
+        states,
+    ))
 }
 
 /// A state's checkpoint table in one line: `1 2s 5? 6m~ | mounted rw`.
