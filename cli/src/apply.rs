@@ -105,7 +105,7 @@ pub struct Applied {
 /// module documentation); `label` names the device in messages. An error
 /// names the workload line it stopped at.
 pub fn apply_lines(
-    dev: &MemDevice,
+    dev: &dyn BlockDevice,
     lines: &[(usize, serde_json::Value)],
     label: &str,
 ) -> Result<Applied, (usize, String)> {
@@ -182,7 +182,7 @@ pub fn apply_lines(
 /// with the line's geometry, creation time 0 (the checker's model clock),
 /// CRC seed and UUID from seed 0. Refuses when the image size does not give
 /// the line's segment count, naming the size that would.
-fn format_image(dev: &MemDevice, op: &Op, label: &str) -> Result<(), String> {
+fn format_image(dev: &dyn BlockDevice, op: &Op, label: &str) -> Result<(), String> {
     let Op::Mkfs {
         block_size,
         blocks_per_segment,
@@ -230,7 +230,7 @@ fn format_image(dev: &MemDevice, op: &Op, label: &str) -> Result<(), String> {
 /// The `mkfs` line for the file system already on `dev`: the geometry from
 /// its super block, `dot_nilfs` from whether the latest checkpoint has
 /// `/.nilfs`.
-fn describe_image(dev: &MemDevice) -> Result<Op, String> {
+fn describe_image(dev: &dyn BlockDevice) -> Result<Op, String> {
     let nilfs = Nilfs::open(dev).map_err(|e| format!("not a NILFS2 image: {e}"))?;
     let view = CheckpointView::open(&nilfs, None).map_err(|e| e.to_string())?;
     Ok(Op::Mkfs {

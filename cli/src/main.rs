@@ -8,6 +8,7 @@
 mod apply;
 mod campaign;
 mod check;
+mod demo;
 mod exec;
 mod listings;
 mod oracle;
@@ -22,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use nilfs::device::{import_image, BlockDevice, FileDevice, MemDevice};
+use nilfs::device::{import_image, BlockDevice, FileDevice};
 use nilfs::mkfs::{self, MkfsOptions};
 
 #[derive(Parser)]
@@ -306,15 +307,17 @@ enum Cmd {
         #[arg(short = 'q', long)]
         quiet: bool,
     },
-    /// The main job on an embedded default: make a 128 MiB filesystem in
-    /// memory, inspect it, and print a short summary.
+    /// The main job on an embedded default, in memory: a generated
+    /// workload with a snapshot, a power cut at a random write, recovery,
+    /// the cleaner, each step judged by the model, and the image checked.
     Demo {
-        /// Block size in bytes.
-        #[arg(short = 'b', default_value_t = 4096)]
-        block_size: u64,
-        /// Blocks per segment.
-        #[arg(short = 'B', default_value_t = 512)]
-        blocks_per_segment: u64,
+        /// Changes the workload and the cut; the same seed prints the same.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Run with a known-bad recovery (`forget-roll-forward`) to see the
+        /// judgement fail.
+        #[arg(long, hide = true)]
+        known_bad: Option<String>,
     },
 }
 
@@ -384,6 +387,9 @@ enum CampaignCmd {
     /// the kernel's traces through the oracle, its images through our read
     /// path, and our own run of each workload.
     Kernel(CampaignArgs),
+    /// GRUB's reader (grub-fstest) on images our write path makes from the
+    /// workloads: every difference from our manifest classified.
+    Grub(CampaignArgs),
 }
 
 #[derive(Subcommand)]
@@ -633,6 +639,31 @@ findings are in {}",
                 ))
             }
         }
+        Cmd::Campaign {
+            cmd: CampaignCmd::Grub(a),
+        } => {
+            let features = nilfs_model::gen::Features {
+                crash: false,
+                ..nilfs_model::gen::Features::ALL
+            };
+            let workloads = campaign_workloads(&a, features)?;
+            let s = campaign::run_grub(&campaign::Options {
+                workloads,
+                out: a.out.clone(),
+                shrink: !a.no_shrink,
+                batch: 1,
+                max_findings: a.max_findings,
+            })?;
+            let table = s.table();
+            if s.findings.is_empty() {
+                Ok(table)
+            } else {
+                Err(format!(
+                    "{table}\nfindings are in {}",
+                    a.out.join("findings").display()
+                ))
+            }
+        }
         Cmd::Exec {
             dir,
             workload,
@@ -694,10 +725,14 @@ findings are in {}",
         Cmd::Sim {
             cmd: SimCmd::CompletionStreams(args),
         } => sim_streams::run_cli(&args),
-        Cmd::Demo {
-            block_size,
-            blocks_per_segment,
-        } => demo(block_size, blocks_per_segment),
+        Cmd::Demo { seed, known_bad } => {
+            let recovery = match known_bad.as_deref() {
+                None => demo::Recovery::Kernel,
+                Some("forget-roll-forward") => demo::Recovery::ForgetRollForward,
+                Some(other) => return Err(format!("unknown known-bad variant {other:?}")),
+            };
+            demo::run(seed, recovery).map_err(|report| format!("the demo failed:\n{report}"))
+        }
         Cmd::Check { .. } => unreachable!("handled in main"),
     }
 }
@@ -770,35 +805,6 @@ fn gc_freeze(nsegs: usize) -> Result<String, String> {
             ms(f.freeze_after_ns())
         ));
     }
-    Ok(out)
-}
-
-fn demo(block_size: u64, blocks_per_segment: u64) -> Result<String, String> {
-    let e = |e: nilfs::Error| e.to_string();
-    let dev = MemDevice::new(128 << 20);
-    let o = MkfsOptions {
-        block_size,
-        blocks_per_segment,
-        ..MkfsOptions::default()
-    };
-    let l = mkfs::mkfs(&dev, &o).map_err(e)?;
-    let fs = nilfs::the_nilfs::Nilfs::open(&dev).map_err(e)?;
-    let mut out = format!(
-        "nilref demo: a 128 MiB NILFS2 filesystem made in memory\n\
-         block size {} bytes, {} blocks per segment, {} segments; the first log is {} blocks\n\
-         mounted view: super block {} chosen, latest super root at block {} (checkpoint {})\n\n",
-        l.block_size,
-        l.blocks_per_segment,
-        l.nsegments,
-        l.log_blocks,
-        ["primary", "secondary"][fs.sb_choice.chosen],
-        fs.scan.super_root,
-        fs.scan.cno
-    );
-    out.push_str("$ lscp\n");
-    out.push_str(&listings::lscp(&dev, false, false, false).map_err(e)?);
-    out.push_str("$ lssu\n");
-    out.push_str(&listings::lssu(&dev, false).map_err(e)?);
     Ok(out)
 }
 

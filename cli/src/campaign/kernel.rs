@@ -125,6 +125,14 @@ fn judge(work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
             "our read path cannot open the kernel's image: {e}"
         ))),
     }
+    // GRUB's reader on the kernel's image, against our read path of it.
+    match super::grub::check_image(
+        &work.join(format!("d{i}.img")),
+        &work.join(format!("grub{i}")),
+    ) {
+        Ok((_, mut p)) => problems.append(&mut p),
+        Err(e) => problems.push(Problem::guest(format!("GRUB's check could not run: {e}"))),
+    }
     // Our own run of the same workload.
     problems.extend(ours(w));
     problems
@@ -213,11 +221,6 @@ pub fn device_bytes_for(lines: &[Value]) -> u64 {
     // mkfs.nilfs2 and ours give nsegments = the device's whole segments
     // less one (the super block area), so one more segment fits them all.
     (g.nsegments + 1) * g.blocks_per_segment as u64 * g.block_size as u64
-}
-
-/// A reproducer command for a workload file.
-pub fn replay_command(path: &Path) -> String {
-    format!("nilref campaign kernel --workload {}", path.display())
 }
 
 /// Profiles of the default mix, by seed.
