@@ -251,13 +251,17 @@ fn workload(c: SimConfig, seed: u64) -> (Vec<RequestRecord>, u64) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let b = if x % 3 == 0 { i * 8 } else { x % 200_000 };
+        let b = if x.is_multiple_of(3) {
+            i * 8
+        } else {
+            x % 200_000
+        };
         let mut bio = Bio::read(BlockNr(b), BS, 1 + (x % 16) as usize);
-        if x % 5 == 0 {
+        if x.is_multiple_of(5) {
             bio = bio.rahead();
         }
         hs.push(dev.submit(bio).unwrap());
-        if x % 4 == 0 {
+        if x.is_multiple_of(4) {
             hs[hs.len() / 2].wait().unwrap();
         } else {
             dev.advance_by(x % 50_000);
