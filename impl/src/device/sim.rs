@@ -687,7 +687,7 @@ impl Mechanics {
     /// returns when the device starts and finishes it, and how it served it.
     fn service(&mut self, now: u64, op: Op, offset: u64, len: u64) -> (u64, u64, Service) {
         match self {
-            Mechanics::Instant => (now, now, Service::Flash),
+            Mechanics::Instant => (now, now, Service::NoHead),
             Mechanics::CachedHdd(disk) => disk.service(now, op, offset, len),
             Mechanics::Hdd {
                 model,
@@ -727,7 +727,7 @@ impl Mechanics {
                 let done = xfer_start + model.command_overhead_ns + model.transfer_ns(op, len);
                 *channel_free_at_ns = done;
                 in_service.push(done);
-                (start, done, Service::Flash)
+                (start, done, Service::NoHead)
             }
         }
     }

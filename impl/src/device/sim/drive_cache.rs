@@ -110,8 +110,8 @@ impl DiskCache {
 /// How the drive served one command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Service {
-    /// No timing (instant device) or a flash device.
-    Flash,
+    /// No head to move: the instant device or an SSD.
+    NoHead,
     /// The head went to the data: seek and rotational wait.
     Miss,
     /// A miss with no seek or rotation: the head was streaming there (the
@@ -381,12 +381,23 @@ impl CachedDisk {
                 }
             }
         }
-        // A miss, or a partial hit: the rest from the disk.
+        // A miss, or a partial hit: the rest from the disk, once the
+        // read-ahead has stopped (which may have read more of it).
+        let (t_free, head) = self.stop_stream(s);
+        let prefix = prefix.map(|(i, ve)| (i, self.valid(i, t_free).map_or(ve, |v| v.1.max(ve))));
+        if let Some((i, ve)) = prefix {
+            if ve >= end {
+                let done = t_free.max(s + self.cache.hit_overhead_ns) + self.iface_ns(len);
+                self.touch(i);
+                self.free_at_ns = done;
+                self.stats.hits += 1;
+                return (s, done, Service::Hit);
+            }
+        }
         let (miss_from, kind) = match prefix {
             Some((_, ve)) => (ve, Service::PartialHit),
             None => (offset, Service::Miss),
         };
-        let (t_free, head) = self.stop_stream(s);
         let t = t_free.max(s + self.model.command_overhead_ns);
         let t_media = self.media_access(t, head, miss_from, end - miss_from);
         let seg = match prefix {
