@@ -328,12 +328,7 @@ enum SimCmd {
     CompletionOrder(sim::CompletionOrderArgs),
     /// Seed 000: dd of a file on the simulated hard disk and SSD, B-tree
     /// sibling read-ahead off vs on (see scripts/bench-readahead.sh).
-    Readahead {
-        /// Image holding the file (written by the kernel).
-        image: PathBuf,
-        /// The file to read.
-        path: String,
-    },
+    Readahead(sim_readahead::ReadaheadArgs),
     /// Seed 001: how long one cleaning request keeps writers out, with the
     /// block reads inside the lock (before the patch) and outside (after),
     /// on the simulated hard disk and SSD.
@@ -714,8 +709,8 @@ findings are in {}",
             cmd: SimCmd::CompletionOrder(args),
         } => sim::completion_order(&args),
         Cmd::Sim {
-            cmd: SimCmd::Readahead { image, path },
-        } => sim_readahead::run(&image, &path),
+            cmd: SimCmd::Readahead(args),
+        } => sim_readahead::run(&args),
         Cmd::Sim {
             cmd: SimCmd::GcFreeze { nsegs },
         } => gc_freeze(nsegs),

@@ -49,9 +49,17 @@
 use std::collections::BTreeMap;
 
 use super::{check_range, BlockDevice, SECTOR_SIZE};
+
+mod blk;
+mod drive_cache;
+
 use crate::format::BlockNr;
 use crate::sync::{lock, Arc, Mutex};
 use crate::{Error, Result};
+pub use blk::{BlockLayer, Merges, QueueModel, QueueStats};
+use blk::{Kick, QueuedBio, Request, RequestQueue};
+use drive_cache::CachedDisk;
+pub use drive_cache::{CacheStats, DiskCache, Prefetch, Service};
 
 /// Most pages in one bio (the kernel's `BIO_MAX_VECS`).
 pub const MAX_BIO_PAGES: usize = 256;
@@ -304,6 +312,13 @@ pub struct SimConfig {
     pub end_io_page_ns: u64,
     /// Injected faults.
     pub faults: FaultPlan,
+    /// How bios reach the device: directly (the default, and the model
+    /// seeds 001 and 002 were measured on) or through a 2.6.35 request queue.
+    pub block_layer: BlockLayer,
+    /// The hard disk's segmented read cache and read-ahead; `None` is the
+    /// uncached disk (a request contiguous with the previous one streams on,
+    /// anything else seeks). Only for [`DeviceModel::Hdd`].
+    pub disk_cache: Option<DiskCache>,
 }
 
 impl SimConfig {
@@ -315,6 +330,8 @@ impl SimConfig {
             order: CompletionOrder::Submission,
             end_io_page_ns: 0,
             faults: FaultPlan::default(),
+            block_layer: BlockLayer::Direct,
+            disk_cache: None,
         }
     }
 
@@ -336,8 +353,38 @@ impl SimConfig {
         }
     }
 
+    /// Seed 000's disk as Linux 2.6.35 drove it: [`HddModel::scsi_2010`]
+    /// with its segmented read cache ([`DiskCache::scsi_2010`]) behind a
+    /// plugging, merging request queue with tagged queueing
+    /// ([`QueueModel::linux_2635_scsi`]).
+    pub fn hdd_2010_linux() -> Self {
+        SimConfig {
+            block_layer: BlockLayer::Queue(QueueModel::linux_2635_scsi()),
+            disk_cache: Some(DiskCache::scsi_2010()),
+            ..Self::hdd_2010()
+        }
+    }
+
+    /// Seed 000's SSD as Linux 2.6.35 drove it: [`SsdModel::intel_x25m_2010`]
+    /// behind the request queue of an AHCI port ([`QueueModel::linux_2635_ahci_ssd`]).
+    pub fn ssd_2010_linux() -> Self {
+        SimConfig {
+            block_layer: BlockLayer::Queue(QueueModel::linux_2635_ahci_ssd()),
+            ..Self::ssd_2010()
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         check_page_size(self.block_size)?;
+        if let BlockLayer::Queue(q) = &self.block_layer {
+            q.validate()?;
+        }
+        if let Some(c) = &self.disk_cache {
+            if !matches!(self.model, DeviceModel::Hdd(_)) {
+                return Err(Error::Invalid("a disk cache needs the HDD model".into()));
+            }
+            c.validate()?;
+        }
         match &self.model {
             DeviceModel::Instant => Ok(()),
             DeviceModel::Hdd(m) => m.validate(),
@@ -547,6 +594,8 @@ impl BioHandle {
             if !counted {
                 st.stats.waits += 1;
                 counted = true;
+                // lock_page -> sync_page: a sleeper unplugs the queue.
+                inner.unplug(&mut st);
             }
             let progressed = inner.complete_next(&mut st);
             assert!(
@@ -611,12 +660,16 @@ enum Mechanics {
         in_service: Vec<u64>,
         channel_free_at_ns: u64,
     },
+    CachedHdd(CachedDisk),
 }
 
 impl Mechanics {
-    fn new(model: DeviceModel) -> Self {
+    fn new(model: DeviceModel, cache: Option<DiskCache>) -> Self {
         match model {
             DeviceModel::Instant => Mechanics::Instant,
+            DeviceModel::Hdd(model) if cache.is_some() => {
+                Mechanics::CachedHdd(CachedDisk::new(model, cache.expect("checked")))
+            }
             DeviceModel::Hdd(model) => Mechanics::Hdd {
                 model,
                 head: 0,
@@ -631,10 +684,11 @@ impl Mechanics {
     }
 
     /// Schedule a request arriving at `now` for bytes `[offset, offset+len)`;
-    /// returns when the device starts and finishes it.
-    fn service(&mut self, now: u64, op: Op, offset: u64, len: u64) -> (u64, u64) {
+    /// returns when the device starts and finishes it, and how it served it.
+    fn service(&mut self, now: u64, op: Op, offset: u64, len: u64) -> (u64, u64, Service) {
         match self {
-            Mechanics::Instant => (now, now),
+            Mechanics::Instant => (now, now, Service::NoHead),
+            Mechanics::CachedHdd(disk) => disk.service(now, op, offset, len),
             Mechanics::Hdd {
                 model,
                 head,
@@ -642,14 +696,17 @@ impl Mechanics {
             } => {
                 let start = now.max(*free_at_ns);
                 let mut t = start + model.command_overhead_ns;
-                if offset != *head {
+                let kind = if offset != *head {
                     t += model.seek_ns(offset.abs_diff(*head));
                     t += model.rotational_wait_ns(t, offset);
-                }
+                    Service::Miss
+                } else {
+                    Service::Streamed
+                };
                 let done = t + model.transfer_ns(len);
                 *head = offset + len;
                 *free_at_ns = done;
-                (start, done)
+                (start, done, kind)
             }
             Mechanics::Ssd {
                 model,
@@ -670,8 +727,15 @@ impl Mechanics {
                 let done = xfer_start + model.command_overhead_ns + model.transfer_ns(op, len);
                 *channel_free_at_ns = done;
                 in_service.push(done);
-                (start, done)
+                (start, done, Service::NoHead)
             }
+        }
+    }
+
+    fn cache_stats(&self) -> Option<CacheStats> {
+        match self {
+            Mechanics::CachedHdd(d) => Some(d.stats()),
+            _ => None,
         }
     }
 }
@@ -688,9 +752,35 @@ struct Inflight {
     remaining: usize,
 }
 
-struct Event {
-    bio: u64,
-    page: usize,
+enum Event {
+    /// Page `page` of bio `bio` completes.
+    Page { bio: u64, page: usize },
+    /// Request `rq` (in [`State::dispatched`]) is done at the device and
+    /// its completion path runs.
+    RequestDone { rq: u64 },
+    /// The request queue's unplug timer of this generation fires.
+    Unplug { generation: u64 },
+}
+
+/// One request the device served, as the request log records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// Read or write.
+    pub op: Op,
+    /// First byte on the device.
+    pub offset: u64,
+    /// Bytes.
+    pub len: u64,
+    /// Bios merged into it (1 without a request queue).
+    pub bios: usize,
+    /// Whether every bio in it was flagged read-ahead.
+    pub rahead: bool,
+    /// When it was handed to the device, ns.
+    pub dispatch_ns: u64,
+    /// When the device had its data moved, ns.
+    pub done_ns: u64,
+    /// How the device served it.
+    pub service: Service,
 }
 
 struct State {
@@ -707,6 +797,15 @@ struct State {
     busy_until_ns: u64,
     rng: SplitMix64,
     stats: SimStats,
+    /// The request queue, when [`SimConfig::block_layer`] has one.
+    queue: Option<RequestQueue>,
+    /// Bios submitted to the queue and not yet in a dispatched request:
+    /// (offset, rahead) by bio id.
+    queued_bios: BTreeMap<u64, (u64, bool)>,
+    /// Requests at the device, by request id.
+    dispatched: BTreeMap<u64, Request>,
+    /// Every request served, in dispatch order.
+    requests: Vec<RequestRecord>,
 }
 
 struct Inner {
@@ -757,10 +856,17 @@ impl SimDevice {
             next_completion: 0,
             events: BTreeMap::new(),
             inflight: BTreeMap::new(),
-            mechanics: Mechanics::new(config.model),
+            mechanics: Mechanics::new(config.model, config.disk_cache),
             busy_until_ns: 0,
             rng: SplitMix64::new(config.faults.seed),
             stats: SimStats::default(),
+            queue: match config.block_layer {
+                BlockLayer::Direct => None,
+                BlockLayer::Queue(m) => Some(RequestQueue::new(m)),
+            },
+            queued_bios: BTreeMap::new(),
+            dispatched: BTreeMap::new(),
+            requests: Vec::new(),
         };
         Ok(SimDevice {
             inner: Arc::new(Inner {
@@ -825,19 +931,32 @@ impl SimDevice {
             .map(|k| inner.fault_for(&mut st, id, bio.op, offset + k as u64 * bs, bs))
             .collect();
         let now = st.now_ns;
-        let (start, done) = st.mechanics.service(now, bio.op, offset, len);
-        let busy_from = start.max(st.busy_until_ns);
-        st.stats.busy_ns += done.saturating_sub(busy_from);
-        st.busy_until_ns = st.busy_until_ns.max(done);
-        for pos in 0..n {
-            let page = match inner.config.order {
-                CompletionOrder::Submission => pos,
-                CompletionOrder::Reverse => n - 1 - pos,
-            };
-            let t = done + (pos as u64 + 1) * inner.config.end_io_page_ns;
-            let seq = st.next_event;
-            st.next_event += 1;
-            st.events.insert((t, seq), Event { bio: id, page });
+        if st.queue.is_none() {
+            // No request queue: the bio is a request, at the device now.
+            let (start, done, service) = st.mechanics.service(now, bio.op, offset, len);
+            let busy_from = start.max(st.busy_until_ns);
+            st.stats.busy_ns += done.saturating_sub(busy_from);
+            st.busy_until_ns = st.busy_until_ns.max(done);
+            st.requests.push(RequestRecord {
+                op: bio.op,
+                offset,
+                len,
+                bios: 1,
+                rahead: bio.rahead,
+                dispatch_ns: now,
+                done_ns: done,
+                service,
+            });
+            for pos in 0..n {
+                let page = match inner.config.order {
+                    CompletionOrder::Submission => pos,
+                    CompletionOrder::Reverse => n - 1 - pos,
+                };
+                let t = done + (pos as u64 + 1) * inner.config.end_io_page_ns;
+                let seq = st.next_event;
+                st.next_event += 1;
+                st.events.insert((t, seq), Event::Page { bio: id, page });
+            }
         }
         let pages = Arc::new(Mutex::new((0..n).map(|_| PageSlot::default()).collect()));
         let inflight = Inflight {
@@ -851,6 +970,20 @@ impl SimDevice {
             remaining: n,
         };
         st.inflight.insert(id, inflight);
+        if let Some(q) = st.queue.as_mut() {
+            let kick = q.make_request(
+                now,
+                QueuedBio {
+                    id,
+                    op: bio.op,
+                    offset,
+                    len,
+                    pages: n,
+                },
+            );
+            st.queued_bios.insert(id, (offset, bio.rahead));
+            inner.kick(&mut st, kick, now);
+        }
         Ok(BioHandle {
             dev: self.clone(),
             id,
@@ -873,9 +1006,36 @@ impl SimDevice {
             .first_key_value()
             .is_some_and(|(&(t, _), _)| t <= target)
         {
-            self.inner.complete_next(&mut st);
+            self.inner.step(&mut st);
         }
         st.now_ns = target;
+    }
+
+    /// Unplug the request queue, as `blk_run_backing_dev` does for a caller
+    /// that will not sleep but wants its I/O started (the async read-ahead
+    /// of an up-to-date page). A no-op without a queue or when unplugged.
+    pub fn unplug(&self) {
+        let mut st = lock(&self.inner.state);
+        self.inner.unplug(&mut st);
+    }
+
+    /// The request queue's counters (`None` without a queue).
+    pub fn queue_stats(&self) -> Option<QueueStats> {
+        lock(&self.inner.state)
+            .queue
+            .as_ref()
+            .map(RequestQueue::stats)
+    }
+
+    /// The disk cache's counters (`None` without a disk cache).
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        lock(&self.inner.state).mechanics.cache_stats()
+    }
+
+    /// Every request served so far, in dispatch order (without a request
+    /// queue, one per bio).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        lock(&self.inner.state).requests.clone()
     }
 
     /// Wait for the next page completion of any bio (advancing the clock to
@@ -885,6 +1045,7 @@ impl SimDevice {
     /// wait in [`SimStats::waits`].
     pub fn wait_next(&self) -> bool {
         let mut st = lock(&self.inner.state);
+        self.inner.unplug(&mut st);
         let progressed = self.inner.complete_next(&mut st);
         if progressed {
             st.stats.waits += 1;
@@ -895,6 +1056,7 @@ impl SimDevice {
     /// Complete everything in flight (not counted as waits).
     pub fn run_until_idle(&self) {
         let mut st = lock(&self.inner.state);
+        self.inner.unplug(&mut st);
         while self.inner.complete_next(&mut st) {}
     }
 
@@ -975,13 +1137,38 @@ impl Inner {
         why
     }
 
-    /// Run the earliest pending page completion; false if none is pending.
+    /// Run pending events in time order until one page completion has run;
+    /// false if nothing is pending.
     fn complete_next(&self, st: &mut State) -> bool {
-        let Some(((time, _), ev)) = st.events.pop_first() else {
-            return false;
-        };
+        loop {
+            match self.step(st) {
+                None => return false,
+                Some(true) => return true,
+                Some(false) => {}
+            }
+        }
+    }
+
+    /// Run the earliest pending event; `Some(true)` if it completed a page,
+    /// `Some(false)` for a request-queue event, `None` if nothing is pending.
+    fn step(&self, st: &mut State) -> Option<bool> {
+        let ((time, _), ev) = st.events.pop_first()?;
         st.now_ns = st.now_ns.max(time);
         let now = st.now_ns;
+        let (bio_id, page) = match ev {
+            Event::Page { bio, page } => (bio, page),
+            Event::RequestDone { rq } => {
+                self.request_done(st, rq, now);
+                return Some(false);
+            }
+            Event::Unplug { generation } => {
+                if st.queue.as_mut().is_some_and(|q| q.timer(generation)) {
+                    self.run_queue(st, now);
+                }
+                return Some(false);
+            }
+        };
+        let ev = PageEv { bio: bio_id, page };
         let seq = st.next_completion;
         st.next_completion += 1;
         let bio = st
@@ -1057,8 +1244,104 @@ impl Inner {
             }
             (Op::Write, false) => st.stats.pages_written += 1,
         }
-        true
+        Some(true)
     }
+
+    /// Act on what the request queue asked for at time `now`.
+    fn kick(&self, st: &mut State, kick: Kick, now: u64) {
+        match kick {
+            Kick::None => {}
+            Kick::ArmTimer { at_ns, generation } => {
+                let seq = st.next_event;
+                st.next_event += 1;
+                st.events.insert((at_ns, seq), Event::Unplug { generation });
+            }
+            Kick::Run => self.run_queue(st, now),
+        }
+    }
+
+    /// A sleeper's unplug (`sync_page` / `sync_buffer`).
+    fn unplug(&self, st: &mut State) {
+        if st.queue.as_mut().is_some_and(RequestQueue::unplug) {
+            let now = st.now_ns;
+            self.run_queue(st, now);
+        }
+    }
+
+    /// `request_fn`: hand the device every request it can take, at `now`.
+    fn run_queue(&self, st: &mut State, now: u64) {
+        let completion_ns = match self.config.block_layer {
+            BlockLayer::Queue(m) => m.completion_ns,
+            BlockLayer::Direct => 0,
+        };
+        while let Some(rq) = st.queue.as_mut().and_then(RequestQueue::next_dispatch) {
+            let (start, done, service) = st.mechanics.service(now, rq.op, rq.offset, rq.len);
+            let busy_from = start.max(st.busy_until_ns);
+            st.stats.busy_ns += done.saturating_sub(busy_from);
+            st.busy_until_ns = st.busy_until_ns.max(done);
+            let rahead = rq
+                .bios
+                .iter()
+                .all(|b| st.queued_bios.get(b).is_some_and(|&(_, ra)| ra));
+            st.requests.push(RequestRecord {
+                op: rq.op,
+                offset: rq.offset,
+                len: rq.len,
+                bios: rq.bios.len(),
+                rahead,
+                dispatch_ns: now,
+                done_ns: done,
+                service,
+            });
+            let seq = st.next_event;
+            st.next_event += 1;
+            st.events.insert(
+                (done + completion_ns, seq),
+                Event::RequestDone { rq: rq.id },
+            );
+            st.dispatched.insert(rq.id, rq);
+        }
+    }
+
+    /// Request `rq` is done at `now`: one softirq completes all its bios'
+    /// pages, in device order, spending [`SimConfig::end_io_page_ns`] on
+    /// each; nothing else runs meanwhile, so every page is visible at the
+    /// end of it (no waiter wakes between two pages of one request, as on
+    /// the kernel's CPU). Then the completion path runs the queue.
+    fn request_done(&self, st: &mut State, rq: u64, now: u64) {
+        let Some(rq) = st.dispatched.remove(&rq) else {
+            return;
+        };
+        let pages: Vec<(u64, usize)> = rq
+            .bios
+            .iter()
+            .map(|b| (*b, st.inflight.get(b).map_or(0, |f| lock(&f.pages).len())))
+            .collect();
+        let total: u64 = pages.iter().map(|&(_, n)| n as u64).sum();
+        let end = now + total * self.config.end_io_page_ns;
+        for (bio, n) in pages {
+            st.queued_bios.remove(&bio);
+            for pos in 0..n {
+                let page = match self.config.order {
+                    CompletionOrder::Submission => pos,
+                    CompletionOrder::Reverse => n - 1 - pos,
+                };
+                let seq = st.next_event;
+                st.next_event += 1;
+                st.events.insert((end, seq), Event::Page { bio, page });
+            }
+        }
+        if let Some(q) = st.queue.as_mut() {
+            q.completed();
+        }
+        self.run_queue(st, end);
+    }
+}
+
+/// A page completion being run.
+struct PageEv {
+    bio: u64,
+    page: usize,
 }
 
 /// Name the block in an I/O error from the store.
