@@ -9,8 +9,10 @@
 //! observed, the verdict and the command that replays it. Progress shows
 //! on a bar; a summary table ends the run.
 
+pub mod crash;
 pub mod guest;
 pub mod kernel;
+pub mod log_writes;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
