@@ -428,6 +428,9 @@ struct CrashArgs {
     /// Reordered states sampled per epoch of writes.
     #[arg(long, default_value_t = 1)]
     reordered: usize,
+    /// Per epoch, the states with one of its first N writes missing.
+    #[arg(long, default_value_t = 8)]
+    all_but_one: usize,
     /// Crash states per workload that the kernel recovers too.
     #[arg(long, default_value_t = 2)]
     kernel_sample: usize,
@@ -719,6 +722,7 @@ findings are in {}",
                 max_findings: a.max_findings,
                 torn: a.torn,
                 reordered: a.reordered,
+                all_but_one: a.all_but_one,
                 kernel_sample: a.kernel_sample,
                 ours: a.ours,
             })?;

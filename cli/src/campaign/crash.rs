@@ -986,7 +986,16 @@ pub fn kernel_recover(
                     } else {
                         String::new()
                     }
-                ) + &format!("\nkernel log (all disks of this boot):\n{dmesg}"),
+                ) + &format!(
+                    "\nkernel log about /dev/{}:\n{}",
+                    DEVS[i],
+                    dmesg
+                        .lines()
+                        .filter(|l| l.contains(&format!("({})", DEVS[i]))
+                            || l.contains(&format!("device {}", DEVS[i])))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ),
             }
         })
         .collect())
@@ -1041,6 +1050,7 @@ pub struct CrashOptions {
     pub max_findings: usize,
     pub torn: usize,
     pub reordered: usize,
+    pub all_but_one: usize,
     pub kernel_sample: usize,
     /// nilfs-ref's write path instead of the kernel's (no guest).
     pub ours: bool,
@@ -1077,6 +1087,32 @@ pub struct CrashSummary {
 }
 
 impl CrashSummary {
+    /// The figures, for scripts and the peer tier's test.
+    pub fn to_json(&self) -> Value {
+        let per_min = |n: usize, s: f64| if s > 0.0 { n as f64 * 60.0 / s } else { 0.0 };
+        serde_json::json!({
+            "target": self.target,
+            "workloads": self.workloads,
+            "passed": self.passed,
+            "block_writes": self.block_writes,
+            "states": self.states,
+            "torn": self.torn,
+            "reordered": self.reordered,
+            "points": self.points,
+            "failing_states": self.failing_states,
+            "failing_prefix_torn_reordered": self.failing_by_kind,
+            "kernel_states": self.kernel_states,
+            "boots": self.boots,
+            "seconds": self.seconds,
+            "states_per_minute": per_min(self.states, self.seconds),
+            "states_per_minute_judging": per_min(self.states, self.judge_seconds),
+            "problems": self.by_problem.iter().map(|(k, (states, workloads))| {
+                (k.clone(), serde_json::json!({"states": states, "workloads": workloads}))
+            }).collect::<serde_json::Map<String, Value>>(),
+            "findings": self.findings.iter().map(|f| f.folder.display().to_string()).collect::<Vec<_>>(),
+        })
+    }
+
     pub fn table(&self) -> String {
         let per_min = |n: usize, s: f64| if s > 0.0 { n as f64 * 60.0 / s } else { 0.0 };
         let mut t = format!(
@@ -1150,6 +1186,7 @@ fn judge_opts(w: &Workload, o: &CrashOptions) -> JudgeOptions {
         sampling: Sampling {
             torn: o.torn,
             reordered: o.reordered,
+            all_but_one: o.all_but_one,
             ..Sampling::new(sampling_seed(w))
         },
         recovery: Recovery::Ours,
@@ -1212,6 +1249,7 @@ pub fn run(o: &CrashOptions) -> Result<CrashSummary, String> {
         target: if o.ours { "nilfs-ref" } else { "Linux" },
         ..CrashSummary::default()
     };
+    let mut shrunk: BTreeSet<String> = BTreeSet::new();
     for chunk in o.workloads.chunks(RECORD_BATCH) {
         let judged = run_batch(harness.as_ref(), &work, chunk, o, &mut sum.judge_seconds)?;
         if harness.is_some() {
@@ -1253,7 +1291,10 @@ pub fn run(o: &CrashOptions) -> Result<CrashSummary, String> {
                 continue;
             }
             progress.set_message(format!("{} failing", sum.findings.len() + 1));
-            let minimal = if o.shrink && shrinkable(&v.problems[0]) {
+            // Each problem is shrunk once (its first workload); later
+            // workloads showing it keep their whole workload.
+            let first_time = shrunk.insert(problem_name(&v.problems[0]));
+            let minimal = if o.shrink && first_time && shrinkable(&v.problems[0]) {
                 progress
                     .suspend(|| eprintln!("shrinking {}: {}", w.label, v.problems[0].headline()));
                 shrink(
@@ -1283,6 +1324,9 @@ pub fn run(o: &CrashOptions) -> Result<CrashSummary, String> {
     let _ = std::fs::remove_dir_all(&work);
     let _ = std::fs::remove_dir_all(o.out.join("kernel"));
     sum.seconds = t0.elapsed().as_secs_f64();
+    let json = sum.to_json();
+    std::fs::write(o.out.join("summary.json"), format!("{json:#}\n"))
+        .map_err(|e| format!("{}: {e}", o.out.join("summary.json").display()))?;
     Ok(sum)
 }
 
@@ -1767,6 +1811,7 @@ mod tests {
                     sampling: Sampling {
                         torn: 0,
                         reordered: 0,
+                        all_but_one: 0,
                         drop_write: Some(k),
                         ..Sampling::new(0)
                     },
@@ -1794,6 +1839,7 @@ mod tests {
             Sampling {
                 torn: 0,
                 reordered: 0,
+                all_but_one: 0,
                 ..Sampling::new(0)
             },
             Recovery::IgnoresLastLog,

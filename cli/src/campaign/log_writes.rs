@@ -455,6 +455,10 @@ pub struct Sampling {
     pub torn: usize,
     /// Reordered states per epoch with at least two reorderable writes.
     pub reordered: usize,
+    /// Also, systematically, the states with one write of the epoch
+    /// missing (each of its first `all_but_one` writes in turn): a cache
+    /// that wrote back everything but one write.
+    pub all_but_one: usize,
     /// The known-bad replay, for the checkers' own tests: the `k`-th
     /// device-changing entry of the log (0-based) is silently left out of
     /// every state.
@@ -467,6 +471,7 @@ impl Sampling {
             seed,
             torn: 1,
             reordered: 1,
+            all_but_one: 8,
             drop_write: None,
         }
     }
@@ -640,6 +645,25 @@ pub fn crash_states(
                         break;
                     }
                 }
+                let dev = cur.duplicate();
+                for &i in &kept {
+                    apply(&dev, log, i, None, dropped)?;
+                }
+                visit(CrashState {
+                    kind: StateKind::Reordered { end, kept },
+                    marks: epoch_marks.clone(),
+                    device: dev,
+                });
+                stats.reordered += 1;
+            }
+        }
+        if reorderable.len() >= 2 {
+            for &missing in reorderable.iter().take(sampling.all_but_one) {
+                let kept: Vec<usize> = reorderable
+                    .iter()
+                    .copied()
+                    .filter(|&i| i != missing)
+                    .collect();
                 let dev = cur.duplicate();
                 for &i in &kept {
                     apply(&dev, log, i, None, dropped)?;
@@ -913,6 +937,7 @@ mod tests {
         let s = Sampling {
             torn: 0,
             reordered: 0,
+            all_but_one: 0,
             ..Sampling::new(1)
         };
         let st = states(&log, &s);
@@ -982,6 +1007,23 @@ mod tests {
         seen_torn.sort();
         seen_torn.dedup();
         assert_eq!(seen_torn, [1, 2, 3], "the seeds reach every cut");
+    }
+
+    #[test]
+    fn every_write_of_an_epoch_is_left_out_once() {
+        let s = Sampling {
+            torn: 0,
+            reordered: 0,
+            ..Sampling::new(9)
+        };
+        let kept: Vec<Vec<usize>> = states(&sample_log(), &s)
+            .into_iter()
+            .filter_map(|c| match c.kind {
+                StateKind::Reordered { end: 5, kept } => Some(kept),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kept, [vec![4], vec![3]]);
     }
 
     /// A PREFLUSH write (NILFS2's super block) lands only after the epoch's
