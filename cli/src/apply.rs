@@ -109,6 +109,19 @@ pub fn apply_lines(
     lines: &[(usize, serde_json::Value)],
     label: &str,
 ) -> Result<Applied, (usize, String)> {
+    apply_lines_on(dev, dev, lines, label, &mut |_| {})
+}
+
+/// [`apply_lines`] on `dev` (formatted through `mem`, the same storage),
+/// calling `before(k)` before running the operation that becomes line `k`
+/// of the observed trace (the crash campaign marks its write log there).
+pub fn apply_lines_on(
+    mem: &dyn BlockDevice,
+    dev: &dyn BlockDevice,
+    lines: &[(usize, serde_json::Value)],
+    label: &str,
+    before: &mut dyn FnMut(usize),
+) -> Result<Applied, (usize, String)> {
     let mut resolver = Resolver::default();
     let mut observed_lines = Vec::with_capacity(lines.len() + 1);
     let (first_n, first) = lines
@@ -117,7 +130,7 @@ pub fn apply_lines(
         .ok_or((0, "empty workload".to_string()))?;
     let rest = match first {
         Ok(op @ Op::Mkfs { .. }) => {
-            format_image(dev, &op, label).map_err(|m| (first_n, m))?;
+            format_image(mem, &op, label).map_err(|m| (first_n, m))?;
             observed_lines.push(Line {
                 op,
                 out: Outcome::Ok,
@@ -126,7 +139,7 @@ pub fn apply_lines(
         }
         _ => {
             observed_lines.push(Line {
-                op: describe_image(dev).map_err(|m| {
+                op: describe_image(mem).map_err(|m| {
                     (
                         0,
                         format!("{label}: {m} (and the trace does not start with mkfs)"),
@@ -158,6 +171,7 @@ pub fn apply_lines(
         if matches!(op, Op::Mkfs { .. }) {
             return Err((*n, "mkfs is valid only as the first line".into()));
         }
+        before(observed_lines.len());
         let observed = sut.try_apply(&op).map_err(|u| (*n, u.to_string()))?;
         resolver.observe(&op, &observed);
         match (&op, &observed) {

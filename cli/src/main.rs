@@ -247,6 +247,10 @@ enum Cmd {
         /// it, and mount snapshots.
         #[arg(long)]
         device: Option<PathBuf>,
+        /// DIR's device is the dm-log-writes target DMNAME: put a mark
+        /// `op-K` in its log before the operation of observed line K.
+        #[arg(long, value_name = "DMNAME")]
+        mark_log_writes: Option<String>,
     },
     /// Generate a workload (a trace without outcomes) from a seed, biased
     /// by the model's state; run it with `apply` or `exec`.
@@ -385,6 +389,58 @@ enum CampaignCmd {
     /// GRUB's reader (grub-fstest) on images our write path makes from the
     /// workloads: every difference from our manifest classified.
     Grub(CampaignArgs),
+    /// Crash consistency on Linux (CrashMonkey/ACE for NILFS2): the
+    /// kernel's block writes recorded with dm-log-writes, every flush/FUA
+    /// state (and sampled torn and reordered ones) recovered by nilfs-ref
+    /// and judged by the model's crash envelope; a sample recovered by the
+    /// kernel too, which must agree.
+    Crash(CrashArgs),
+}
+
+#[derive(clap::Args)]
+struct CrashArgs {
+    /// Seeds, `A..B` (both included) or one number.
+    #[arg(long, default_value = "1..6")]
+    seeds: String,
+    /// Generation steps per workload.
+    #[arg(long, default_value_t = 12)]
+    len: usize,
+    /// The generator's profile.
+    #[arg(long, default_value = "crash")]
+    profile: String,
+    /// Run only the I-th of N slices of the seeds (for a CI matrix).
+    #[arg(long)]
+    shard: Option<String>,
+    /// Workload files to run instead of generated ones.
+    #[arg(long)]
+    workload: Vec<PathBuf>,
+    /// Where findings go.
+    #[arg(long, default_value = "target/campaign-crash")]
+    out: PathBuf,
+    /// Do not shrink failing workloads.
+    #[arg(long)]
+    no_shrink: bool,
+    /// Stop after this many failing workloads (0: never).
+    #[arg(long, default_value_t = 0)]
+    max_findings: usize,
+    /// Torn states sampled per epoch of writes.
+    #[arg(long, default_value_t = 1)]
+    torn: usize,
+    /// Reordered states sampled per epoch of writes.
+    #[arg(long, default_value_t = 1)]
+    reordered: usize,
+    /// Per epoch, the states with one of its first N writes missing.
+    #[arg(long, default_value_t = 8)]
+    all_but_one: usize,
+    /// Crash states per workload that the kernel recovers too.
+    #[arg(long, default_value_t = 2)]
+    kernel_sample: usize,
+    /// Record nilfs-ref's own write path instead of the kernel's (no guest).
+    #[arg(long)]
+    ours: bool,
+    /// Judge a finding folder's kept crash images again, and nothing else.
+    #[arg(long, value_name = "FINDING")]
+    replay: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -659,16 +715,65 @@ findings are in {}",
                 ))
             }
         }
+        Cmd::Campaign {
+            cmd: CampaignCmd::Crash(a),
+        } => {
+            if let Some(folder) = &a.replay {
+                let (text, failing) = campaign::crash::replay(folder)?;
+                return if failing { Err(text) } else { Ok(text) };
+            }
+            let profile: nilfs_model::gen::Profile = a.profile.parse()?;
+            let workloads = if a.workload.is_empty() {
+                campaign::shard(campaign::parse_seeds(&a.seeds)?, a.shard.as_deref())?
+                    .into_iter()
+                    .map(|s| {
+                        campaign::Workload::generated(
+                            s,
+                            a.len,
+                            Some(profile),
+                            nilfs_model::gen::Features::DEVICE,
+                        )
+                    })
+                    .collect()
+            } else {
+                a.workload
+                    .iter()
+                    .map(|p| campaign::Workload::from_file(p))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            let s = campaign::crash::run(&campaign::crash::CrashOptions {
+                workloads,
+                out: a.out.clone(),
+                shrink: !a.no_shrink,
+                max_findings: a.max_findings,
+                torn: a.torn,
+                reordered: a.reordered,
+                all_but_one: a.all_but_one,
+                kernel_sample: a.kernel_sample,
+                ours: a.ours,
+            })?;
+            let table = s.table();
+            if s.findings.is_empty() {
+                Ok(table)
+            } else {
+                Err(format!(
+                    "{table}\nfindings are in {}",
+                    a.out.join("findings").display()
+                ))
+            }
+        }
         Cmd::Exec {
             dir,
             workload,
             out,
             device,
+            mark_log_writes,
         } => exec::run(&exec::ExecOptions {
             dir: &dir,
             workload: &workload,
             out: out.as_deref(),
             device: device.as_deref(),
+            mark_log_writes: mark_log_writes.as_deref(),
         }),
         Cmd::Gen {
             seed,

@@ -280,6 +280,16 @@ impl<'d> ImplUnderTest<'d> {
     /// The directory that would hold `path`'s last component, and that
     /// component (trailing slashes ignored).
     fn parent(&mut self, path: &str) -> R<(Ino, String)> {
+        let (dir, name) = self.parent_walk(path)?;
+        if name.len() > nilfs_model::NAME_LEN_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        Ok((dir, name))
+    }
+
+    /// [`Self::parent`] without the last name's length check, which the
+    /// VFS leaves to that name's lookup (`filename_parentat`).
+    fn parent_walk(&mut self, path: &str) -> R<(Ino, String)> {
         if path.is_empty() {
             return Err(Errno::ENOENT);
         }
@@ -295,9 +305,6 @@ impl<'d> ImplUnderTest<'d> {
         };
         if self.stat(dir)?.mode & S_IFMT != S_IFDIR {
             return Err(Errno::ENOTDIR);
-        }
-        if name.len() > nilfs_model::NAME_LEN_MAX {
-            return Err(Errno::ENAMETOOLONG);
         }
         Ok((dir, name.to_string()))
     }
@@ -643,11 +650,20 @@ impl<'d> ImplUnderTest<'d> {
                 self.with(|fs| fs.link(i, d, n.as_bytes())).map(ok)?
             }
             Op::Rename { old, new, at: None } => {
-                let (od, on) = self.parent(old)?;
-                let (nd, nn) = self.parent(new)?;
-                // do_renameat2: EBUSY if either last part is not a name.
+                let (od, on) = self.parent_walk(old)?;
+                let (nd, nn) = self.parent_walk(new)?;
+                // do_renameat2: EBUSY if either last part is not a name;
+                // then the source's lookup (nilfs_lookup: ENAMETOOLONG);
+                // Fs::rename looks the source up before checking the
+                // target's name.
                 if is_special(&on) || is_special(&nn) {
                     return Err(Errno::EBUSY.into());
+                }
+                if self.fs()?.is_read_only() {
+                    return Err(Errno::EROFS.into()); // mnt_want_write
+                }
+                if on.len() > nilfs_model::NAME_LEN_MAX {
+                    return Err(Errno::ENAMETOOLONG.into());
                 }
                 self.with(|fs| fs.rename(od, on.as_bytes(), nd, nn.as_bytes()))
                     .map(ok)?

@@ -9,9 +9,11 @@
 //! observed, the verdict and the command that replays it. Progress shows
 //! on a bar; a summary table ends the run.
 
+pub mod crash;
 pub mod grub;
 pub mod guest;
 pub mod kernel;
+pub mod log_writes;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
