@@ -271,3 +271,80 @@ fn compare(expected: &Expectation, grub: &BTreeMap<String, String>) -> Compariso
 pub fn image_path(work: &Path) -> PathBuf {
     work.join("image.img")
 }
+
+#[cfg(test)]
+mod tests {
+    //! The classifier proves it can fail: each known GRUB limitation is
+    //! explained only where it applies, and every other difference (a wrong
+    //! byte, a missing or extra name, an unreadable file that GRUB should
+    //! read) is a finding.
+
+    use super::*;
+
+    const A: &str = "1111  10  /a";
+
+    fn expectation() -> Expectation {
+        let mut entries = BTreeMap::new();
+        for (path, line, unreadable) in [
+            ("/a", A, None),
+            ("/s", "2222  9000  /s", Some("sparse-btree")),
+            ("/d/", "DIR  -  /d/", None),
+        ] {
+            entries.insert(
+                path.to_string(),
+                Expected {
+                    line: line.to_string(),
+                    unreadable,
+                },
+            );
+        }
+        Expectation {
+            entries,
+            deleted: ["/gone".to_string()].into_iter().collect(),
+        }
+    }
+
+    /// GRUB's listing: the expectation, with `changes` applied.
+    fn grub(changes: &[(&str, Option<&str>)]) -> BTreeMap<String, String> {
+        let mut m: BTreeMap<String, String> = [
+            ("/a", A),
+            ("/s", "READ-ERROR btree lookup failure  /s"),
+            ("/d/", "DIR  -  /d/"),
+        ]
+        .iter()
+        .map(|(p, l)| (p.to_string(), l.to_string()))
+        .collect();
+        for (p, l) in changes {
+            match l {
+                Some(l) => m.insert(p.to_string(), l.to_string()),
+                None => m.remove(*p),
+            };
+        }
+        m
+    }
+
+    #[test]
+    fn known_limitations_are_explained_and_nothing_else() {
+        let e = expectation();
+        let c = compare(&e, &grub(&[]));
+        assert!(c.unexplained.is_empty(), "{:?}", c.unexplained);
+        assert_eq!((c.same, c.explained["sparse-btree"]), (2, 1));
+
+        let c = compare(&e, &grub(&[("/gone", Some("e3b0  0  /gone"))]));
+        assert!(c.unexplained.is_empty(), "{:?}", c.unexplained);
+        assert_eq!(c.explained["inode-0-entry"], 1);
+
+        for (change, kind) in [
+            (("/a", Some("1112  10  /a")), "differs"),
+            (("/a", Some("READ-ERROR out of range  /a")), "differs"),
+            (("/a", None), "missing"),
+            (("/new", Some("3333  1  /new")), "extra"),
+            // A deleted name with data is not the inode-0 record.
+            (("/gone", Some("4444  5  /gone")), "extra"),
+        ] {
+            let c = compare(&e, &grub(&[change]));
+            assert_eq!(c.unexplained.len(), 1, "{change:?}: {:?}", c.unexplained);
+            assert!(c.unexplained[0].starts_with(kind), "{:?}", c.unexplained);
+        }
+    }
+}
