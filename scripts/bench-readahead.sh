@@ -3,6 +3,8 @@
 # simulated 2010 SCSI disk and Intel SSD, B-tree sibling read-ahead off vs on.
 #
 #   scripts/bench-readahead.sh            # build the image if missing, run the sim
+#   scripts/bench-readahead.sh --svg docs/seeds/000-readahead.svg   # and plot
+#   (any arguments go to `nilref sim readahead`: --svg FILE, --trace FILE, --main-only)
 #   IMG=path scripts/bench-readahead.sh   # use another image (must hold /f)
 #   SYNTHETIC=1 scripts/bench-readahead.sh  # no kernel: SYNTHETIC layout (see below)
 #
@@ -14,7 +16,8 @@
 #   2. in the guest: mount, write 512 MiB of deterministic non-zero data
 #      (`yes` output) to /f, sync, umount;
 #   3. `nilref sim readahead IMAGE /f` (release build) reads it back through
-#      the cached read path on the simulated devices and prints the table.
+#      the cached read path, the 2.6.35 request queue and the simulated
+#      devices, and prints the tables (about a minute of host time).
 # The kernel run takes about 15-40 s under TCG (guest writes ~37 MB/s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,5 +52,5 @@ GUEST
   mv "$IMG.tmp" "$IMG"
 fi
 
-echo "== cargo run --release -p nilref -- sim readahead $IMG /f" >&2
-cargo run --release -q -p nilref -- sim readahead "$IMG" /f
+echo "== cargo run --release -p nilref -- sim readahead $IMG /f $*" >&2
+cargo run --release -q -p nilref -- sim readahead "$IMG" /f "$@"

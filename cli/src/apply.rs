@@ -107,9 +107,22 @@ pub struct Applied {
 /// module documentation); `label` names the device in messages. An error
 /// names the workload line it stopped at.
 pub fn apply_lines(
-    dev: &MemDevice,
+    dev: &dyn BlockDevice,
     lines: &[(usize, serde_json::Value)],
     label: &str,
+) -> Result<Applied, (usize, String)> {
+    apply_lines_on(dev, dev, lines, label, &mut |_| {})
+}
+
+/// [`apply_lines`] on `dev` (formatted through `mem`, the same storage),
+/// calling `before(k)` before running the operation that becomes line `k`
+/// of the observed trace (the crash campaign marks its write log there).
+pub fn apply_lines_on(
+    mem: &dyn BlockDevice,
+    dev: &dyn BlockDevice,
+    lines: &[(usize, serde_json::Value)],
+    label: &str,
+    before: &mut dyn FnMut(usize),
 ) -> Result<Applied, (usize, String)> {
     let mut resolver = Resolver::default();
     let mut observed_lines = Vec::with_capacity(lines.len() + 1);
@@ -119,7 +132,7 @@ pub fn apply_lines(
         .ok_or((0, "empty workload".to_string()))?;
     let rest = match first {
         Ok(op @ Op::Mkfs { .. }) => {
-            format_image(dev, &op, label).map_err(|m| (first_n, m))?;
+            format_image(mem, &op, label).map_err(|m| (first_n, m))?;
             observed_lines.push(Line {
                 op,
                 out: Outcome::Ok,
@@ -128,7 +141,7 @@ pub fn apply_lines(
         }
         _ => {
             observed_lines.push(Line {
-                op: describe_image(dev).map_err(|m| {
+                op: describe_image(mem).map_err(|m| {
                     (
                         0,
                         format!("{label}: {m} (and the trace does not start with mkfs)"),
@@ -160,6 +173,7 @@ pub fn apply_lines(
         if matches!(op, Op::Mkfs { .. }) {
             return Err((*n, "mkfs is valid only as the first line".into()));
         }
+        before(observed_lines.len());
         let observed = sut.try_apply(&op).map_err(|u| (*n, u.to_string()))?;
         resolver.observe(&op, &observed);
         match (&op, &observed) {
@@ -184,7 +198,7 @@ pub fn apply_lines(
 /// with the line's geometry, creation time 0 (the checker's model clock),
 /// CRC seed and UUID from seed 0. Refuses when the image size does not give
 /// the line's segment count, naming the size that would.
-fn format_image(dev: &MemDevice, op: &Op, label: &str) -> Result<(), String> {
+fn format_image(dev: &dyn BlockDevice, op: &Op, label: &str) -> Result<(), String> {
     let Op::Mkfs {
         block_size,
         blocks_per_segment,
@@ -232,7 +246,7 @@ fn format_image(dev: &MemDevice, op: &Op, label: &str) -> Result<(), String> {
 /// The `mkfs` line for the file system already on `dev`: the geometry from
 /// its super block, `dot_nilfs` from whether the latest checkpoint has
 /// `/.nilfs`.
-fn describe_image(dev: &MemDevice) -> Result<Op, String> {
+fn describe_image(dev: &dyn BlockDevice) -> Result<Op, String> {
     let nilfs = Nilfs::open(dev).map_err(|e| format!("not a NILFS2 image: {e}"))?;
     let view = CheckpointView::open(&nilfs, None).map_err(|e| e.to_string())?;
     Ok(Op::Mkfs {

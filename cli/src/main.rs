@@ -8,6 +8,7 @@
 mod apply;
 mod campaign;
 mod check;
+mod demo;
 mod exec;
 mod listings;
 mod oracle;
@@ -22,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use nilfs::device::{import_image, BlockDevice, FileDevice, MemDevice};
+use nilfs::device::{import_image, BlockDevice, FileDevice};
 use nilfs::mkfs::{self, MkfsOptions};
 
 #[derive(Parser)]
@@ -246,6 +247,10 @@ enum Cmd {
         /// it, and mount snapshots.
         #[arg(long)]
         device: Option<PathBuf>,
+        /// DIR's device is the dm-log-writes target DMNAME: put a mark
+        /// `op-K` in its log before the operation of observed line K.
+        #[arg(long, value_name = "DMNAME")]
+        mark_log_writes: Option<String>,
     },
     /// Generate a workload (a trace without outcomes) from a seed, biased
     /// by the model's state; run it with `apply` or `exec`.
@@ -306,15 +311,17 @@ enum Cmd {
         #[arg(short = 'q', long)]
         quiet: bool,
     },
-    /// The main job on an embedded default: make a 128 MiB filesystem in
-    /// memory, inspect it, and print a short summary.
+    /// The main job on an embedded default, in memory: a generated
+    /// workload with a snapshot, a power cut at a random write, recovery,
+    /// the cleaner, each step judged by the model, and the image checked.
     Demo {
-        /// Block size in bytes.
-        #[arg(short = 'b', default_value_t = 4096)]
-        block_size: u64,
-        /// Blocks per segment.
-        #[arg(short = 'B', default_value_t = 512)]
-        blocks_per_segment: u64,
+        /// Changes the workload and the cut; the same seed prints the same.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Run with a known-bad recovery (`forget-roll-forward`) to see the
+        /// judgement fail.
+        #[arg(long, hide = true)]
+        known_bad: Option<String>,
     },
 }
 
@@ -325,12 +332,7 @@ enum SimCmd {
     CompletionOrder(sim::CompletionOrderArgs),
     /// Seed 000: dd of a file on the simulated hard disk and SSD, B-tree
     /// sibling read-ahead off vs on (see scripts/bench-readahead.sh).
-    Readahead {
-        /// Image holding the file (written by the kernel).
-        image: PathBuf,
-        /// The file to read.
-        path: String,
-    },
+    Readahead(sim_readahead::ReadaheadArgs),
     /// Seed 001: how long one cleaning request keeps writers out, with the
     /// block reads inside the lock (before the patch) and outside (after),
     /// on the simulated hard disk and SSD.
@@ -384,6 +386,61 @@ enum CampaignCmd {
     /// the kernel's traces through the oracle, its images through our read
     /// path, and our own run of each workload.
     Kernel(CampaignArgs),
+    /// GRUB's reader (grub-fstest) on images our write path makes from the
+    /// workloads: every difference from our manifest classified.
+    Grub(CampaignArgs),
+    /// Crash consistency on Linux (CrashMonkey/ACE for NILFS2): the
+    /// kernel's block writes recorded with dm-log-writes, every flush/FUA
+    /// state (and sampled torn and reordered ones) recovered by nilfs-ref
+    /// and judged by the model's crash envelope; a sample recovered by the
+    /// kernel too, which must agree.
+    Crash(CrashArgs),
+}
+
+#[derive(clap::Args)]
+struct CrashArgs {
+    /// Seeds, `A..B` (both included) or one number.
+    #[arg(long, default_value = "1..6")]
+    seeds: String,
+    /// Generation steps per workload.
+    #[arg(long, default_value_t = 12)]
+    len: usize,
+    /// The generator's profile.
+    #[arg(long, default_value = "crash")]
+    profile: String,
+    /// Run only the I-th of N slices of the seeds (for a CI matrix).
+    #[arg(long)]
+    shard: Option<String>,
+    /// Workload files to run instead of generated ones.
+    #[arg(long)]
+    workload: Vec<PathBuf>,
+    /// Where findings go.
+    #[arg(long, default_value = "target/campaign-crash")]
+    out: PathBuf,
+    /// Do not shrink failing workloads.
+    #[arg(long)]
+    no_shrink: bool,
+    /// Stop after this many failing workloads (0: never).
+    #[arg(long, default_value_t = 0)]
+    max_findings: usize,
+    /// Torn states sampled per epoch of writes.
+    #[arg(long, default_value_t = 1)]
+    torn: usize,
+    /// Reordered states sampled per epoch of writes.
+    #[arg(long, default_value_t = 1)]
+    reordered: usize,
+    /// Per epoch, the states with one of its first N writes missing.
+    #[arg(long, default_value_t = 8)]
+    all_but_one: usize,
+    /// Crash states per workload that the kernel recovers too.
+    #[arg(long, default_value_t = 2)]
+    kernel_sample: usize,
+    /// Record nilfs-ref's own write path instead of the kernel's (no guest).
+    #[arg(long)]
+    ours: bool,
+    /// Judge a finding folder's kept crash images again, and nothing else.
+    #[arg(long, value_name = "FINDING")]
+    replay: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -633,16 +690,90 @@ findings are in {}",
                 ))
             }
         }
+        Cmd::Campaign {
+            cmd: CampaignCmd::Grub(a),
+        } => {
+            let features = nilfs_model::gen::Features {
+                crash: false,
+                ..nilfs_model::gen::Features::ALL
+            };
+            let workloads = campaign_workloads(&a, features)?;
+            let s = campaign::run_grub(&campaign::Options {
+                workloads,
+                out: a.out.clone(),
+                shrink: !a.no_shrink,
+                batch: 1,
+                max_findings: a.max_findings,
+            })?;
+            let table = s.table();
+            if s.findings.is_empty() {
+                Ok(table)
+            } else {
+                Err(format!(
+                    "{table}\nfindings are in {}",
+                    a.out.join("findings").display()
+                ))
+            }
+        }
+        Cmd::Campaign {
+            cmd: CampaignCmd::Crash(a),
+        } => {
+            if let Some(folder) = &a.replay {
+                let (text, failing) = campaign::crash::replay(folder)?;
+                return if failing { Err(text) } else { Ok(text) };
+            }
+            let profile: nilfs_model::gen::Profile = a.profile.parse()?;
+            let workloads = if a.workload.is_empty() {
+                campaign::shard(campaign::parse_seeds(&a.seeds)?, a.shard.as_deref())?
+                    .into_iter()
+                    .map(|s| {
+                        campaign::Workload::generated(
+                            s,
+                            a.len,
+                            Some(profile),
+                            nilfs_model::gen::Features::DEVICE,
+                        )
+                    })
+                    .collect()
+            } else {
+                a.workload
+                    .iter()
+                    .map(|p| campaign::Workload::from_file(p))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            let s = campaign::crash::run(&campaign::crash::CrashOptions {
+                workloads,
+                out: a.out.clone(),
+                shrink: !a.no_shrink,
+                max_findings: a.max_findings,
+                torn: a.torn,
+                reordered: a.reordered,
+                all_but_one: a.all_but_one,
+                kernel_sample: a.kernel_sample,
+                ours: a.ours,
+            })?;
+            let table = s.table();
+            if s.findings.is_empty() {
+                Ok(table)
+            } else {
+                Err(format!(
+                    "{table}\nfindings are in {}",
+                    a.out.join("findings").display()
+                ))
+            }
+        }
         Cmd::Exec {
             dir,
             workload,
             out,
             device,
+            mark_log_writes,
         } => exec::run(&exec::ExecOptions {
             dir: &dir,
             workload: &workload,
             out: out.as_deref(),
             device: device.as_deref(),
+            mark_log_writes: mark_log_writes.as_deref(),
         }),
         Cmd::Gen {
             seed,
@@ -683,8 +814,8 @@ findings are in {}",
             cmd: SimCmd::CompletionOrder(args),
         } => sim::completion_order(&args),
         Cmd::Sim {
-            cmd: SimCmd::Readahead { image, path },
-        } => sim_readahead::run(&image, &path),
+            cmd: SimCmd::Readahead(args),
+        } => sim_readahead::run(&args),
         Cmd::Sim {
             cmd: SimCmd::GcFreeze { nsegs },
         } => gc_freeze(nsegs),
@@ -694,10 +825,14 @@ findings are in {}",
         Cmd::Sim {
             cmd: SimCmd::CompletionStreams(args),
         } => sim_streams::run_cli(&args),
-        Cmd::Demo {
-            block_size,
-            blocks_per_segment,
-        } => demo(block_size, blocks_per_segment),
+        Cmd::Demo { seed, known_bad } => {
+            let recovery = match known_bad.as_deref() {
+                None => demo::Recovery::Kernel,
+                Some("forget-roll-forward") => demo::Recovery::ForgetRollForward,
+                Some(other) => return Err(format!("unknown known-bad variant {other:?}")),
+            };
+            demo::run(seed, recovery).map_err(|report| format!("the demo failed:\n{report}"))
+        }
         Cmd::Check { .. } => unreachable!("handled in main"),
     }
 }
@@ -770,35 +905,6 @@ fn gc_freeze(nsegs: usize) -> Result<String, String> {
             ms(f.freeze_after_ns())
         ));
     }
-    Ok(out)
-}
-
-fn demo(block_size: u64, blocks_per_segment: u64) -> Result<String, String> {
-    let e = |e: nilfs::Error| e.to_string();
-    let dev = MemDevice::new(128 << 20);
-    let o = MkfsOptions {
-        block_size,
-        blocks_per_segment,
-        ..MkfsOptions::default()
-    };
-    let l = mkfs::mkfs(&dev, &o).map_err(e)?;
-    let fs = nilfs::the_nilfs::Nilfs::open(&dev).map_err(e)?;
-    let mut out = format!(
-        "nilref demo: a 128 MiB NILFS2 filesystem made in memory\n\
-         block size {} bytes, {} blocks per segment, {} segments; the first log is {} blocks\n\
-         mounted view: super block {} chosen, latest super root at block {} (checkpoint {})\n\n",
-        l.block_size,
-        l.blocks_per_segment,
-        l.nsegments,
-        l.log_blocks,
-        ["primary", "secondary"][fs.sb_choice.chosen],
-        fs.scan.super_root,
-        fs.scan.cno
-    );
-    out.push_str("$ lscp\n");
-    out.push_str(&listings::lscp(&dev, false, false, false).map_err(e)?);
-    out.push_str("$ lssu\n");
-    out.push_str(&listings::lssu(&dev, false).map_err(e)?);
     Ok(out)
 }
 

@@ -113,10 +113,3 @@ fn same_seed_same_image_other_seed_other_image() {
     assert!(a == b, "same seed, different bytes");
     assert!(a != c, "different seeds, same bytes");
 }
-
-#[test]
-fn demo_runs() {
-    let (ok, out, err) = nilref(&["demo"]);
-    assert!(ok, "{err}");
-    assert!(out.contains("$ lscp") && out.contains("$ lssu"), "{out}");
-}

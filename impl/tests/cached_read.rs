@@ -2,12 +2,14 @@
 //! regular file of the latest checkpoint and of snapshot 4 reads the same
 //! through `CachedFs::read_file` with B-tree read-ahead on and off as through
 //! the uncached `CheckpointView::read_all`; with read-ahead on, the device
-//! log shows B-tree read-ahead bios, with it off none.
+//! log shows B-tree read-ahead bios, with it off none. The same through
+//! the 2.6.35 request queue and the disk's read cache, and seed 000's gain
+//! as a direction on the fixture.
 
 use std::path::PathBuf;
 
 use nilfs::bmap::readahead::ReadAhead;
-use nilfs::device::{import_image, SimConfig, SimDevice};
+use nilfs::device::{import_image, BlockDevice, SimConfig, SimDevice};
 use nilfs::format::{Cno, Ino};
 use nilfs::posix::cached::{CachedFs, MountOptions, ReadParams};
 use nilfs::posix::{is_reg, CheckpointView};
@@ -143,4 +145,83 @@ fn cached_read_on_the_simulated_disk_takes_simulated_time_and_the_same_data_bios
     // Same data bios either way: read-ahead changes node reads only.
     assert_eq!(off.2.data_bios, on.2.data_bios);
     assert_eq!(off.2.data_blocks, on.2.data_blocks);
+}
+
+/// The biggest regular file of the latest checkpoint: (path, size).
+fn biggest_file() -> (String, u64) {
+    let dev = sim_device(SimConfig::instant());
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let view = CheckpointView::open(&nilfs, None).unwrap();
+    regular_files(&view)
+        .into_iter()
+        .map(|(p, ino)| (p, view.inode(ino).unwrap().size))
+        .max_by_key(|f| f.1)
+        .unwrap()
+}
+
+#[test]
+fn cached_read_through_the_2635_queue_and_drive_cache_returns_the_same_data() {
+    let cases = [
+        (SimConfig::hdd_2010_linux(), ReadAhead::On),
+        (SimConfig::ssd_2010_linux(), ReadAhead::Off),
+    ];
+    for (config, ra) in cases {
+        {
+            let dev = sim_device(config.clone());
+            let nilfs = Nilfs::open(&dev).unwrap();
+            let view = CheckpointView::open(&nilfs, None).unwrap();
+            let fs = CachedFs::new(dev.clone(), &nilfs, MountOptions { readahead: ra }).unwrap();
+            for (path, ino) in regular_files(&view) {
+                let want = view.read_all(&view.inode(ino).unwrap()).unwrap();
+                let got = fs.read_file(&view, ino).unwrap();
+                assert!(got == want, "{path} differs through the request queue");
+            }
+            dev.run_until_idle();
+            assert_eq!(dev.in_flight(), 0);
+            let q = dev.queue_stats().unwrap();
+            assert!(
+                q.requests <= dev.stats().bios,
+                "merging never adds commands"
+            );
+        }
+    }
+}
+
+/// Seed 000's mechanism on the kernel fixture, as directions: sibling
+/// read-ahead makes the read faster on the 2010 disk whose read-ahead stops
+/// for the next command, and gains less on a drive that reads 64 KiB ahead
+/// before serving the next command (its cache then holds the siblings
+/// anyway). Deterministic: the same run twice is the same run.
+#[test]
+fn sibling_readahead_gains_less_when_the_drive_cache_hides_node_reads() {
+    use nilfs::device::sim::{DiskCache, Prefetch};
+    use nilfs::sim::readahead::dd;
+    let (path, size) = biggest_file();
+    assert!(size > 1 << 20, "a file with several level-1 nodes");
+    let image = import_image(&fixture()).unwrap();
+    let open = || -> nilfs::Result<Box<dyn BlockDevice>> { Ok(Box::new(image.duplicate())) };
+    let gain = |config: &SimConfig| {
+        let run = |ra| dd(&open, config, path.as_bytes(), ra, ReadParams::default()).unwrap();
+        let (off, on) = (run(ReadAhead::Off), run(ReadAhead::On));
+        assert_eq!(off.bytes, size);
+        assert_eq!(on, run(ReadAhead::On), "deterministic");
+        assert!(on.node_ra_bios > 0, "siblings were read ahead");
+        off.ns as f64 / on.ns as f64
+    };
+    let aborting = gain(&SimConfig::hdd_2010_linux());
+    let hiding = gain(&SimConfig {
+        disk_cache: Some(DiskCache {
+            prefetch: Prefetch::Minimum(64 * 1024),
+            ..DiskCache::scsi_2010()
+        }),
+        ..SimConfig::hdd_2010_linux()
+    });
+    assert!(
+        aborting > 1.0,
+        "read-ahead pays on the 2010 disk: x{aborting}"
+    );
+    assert!(
+        hiding < aborting,
+        "x{hiding} hiding vs x{aborting} aborting"
+    );
 }

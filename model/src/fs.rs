@@ -340,6 +340,23 @@ impl Namespace {
     /// A last component "." or ".." (or the root itself) cannot be created or
     /// removed: the model answers EINVAL for those, EEXIST for creations.
     fn parent(&self, path: &str) -> R<(Id, String)> {
+        let (dir, name) = self.parent_walk(path)?;
+        Self::name_fits(&name)?;
+        Ok((dir, name))
+    }
+
+    /// `nilfs_lookup` of a last component: ENAMETOOLONG over 255 bytes.
+    fn name_fits(name: &str) -> R<()> {
+        if name.len() > NAME_LEN_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        Ok(())
+    }
+
+    /// [`Self::parent`] without looking at the last name's length, as the
+    /// VFS's `filename_parentat` does (the last component's length is
+    /// checked only when it is looked up).
+    fn parent_walk(&self, path: &str) -> R<(Id, String)> {
         let trimmed = path.trim_end_matches('/');
         if path.is_empty() {
             return Err(Errno::ENOENT);
@@ -362,9 +379,6 @@ impl Namespace {
         };
         if !self.is_dir(dir) {
             return Err(Errno::ENOTDIR);
-        }
-        if name.len() > NAME_LEN_MAX {
-            return Err(Errno::ENAMETOOLONG);
         }
         Ok((dir, name.to_string()))
     }
@@ -518,8 +532,8 @@ impl Namespace {
     /// The same for `do_renameat2`: both parent walks, and neither last
     /// component "." or ".." (EBUSY).
     pub fn rename_precheck(&self, old: &str, new: &str) -> R<()> {
-        let (_, oname) = self.parent(old)?;
-        let (_, nname) = self.parent(new)?;
+        let (_, oname) = self.parent_walk(old)?;
+        let (_, nname) = self.parent_walk(new)?;
         if Self::special(&oname) || Self::special(&nname) {
             return Err(Errno::EBUSY);
         }
@@ -571,12 +585,18 @@ impl Namespace {
     /// non-dir ENOTDIR; non-dir onto dir EISDIR; onto a non-empty directory
     /// ENOTEMPTY; a directory moved to a parent at `s_max_links` EMLINK.
     pub fn rename(&self, old: &str, new: &str, now: i64) -> R<Namespace> {
-        let (odir, oname) = self.parent(old)?;
-        let (ndir, nname) = self.parent(new)?;
+        // do_renameat2: both parent walks, EBUSY for "." and "..", then the
+        // source's lookup (ENAMETOOLONG, ENOENT), then the target's
+        // (ENAMETOOLONG): a missing source with an over-long target name is
+        // ENOENT (seen on Linux 6.1 by the crash campaign).
+        let (odir, oname) = self.parent_walk(old)?;
+        let (ndir, nname) = self.parent_walk(new)?;
         if Self::special(&oname) || Self::special(&nname) {
             return Err(Errno::EBUSY);
         }
+        Self::name_fits(&oname)?;
         let id = *self.entries(odir).get(&oname).ok_or(Errno::ENOENT)?;
+        Self::name_fits(&nname)?;
         let target = self.entries(ndir).get(&nname).copied();
         let is_dir = self.is_dir(id);
         if is_dir && self.is_ancestor(id, ndir) {
@@ -812,7 +832,22 @@ pub fn read_data(f: &FileData, offset: u64, len: u64) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::Errno;
+    use super::{Errno, Namespace};
+
+    /// postmortem: the crash campaign's seed 4 (len 12) renamed a missing
+    /// file to a 300-byte name; Linux said ENOENT (do_renameat2 looks the
+    /// source up before the target), the model said ENAMETOOLONG.
+    #[test]
+    fn rename_looks_up_the_source_before_the_targets_name_length() {
+        let ns = Namespace::mkfs(false, 0)
+            .create("/a", 0o644, true, 0)
+            .unwrap();
+        let long = format!("/{}", "n".repeat(300));
+        assert_eq!(ns.rename("/missing", &long, 0), Err(Errno::ENOENT));
+        assert_eq!(ns.rename("/a", &long, 0), Err(Errno::ENAMETOOLONG));
+        assert_eq!(ns.rename(&long, "/b", 0), Err(Errno::ENAMETOOLONG));
+        assert_eq!(ns.rename_precheck("/missing", &long), Ok(()));
+    }
 
     #[test]
     fn errnos_round_trip_by_name_and_number() {

@@ -9,7 +9,7 @@
 //! exist, are over-long or go through a file, cross-directory renames,
 //! renames onto non-empty directories and into their own subtrees, links
 //! that push link counts, writes that leave holes, truncates across the
-//! boundary between the direct map (7 blocks) and the B-tree, checkpoint
+//! boundary between the direct map (6 blocks) and the B-tree, checkpoint
 //! churn, and writes that fill the device. The same workload runs on any
 //! implementation: checkpoint numbers are references resolved by the runner
 //! (see [`crate::workload`]).
@@ -29,9 +29,9 @@ use std::str::FromStr;
 
 /// Nanoseconds per second (the model's clock is in ns).
 const NS: i64 = 1_000_000_000;
-/// Pointers in a direct bmap (`NILFS_DIRECT_NBLOCKS`): files longer than
-/// this many blocks have a B-tree.
-const DIRECT_BLOCKS: u64 = 7;
+/// Pointers in a direct bmap (`NILFS_DIRECT_NBLOCKS`): a file with a block
+/// past this many needs a B-tree.
+const DIRECT_BLOCKS: u64 = 6;
 /// How deep generated directories nest.
 const MAX_DEPTH: usize = 3;
 
@@ -167,6 +167,9 @@ pub struct GenConfig {
     pub epilogue: bool,
     /// The clock at mkfs (ns): where `clock` lines start from.
     pub clock: i64,
+    /// Take a snapshot (`mkcp -s`, then `sync` so that its flag is on
+    /// disk) before this generation step.
+    pub snapshot_at: Option<usize>,
 }
 
 impl GenConfig {
@@ -180,6 +183,7 @@ impl GenConfig {
             features: Features::ALL,
             epilogue: true,
             clock: 0,
+            snapshot_at: None,
         }
     }
 }
@@ -214,6 +218,10 @@ pub fn generate(cfg: &GenConfig) -> Workload {
         ro: false,
     });
     for i in 0..cfg.len {
+        if cfg.snapshot_at == Some(i) && g.mounted_rw() {
+            g.emit(Op::Mkcp { snapshot: true });
+            g.emit(Op::Sync);
+        }
         g.step_once(i);
     }
     if cfg.epilogue {

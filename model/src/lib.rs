@@ -30,4 +30,4 @@ pub mod workload;
 pub use fs::{Errno, FileType, Namespace, StatInfo, LINK_MAX, MAX_FILE_SIZE, NAME_LEN_MAX};
 pub use pattern::Pattern;
 pub use state::{crash, step, Branch, Cno, CpEntry, Expect, Geometry, Op, Outcome, State};
-pub use trace::{check_trace, check_trace_str, Line, Rejection, Verdict};
+pub use trace::{check_trace, check_trace_str, follow_trace, Line, Rejection, Verdict};

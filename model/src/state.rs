@@ -95,6 +95,8 @@ pub struct Pending {
     pub inode_sync: OrdSet<Id>,
     /// The live namespace after each modification since the checkpoint.
     pub history: Vector<Namespace>,
+    /// The clock at each of those modifications.
+    pub history_times: Vector<i64>,
     pub dsync: Vector<DsyncLog>,
     /// The checkpoint table as of the latest construction (chcp/rmcp made
     /// since then are lost by a crash unless a construction followed).
@@ -481,6 +483,7 @@ impl State {
         self.pending.table_at_construction = None;
         if !self.pending.dirty {
             self.pending.history = Vector::new();
+            self.pending.history_times = Vector::new();
             self.pending.dsync = Vector::new();
             return;
         }
@@ -529,6 +532,7 @@ impl State {
         self.live = ns;
         self.pending.dirty = true;
         self.pending.history.push_back(self.live.clone());
+        self.pending.history_times.push_back(self.clock);
         self.consumed_blocks += blocks;
         self
     }
@@ -1012,11 +1016,12 @@ fn construct_branches(s: &State, outcome: Outcome) -> Vec<Branch> {
 /// every 5 s while anything is dirty), which the model does not see: if it
 /// ran after the last change that made the inode need this sync, the sync
 /// finds less to do — fsync nothing, fdatasync a data-only log of what was
-/// written since. Those branches are allowed too (`timer_branches`).
+/// written since. Those branches are allowed too, once the clock says the
+/// timer can have fired.
 fn sync_file(s: &State, id: Id, data_only: bool) -> Vec<Branch> {
     let mut out = sync_file_now(s, id, data_only);
     let full = !data_only || s.pending.inode_sync.contains(&id);
-    if s.pending.dirty_inodes.contains(&id) && full {
+    if s.pending.dirty_inodes.contains(&id) && full && timer_may_have_run(s) {
         if let Some(k) = last_change(s, id, data_only) {
             if k < s.pending.history.len() {
                 let t = timer(s, k);
@@ -1029,6 +1034,20 @@ fn sync_file(s: &State, id: Id, data_only: bool) -> Vec<Branch> {
         }
     }
     out
+}
+
+/// The log writer's timer interval (`NILFS_SC_DEFAULT_TIMEOUT`, 5 s): the
+/// first change after a construction arms it (`nilfs_segctor_start_timer`
+/// from `nilfs_transaction_commit`), and it fires that long after.
+const TIMER_NS: i64 = 5_000_000_000;
+
+/// Whether the timer can have fired since the first pending change, by the
+/// clock the trace gives (with the slack observed times are allowed).
+fn timer_may_have_run(s: &State) -> bool {
+    s.pending
+        .history_times
+        .front()
+        .is_some_and(|t0| s.clock.saturating_sub(*t0) >= TIMER_NS - TIME_SLACK_NS)
 }
 
 /// The position in `pending.history` just after the last change to `id`
@@ -1129,6 +1148,7 @@ fn timer(s: &State, k: usize) -> State {
     let mut p = Pending {
         dirty: !rest.is_empty(),
         history: rest,
+        history_times: s.pending.history_times.iter().skip(k).copied().collect(),
         ..Pending::default()
     };
     for d in base.inodes.diff(&s.live.inodes) {

@@ -97,6 +97,32 @@ pub fn check_trace(path: &std::path::Path) -> Result<Verdict, Rejection> {
 
 /// Checks a trace given as text.
 pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
+    walk_trace(text, &mut |_| {}).map(|(v, _)| v)
+}
+
+/// Checks a trace and returns, with the verdict, the model states still
+/// consistent with it at its end (for a judge that continues from there,
+/// such as a crash envelope after the trace's last completed line).
+pub fn follow_trace(text: &str) -> Result<(Verdict, Vec<State>), Rejection> {
+    walk_trace(text, &mut |_| {})
+}
+
+/// The model states after each prefix of an accepted trace: entry `k` holds
+/// the states consistent with its first `k` lines (blank lines not
+/// counted), so entry 0 is empty and entry 1 is the state after `mkfs`.
+/// The crash campaign builds its envelopes from them.
+pub fn trace_states(text: &str) -> Result<Vec<Vec<State>>, Rejection> {
+    let mut all = vec![Vec::new()];
+    walk_trace(text, &mut |states| all.push(states.to_vec()))?;
+    Ok(all)
+}
+
+/// The checker: calls `after_line` with the states after every line;
+/// returns the verdict and the states at the end.
+fn walk_trace(
+    text: &str,
+    after_line: &mut dyn FnMut(&[State]),
+) -> Result<(Verdict, Vec<State>), Rejection> {
     let mut states: Vec<State> = Vec::new();
     let mut checked = 0;
     for (i, raw) in text.lines().enumerate() {
@@ -141,6 +167,7 @@ pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
                 r_segments_percentage: *r_segments_percentage,
             };
             states.push(State::mkfs(g, *dot_nilfs, *clock));
+            after_line(&states);
             continue;
         }
         let mut next: Vec<State> = Vec::new();
@@ -175,6 +202,7 @@ pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
             )]));
         }
         states = next;
+        after_line(&states);
     }
     if states.is_empty() {
         return Err(Rejection {
@@ -185,10 +213,13 @@ pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
             states: vec![],
         });
     }
-    Ok(Verdict {
-        lines: checked,
-        states: states.len(),
-    })
+    Ok((
+        Verdict {
+            lines: checked,
+            states: states.len(),
+        },
+        states,
+    ))
 }
 
 /// A state's checkpoint table in one line: `1 2s 5? 6m~ | mounted rw`.

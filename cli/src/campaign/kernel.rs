@@ -125,6 +125,14 @@ fn judge(work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
             "our read path cannot open the kernel's image: {e}"
         ))),
     }
+    // GRUB's reader on the kernel's image, against our read path of it.
+    match super::grub::check_image(
+        &work.join(format!("d{i}.img")),
+        &work.join(format!("grub{i}")),
+    ) {
+        Ok((_, mut p)) => problems.append(&mut p),
+        Err(e) => problems.push(Problem::guest(format!("GRUB's check could not run: {e}"))),
+    }
     // Our own run of the same workload.
     problems.extend(ours(w));
     problems
@@ -215,11 +223,6 @@ pub fn device_bytes_for(lines: &[Value]) -> u64 {
     (g.nsegments + 1) * g.blocks_per_segment as u64 * g.block_size as u64
 }
 
-/// A reproducer command for a workload file.
-pub fn replay_command(path: &Path) -> String {
-    format!("nilref campaign kernel --workload {}", path.display())
-}
-
 /// Profiles of the default mix, by seed.
 pub fn profile_for(seed: u64, profile: Option<Profile>) -> Profile {
     profile.unwrap_or(Profile::ALL[(seed % Profile::ALL.len() as u64) as usize])
@@ -233,4 +236,98 @@ pub fn kernel_trace(work: &Path, i: usize) -> Option<String> {
 /// The kernel's image of workload `i` of a batch.
 pub fn kernel_image(work: &Path, i: usize) -> PathBuf {
     work.join(format!("d{i}.img"))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The judge proves it can fail: a batch directory laid out as the
+    //! guest leaves it, filled by a faithful peer (our own write path) and
+    //! then by the same peer with one lie planted in each of the things it
+    //! reports, must pass the first time and be caught every other time.
+
+    use super::*;
+    use nilfs::device::export_image;
+    use nilfs::inspect::manifest::manifest;
+
+    /// Workload 0 of a batch, as the guest would leave it if the kernel
+    /// behaved exactly as nilfs-ref does.
+    fn faithful_batch(work: &Path, w: &Workload) {
+        let _ = std::fs::remove_dir_all(work);
+        std::fs::create_dir_all(work).unwrap();
+        let dev = MemDevice::new(w.device_bytes());
+        let lines: Vec<(usize, Value)> = w
+            .lines
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, v)| (i + 1, v))
+            .collect();
+        let a = apply::apply_lines(&dev, &lines, "memory").expect("our run");
+        let trace: String = a.lines.iter().map(|l| l.to_json() + "\n").collect();
+        std::fs::write(work.join("o0.jsonl"), trace).unwrap();
+        std::fs::write(work.join("rc0"), "0\n").unwrap();
+        export_image(&dev, &work.join("d0.img")).unwrap();
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let latest = manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap();
+        std::fs::write(work.join("k0.latest"), latest).unwrap();
+    }
+
+    fn edit(path: &Path, f: impl FnOnce(String) -> String) {
+        let text = std::fs::read_to_string(path).unwrap();
+        let changed = f(text.clone());
+        assert_ne!(
+            text,
+            changed,
+            "{}: the planted lie changed nothing",
+            path.display()
+        );
+        std::fs::write(path, changed).unwrap();
+    }
+
+    fn classes(p: &[Problem]) -> Vec<&'static str> {
+        p.iter().map(|p| p.class).collect()
+    }
+
+    #[test]
+    fn the_judge_passes_a_faithful_peer_and_catches_each_planted_lie() {
+        if nilfs_conformance::peers::require(
+            "the_judge_passes_a_faithful_peer_and_catches_each_planted_lie",
+            &["grub-fstest"],
+        )
+        .is_none()
+        {
+            return;
+        }
+        let work = std::env::temp_dir().join(format!("nilref-judge-{}", std::process::id()));
+        let w = Workload::generated(3, 40, Some(Profile::Data), nilfs_model::gen::Features::ALL);
+        faithful_batch(&work, &w);
+        assert_eq!(judge(&work, 0, &w), Vec::new(), "a faithful peer failed");
+
+        // The peer reports a read that returned other bytes.
+        faithful_batch(&work, &w);
+        edit(&work.join("o0.jsonl"), |t| {
+            let mut lines: Vec<String> = t.lines().map(str::to_string).collect();
+            let i = lines
+                .iter()
+                .position(|l| l.contains("\"op\":\"read\"") && l.contains("\"sha256\":\""))
+                .expect("the workload reads a file");
+            let at = lines[i].find("\"sha256\":\"").unwrap() + 10;
+            let flipped = if &lines[i][at..=at] == "0" { "1" } else { "0" };
+            lines[i].replace_range(at..=at, flipped);
+            lines.join("\n") + "\n"
+        });
+        assert!(classes(&judge(&work, 0, &w)).contains(&"kernel-rejected"));
+
+        // The peer's own manifest of its image says something our read
+        // path does not find there.
+        faithful_batch(&work, &w);
+        edit(&work.join("k0.latest"), |t| t.replacen(' ', "  ", 1));
+        assert!(classes(&judge(&work, 0, &w)).contains(&"read-path"));
+
+        // The runner did not finish.
+        faithful_batch(&work, &w);
+        std::fs::write(work.join("rc0"), "124\n").unwrap();
+        assert_eq!(classes(&judge(&work, 0, &w)), ["runner"]);
+        let _ = std::fs::remove_dir_all(&work);
+    }
 }

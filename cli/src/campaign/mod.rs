@@ -9,9 +9,13 @@
 //! observed, the verdict and the command that replays it. Progress shows
 //! on a bar; a summary table ends the run.
 
+pub mod crash;
+pub mod grub;
 pub mod guest;
 pub mod kernel;
+pub mod log_writes;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -249,6 +253,8 @@ pub struct Finding {
 /// The end of a campaign.
 pub struct Summary {
     pub kind: &'static str,
+    /// The `nilref campaign` subcommand that replays a finding.
+    pub command: &'static str,
     pub workloads: usize,
     pub passed: usize,
     pub findings: Vec<Finding>,
@@ -287,7 +293,7 @@ impl Summary {
                         .first()
                         .map(Problem::headline)
                         .unwrap_or_default(),
-                    kernel::replay_command(&f.folder.join("workload.jsonl"))
+                    replay_command(self.command, &f.folder.join("workload.jsonl"))
                 ));
             }
         }
@@ -306,6 +312,14 @@ fn bar(n: usize, what: &str) -> ProgressBar {
     );
     b.set_prefix(what.to_string());
     b
+}
+
+/// The command that replays a finding's workload.
+pub fn replay_command(campaign: &str, workload: &Path) -> String {
+    format!(
+        "nilref campaign {campaign} --workload {}",
+        workload.display()
+    )
 }
 
 /// The behaviour campaign against the kernel (see [`kernel`]).
@@ -349,6 +363,7 @@ pub fn run_kernel(opts: &Options) -> Result<Summary, String> {
             };
             let folder = write_finding(
                 &opts.out,
+                "kernel",
                 w,
                 &minimal,
                 &problems,
@@ -370,11 +385,97 @@ pub fn run_kernel(opts: &Options) -> Result<Summary, String> {
     let _ = std::fs::remove_dir_all(&work);
     Ok(Summary {
         kind: "kernel behaviour",
+        command: "kernel",
         workloads: passed + findings.len(),
         passed,
         findings,
         seconds: t0.elapsed().as_secs_f64(),
         boots,
+    })
+}
+
+/// The GRUB campaign (see [`grub`]): our images through GRUB's reader.
+pub fn run_grub(opts: &Options) -> Result<Summary, String> {
+    let t0 = Instant::now();
+    std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
+    let progress = bar(opts.workloads.len(), "grub");
+    let work = opts.out.join("work");
+    let (mut passed, mut findings) = (0, Vec::new());
+    let (mut same, mut explained) = (0usize, BTreeMap::<&'static str, usize>::new());
+    for w in &opts.workloads {
+        let (cmp, problems) = grub::run_one(w, &work)?;
+        progress.inc(1);
+        same += cmp.same;
+        for (k, n) in &cmp.explained {
+            *explained.entry(k).or_default() += n;
+        }
+        if problems.is_empty() {
+            passed += 1;
+            continue;
+        }
+        let target = problems[0].clone();
+        let minimal = if opts.shrink {
+            let lines = nilfs_model::shrink::ddmin(
+                &w.lines,
+                |cands| {
+                    cands
+                        .iter()
+                        .map(|c| {
+                            grub::run_one(&w.with_lines(c.clone()), &work)
+                                .is_ok_and(|(_, ps)| ps.iter().any(|p| p.key == target.key))
+                        })
+                        .collect()
+                },
+                400,
+            );
+            // Leave the minimal case's image behind for the folder.
+            let m = w.with_lines(lines);
+            let _ = grub::run_one(&m, &work);
+            m
+        } else {
+            w.clone()
+        };
+        let folder = write_finding(
+            &opts.out,
+            "grub",
+            w,
+            &minimal,
+            &problems,
+            None,
+            Some(&grub::image_path(&work)),
+        )?;
+        findings.push(Finding {
+            workload: w.clone(),
+            minimal,
+            problems,
+            folder,
+        });
+        if opts.max_findings > 0 && findings.len() >= opts.max_findings {
+            break;
+        }
+    }
+    progress.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&work);
+    eprintln!(
+        "grub: {same} entries read as ours; known GRUB limitations: {}",
+        if explained.is_empty() {
+            "none met".to_string()
+        } else {
+            explained
+                .iter()
+                .map(|(k, n)| format!("{k} x{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    Ok(Summary {
+        kind: "GRUB reader",
+        command: "grub",
+        workloads: passed + findings.len(),
+        passed,
+        findings,
+        seconds: t0.elapsed().as_secs_f64(),
+        boots: 0,
     })
 }
 
@@ -439,6 +540,7 @@ pub fn shrink_ours(w: &Workload, target: &Problem) -> Workload {
 /// The finding's folder: `OUT/findings/<label>-<class>/`.
 fn write_finding(
     out: &Path,
+    command: &str,
     w: &Workload,
     minimal: &Workload,
     problems: &[Problem],
@@ -485,7 +587,7 @@ fn write_finding(
             w.label,
             w.lines.len(),
             minimal.lines.len(),
-            kernel::replay_command(&dir.join("workload.jsonl")),
+            replay_command(command, &dir.join("workload.jsonl")),
             problems
                 .iter()
                 .map(|p| format!("- {}", p.headline()))

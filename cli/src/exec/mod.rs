@@ -32,6 +32,13 @@
 //! - Checkpoint references resolve from the outcomes observed so far
 //!   (`nilfs_model::workload`); a line whose reference cannot be resolved,
 //!   or that reads a snapshot view that is not mounted, is not run.
+//! - With `--mark-log-writes DMNAME` (DIR's device is a dm-log-writes
+//!   target of that name, see `campaign::crash`), the runner puts a mark
+//!   `op-K` into the write log before it runs the operation that becomes
+//!   line K (0-based) of the observed trace: `dmsetup message DMNAME 0 mark
+//!   op-K`, which returns once the mark is queued behind every write that
+//!   has completed. Whatever the log holds before mark `op-K` was written
+//!   before operation K began.
 
 mod nilfs_ioctl;
 
@@ -54,6 +61,8 @@ pub struct ExecOptions<'a> {
     pub workload: &'a Path,
     pub out: Option<&'a Path>,
     pub device: Option<&'a Path>,
+    /// The dm-log-writes target to mark before each operation.
+    pub mark_log_writes: Option<&'a str>,
 }
 
 /// One clock line at most this often (ns): the model allows observed
@@ -137,6 +146,12 @@ pub fn run(opts: &ExecOptions<'_>) -> Result<String, String> {
                 op: Op::Clock { now },
                 out: Outcome::Ok,
             });
+        }
+        if let Some(dm) = opts.mark_log_writes {
+            if let Err(why) = runner.mark(dm, observed.len()) {
+                result = Err(format!("{} line {n}: {why}", opts.workload.display()));
+                break;
+            }
         }
         let out = match runner.exec(&op) {
             Ok(o) => o,
@@ -666,6 +681,24 @@ impl<'a> Runner<'a> {
 
     /// Back to the host's root; snapshot mounts the run made are unmounted
     /// (a live mount stays as the workload left it).
+    /// Mark `op-K` in the dm-log-writes target `dm`'s log (from the
+    /// host's root, where dmsetup is; no udev is needed for a message).
+    fn mark(&mut self, dm: &str, k: usize) -> Result<(), String> {
+        self.enter(Root::Host).map_err(|e| format!("{e:?}"))?;
+        let out = Command::new("dmsetup")
+            .args(["message", dm, "0", "mark", &format!("op-{k}")])
+            .env("DM_DISABLE_UDEV", "1")
+            .output()
+            .map_err(|e| format!("dmsetup: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "dmsetup message {dm} 0 mark op-{k}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+
     fn finish(&mut self) {
         let _ = self.enter(Root::Host);
         let _ = rustix::process::fchdir(&self.cwd);

@@ -20,12 +20,21 @@ use crate::sync::StdArc;
 use crate::the_nilfs::Nilfs;
 use crate::{Errno, Error, Result};
 
+/// Whether a mount replays the data-only logs after the last super root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RollForward {
+    /// As the kernel does.
+    Kernel,
+    /// The known-bad recovery.
+    Forgotten,
+}
+
 impl<'a> Fs<'a> {
     /// Mount the latest checkpoint read-only (`mount -o ro`): no super
     /// block is written and no recovery runs (as with `norecovery`); every
     /// change is EROFS.
     pub fn mount_read_only(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
-        Self::mount_with(nilfs, now, true)
+        Self::mount_with(nilfs, now, true, RollForward::Kernel)
     }
 
     /// Mount the latest checkpoint of `nilfs` read-write at time `now`
@@ -34,10 +43,23 @@ impl<'a> Fs<'a> {
     /// an unclean file system is rolled forward first. The mount keeps a
     /// copy of what it needs from `nilfs`, which the caller may drop.
     pub fn mount(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
-        Self::mount_with(nilfs, now, false)
+        Self::mount_with(nilfs, now, false, RollForward::Kernel)
     }
 
-    fn mount_with(nilfs: &Nilfs<'a>, now: u64, read_only: bool) -> Result<Self> {
+    /// Known-bad: a read-write mount whose recovery forgets the roll-forward
+    /// of data-only logs (`nilfs_salvage_orphan_logs`), so what fdatasync
+    /// made durable after the last checkpoint is lost. Kept so that the
+    /// demo's and the crash checkers' judgement can be shown to catch it.
+    pub fn mount_forgetting_roll_forward(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
+        Self::mount_with(nilfs, now, false, RollForward::Forgotten)
+    }
+
+    fn mount_with(
+        nilfs: &Nilfs<'a>,
+        now: u64,
+        read_only: bool,
+        roll_forward: RollForward,
+    ) -> Result<Self> {
         let dev = nilfs.device();
         let sb = nilfs.sb.clone();
         if sb.requires_read_only() && !read_only {
@@ -101,7 +123,9 @@ impl<'a> Fs<'a> {
             // load_nilfs: nilfs_salvage_orphan_logs (which runs, and may
             // find nothing, for every unclean mount), then mark clean and
             // nilfs_cleanup_super.
-            fs.salvage_orphan_logs(nilfs)?;
+            if roll_forward == RollForward::Kernel {
+                fs.salvage_orphan_logs(nilfs)?;
+            }
             fs.sbw.set_mount_state_valid();
             fs.cleanup_super()?;
         }

@@ -93,9 +93,20 @@ impl<'a> Fs<'a> {
         Ok(cur)
     }
 
-    /// `filename_parentat`: the directory that would hold `path`'s last
-    /// component, and that component (trailing slashes ignored).
+    /// The directory that would hold `path`'s last component, and that
+    /// component (trailing slashes ignored); ENAMETOOLONG if the component
+    /// is longer than a name may be.
     pub fn walk_parent(&mut self, path: &[u8]) -> Result<(Ino, Vec<u8>)> {
+        let (dir, name) = self.walk_parent_unchecked(path)?;
+        if name.len() > NAME_LEN {
+            return Err(refuse(Errno::ENAMETOOLONG, &name));
+        }
+        Ok((dir, name))
+    }
+
+    /// `filename_parentat`: [`Self::walk_parent`] without the last name's
+    /// length check, which the VFS leaves to that name's lookup.
+    pub fn walk_parent_unchecked(&mut self, path: &[u8]) -> Result<(Ino, Vec<u8>)> {
         if path.is_empty() {
             return Err(refuse(Errno::ENOENT, path));
         }
@@ -112,9 +123,6 @@ impl<'a> Fs<'a> {
         };
         if self.stat(dir)?.mode & S_IFMT != S_IFDIR {
             return Err(refuse(Errno::ENOTDIR, path));
-        }
-        if name.len() > NAME_LEN {
-            return Err(refuse(Errno::ENAMETOOLONG, name));
         }
         Ok((dir, name.to_vec()))
     }
@@ -262,11 +270,20 @@ impl Paths<'_, '_> {
 
     /// `rename`.
     pub fn rename(&mut self, old: &[u8], new: &[u8]) -> Result<()> {
-        let (od, on) = self.fs.walk_parent(old)?;
-        let (nd, nn) = self.fs.walk_parent(new)?;
-        // do_renameat2: EBUSY if either last part is not a name.
+        let (od, on) = self.fs.walk_parent_unchecked(old)?;
+        let (nd, nn) = self.fs.walk_parent_unchecked(new)?;
+        // do_renameat2: EBUSY if either last part is not a name; then
+        // mnt_want_write's EROFS; then the source's lookup (nilfs_lookup:
+        // ENAMETOOLONG). Fs::rename looks the source up before checking
+        // the target's name.
         if is_special(&on) || is_special(&nn) {
             return Err(refuse(Errno::EBUSY, old));
+        }
+        if self.fs.is_read_only() {
+            return Err(refuse(Errno::EROFS, old));
+        }
+        if on.len() > NAME_LEN {
+            return Err(refuse(Errno::ENAMETOOLONG, &on));
         }
         self.fs.rename(od, &on, nd, &nn)
     }

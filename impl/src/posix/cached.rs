@@ -447,6 +447,17 @@ impl CachedFs {
                 } else if pc.mark == Some(idx) {
                     pc.mark = None;
                     self.ondemand(&file, &mut pc, idx, wanted, true)?;
+                    // page_cache_async_readahead: when the marked page is
+                    // already up to date nobody will sleep on it, so the
+                    // new window's I/O is kicked off explicitly
+                    // (blk_run_backing_dev); a no-op without a request queue.
+                    let uptodate = match pc.pages.get(&idx) {
+                        Some(Page::Io(h, k)) => h.is_page_done(*k),
+                        Some(Page::Hole) | None => true,
+                    };
+                    if uptodate {
+                        self.dev.unplug();
+                    }
                 }
                 let page = pc
                     .pages

@@ -17,7 +17,10 @@
 //! on every machine.
 
 use crate::bmap::readahead::ReadAhead;
-use crate::device::sim::{DeviceModel, HddModel, SsdModel, Submitted};
+use crate::device::sim::{
+    BlockLayer, CacheStats, DeviceModel, DiskCache, HddModel, Prefetch, QueueModel, QueueStats,
+    RequestRecord, Service, SsdModel,
+};
 use crate::device::{BlockDevice, SimConfig, SimDevice};
 use crate::posix::cached::{CachedFs, CachedStats, MountOptions, ReadParams};
 use crate::posix::CheckpointView;
@@ -46,9 +49,12 @@ pub struct DdRun {
     pub ns: u64,
     /// All bios of the read.
     pub bios: u64,
-    /// Bios that did not start where the previous one ended: a seek (and
-    /// rotational wait) on the disk, which serves bios in submission order.
-    pub seeks: u64,
+    /// Requests the device served (bios after merging; without a request
+    /// queue, one per bio).
+    pub requests: u64,
+    /// Requests that moved the disk's head (a seek and a rotational wait;
+    /// partial cache hits included). Zero on the SSD.
+    pub head_moves: u64,
     /// B-tree node bios of the file and of the DAT (wanted or read ahead).
     pub node_bios: u64,
     /// Of which B-tree sibling read-ahead.
@@ -57,6 +63,12 @@ pub struct DdRun {
     pub waits: u64,
     /// The read path's own counters (data bios, DAT bios, lookups).
     pub path: CachedStats,
+    /// The request queue's counters during the read (`None`: no queue).
+    pub queue: Option<QueueStats>,
+    /// The disk cache's counters during the read (`None`: no cache).
+    pub cache: Option<CacheStats>,
+    /// Every request of the read, in dispatch order.
+    pub trace: Vec<RequestRecord>,
 }
 
 impl DdRun {
@@ -69,19 +81,34 @@ impl DdRun {
     }
 }
 
-/// Bios in a submission log slice (of `bs`-byte blocks) that do not start
-/// where the previous one ended.
-fn count_seeks(log: &[Submitted], bs: u32) -> u64 {
-    let mut end: Option<u64> = None;
-    let mut seeks = 0;
-    for s in log {
-        let start = s.start.0 * u64::from(bs);
-        if end != Some(start) {
-            seeks += 1;
-        }
-        end = Some(start + s.nr_pages as u64 * u64::from(bs));
-    }
-    seeks
+/// `b - a`, field by field (counters only grow; maxima are `b`'s).
+fn queue_delta(a: Option<QueueStats>, b: Option<QueueStats>) -> Option<QueueStats> {
+    let (a, b) = (a.unwrap_or_default(), b?);
+    Some(QueueStats {
+        requests: b.requests - a.requests,
+        back_merges: b.back_merges - a.back_merges,
+        front_merges: b.front_merges - a.front_merges,
+        request_merges: b.request_merges - a.request_merges,
+        plugs: b.plugs - a.plugs,
+        unplug_wait: b.unplug_wait - a.unplug_wait,
+        unplug_threshold: b.unplug_threshold - a.unplug_threshold,
+        unplug_timer: b.unplug_timer - a.unplug_timer,
+        unplug_completion: b.unplug_completion - a.unplug_completion,
+        max_queued: b.max_queued,
+        max_in_flight: b.max_in_flight,
+    })
+}
+
+fn cache_delta(a: Option<CacheStats>, b: Option<CacheStats>) -> Option<CacheStats> {
+    let (a, b) = (a.unwrap_or_default(), b?);
+    Some(CacheStats {
+        hits: b.hits - a.hits,
+        sequential: b.sequential - a.sequential,
+        partial_hits: b.partial_hits - a.partial_hits,
+        misses: b.misses - a.misses,
+        prefetched_bytes: b.prefetched_bytes - a.prefetched_bytes,
+        prefetch_aborts: b.prefetch_aborts - a.prefetch_aborts,
+    })
 }
 
 /// One simulated `dd if=PATH of=/dev/null bs=1M` on a fresh device made by
@@ -95,12 +122,12 @@ pub fn dd(
 ) -> Result<DdRun> {
     let dev = SimDevice::new(open()?, config.clone())?;
     let nilfs = Nilfs::open(&dev)?;
-    let bs = nilfs.block_size();
     let view = CheckpointView::open(&nilfs, None)?;
     let (ino, inode) = view.resolve(path, true)?;
     let fs = CachedFs::with_params(dev.clone(), &nilfs, MountOptions { readahead }, params)?;
     dev.run_until_idle();
     let (t0, log0, st0) = (dev.now_ns(), dev.submissions().len(), dev.stats());
+    let (rq0, q0, c0) = (dev.requests().len(), dev.queue_stats(), dev.cache_stats());
     let mut bytes = 0u64;
     fs.read_inode_with(view.checkpoint().cno, ino, &inode, DD_BS, &mut |d| {
         bytes += d.len() as u64
@@ -112,16 +139,25 @@ pub fn dd(
     let path = fs.stats();
     let bios = log.len() as u64;
     let rahead = log.iter().filter(|s| s.rahead).count() as u64;
+    let trace = dev.requests().split_off(rq0);
+    let head_moves = trace
+        .iter()
+        .filter(|r| matches!(r.service, Service::Miss | Service::PartialHit))
+        .count() as u64;
     Ok(DdRun {
         readahead,
         bytes,
         ns,
         bios,
-        seeks: count_seeks(log, bs),
+        requests: trace.len() as u64,
+        head_moves,
         node_bios: bios - path.data_bios - path.dat_bios,
         node_ra_bios: rahead - path.dat_ra_bios,
         waits: st.waits - st0.waits,
         path,
+        queue: queue_delta(q0, dev.queue_stats()),
+        cache: cache_delta(c0, dev.cache_stats()),
+        trace,
     })
 }
 
@@ -135,10 +171,16 @@ pub enum Knob {
     /// [`HddModel::track_to_track_seek_ns`]: the shortest seek, which
     /// dominates the short seeks between a log's data and its B-tree nodes.
     HddMinSeek,
+    /// [`HddModel::rpm`]: spindle speed (rotational waits).
+    HddRpm,
     /// [`SsdModel::read_latency_ns`]: time before a read's data moves.
     SsdReadLatency,
     /// [`SsdModel::read_bytes_per_s`]: read channel bandwidth.
     SsdReadBandwidth,
+    /// [`QueueModel::completion_ns`]: the host's completion path per
+    /// request (interrupt, softirq, midlayer) before end_io and the next
+    /// dispatch.
+    HostCompletion,
 }
 
 impl Knob {
@@ -148,8 +190,10 @@ impl Knob {
             Knob::HddCommandOverhead => "HDD per-request overhead (ns)",
             Knob::HddMediaRate => "HDD media rate (bytes/s)",
             Knob::HddMinSeek => "HDD track-to-track seek (ns)",
+            Knob::HddRpm => "HDD spindle speed (rpm)",
             Knob::SsdReadLatency => "SSD read latency (ns)",
             Knob::SsdReadBandwidth => "SSD read bandwidth (bytes/s)",
+            Knob::HostCompletion => "host completion path (ns)",
         }
     }
 
@@ -159,46 +203,57 @@ impl Knob {
             Knob::HddCommandOverhead => (0, 5_000_000, false),
             Knob::HddMediaRate => (10_000_000, 400_000_000, true),
             Knob::HddMinSeek => (0, 20_000_000, false),
+            Knob::HddRpm => (1_000, 20_000, true),
             Knob::SsdReadLatency => (0, 2_000_000, false),
             Knob::SsdReadBandwidth => (50_000_000, 1_000_000_000, true),
+            Knob::HostCompletion => (0, 2_000_000, false),
         }
     }
 
     /// The current value in `config`.
     pub fn get(self, config: &SimConfig) -> Option<u64> {
-        match (self, &config.model) {
-            (Knob::HddCommandOverhead, DeviceModel::Hdd(m)) => Some(m.command_overhead_ns),
-            (Knob::HddMediaRate, DeviceModel::Hdd(m)) => Some(m.media_bytes_per_s),
-            (Knob::HddMinSeek, DeviceModel::Hdd(m)) => Some(m.track_to_track_seek_ns),
-            (Knob::SsdReadLatency, DeviceModel::Ssd(m)) => Some(m.read_latency_ns),
-            (Knob::SsdReadBandwidth, DeviceModel::Ssd(m)) => Some(m.read_bytes_per_s),
+        match (self, &config.model, &config.block_layer) {
+            (Knob::HddCommandOverhead, DeviceModel::Hdd(m), _) => Some(m.command_overhead_ns),
+            (Knob::HddMediaRate, DeviceModel::Hdd(m), _) => Some(m.media_bytes_per_s),
+            (Knob::HddMinSeek, DeviceModel::Hdd(m), _) => Some(m.track_to_track_seek_ns),
+            (Knob::HddRpm, DeviceModel::Hdd(m), _) => Some(u64::from(m.rpm)),
+            (Knob::SsdReadLatency, DeviceModel::Ssd(m), _) => Some(m.read_latency_ns),
+            (Knob::SsdReadBandwidth, DeviceModel::Ssd(m), _) => Some(m.read_bytes_per_s),
+            (Knob::HostCompletion, _, BlockLayer::Queue(q)) => Some(q.completion_ns),
             _ => None,
         }
     }
 
     /// `config` with this parameter set to `v`.
     pub fn set(self, config: &SimConfig, v: u64) -> Result<SimConfig> {
+        if self.get(config).is_none() {
+            return Err(Error::Invalid(format!(
+                "{self:?} does not apply to {:?} with {:?}",
+                config.model, config.block_layer
+            )));
+        }
         let mut c = config.clone();
-        let set_hdd = |m: &mut HddModel| match self {
-            Knob::HddCommandOverhead => m.command_overhead_ns = v,
-            Knob::HddMinSeek => m.track_to_track_seek_ns = v,
-            _ => m.media_bytes_per_s = v,
+        let hdd = |c: &mut SimConfig, f: &dyn Fn(&mut HddModel)| {
+            if let DeviceModel::Hdd(m) = &mut c.model {
+                f(m);
+            }
         };
-        let set_ssd = |m: &mut SsdModel| match self {
-            Knob::SsdReadLatency => m.read_latency_ns = v,
-            _ => m.read_bytes_per_s = v,
+        let ssd = |c: &mut SimConfig, f: &dyn Fn(&mut SsdModel)| {
+            if let DeviceModel::Ssd(m) = &mut c.model {
+                f(m);
+            }
         };
-        match (self, &mut c.model) {
-            (
-                Knob::HddCommandOverhead | Knob::HddMediaRate | Knob::HddMinSeek,
-                DeviceModel::Hdd(m),
-            ) => set_hdd(m),
-            (Knob::SsdReadLatency | Knob::SsdReadBandwidth, DeviceModel::Ssd(m)) => set_ssd(m),
-            _ => {
-                return Err(Error::Invalid(format!(
-                    "{self:?} does not apply to {:?}",
-                    config.model
-                )))
+        match self {
+            Knob::HddCommandOverhead => hdd(&mut c, &|m| m.command_overhead_ns = v),
+            Knob::HddMediaRate => hdd(&mut c, &|m| m.media_bytes_per_s = v),
+            Knob::HddMinSeek => hdd(&mut c, &|m| m.track_to_track_seek_ns = v),
+            Knob::HddRpm => hdd(&mut c, &|m| m.rpm = u32::try_from(v).unwrap_or(u32::MAX)),
+            Knob::SsdReadLatency => ssd(&mut c, &|m| m.read_latency_ns = v),
+            Knob::SsdReadBandwidth => ssd(&mut c, &|m| m.read_bytes_per_s = v),
+            Knob::HostCompletion => {
+                if let BlockLayer::Queue(q) = &mut c.block_layer {
+                    q.completion_ns = v;
+                }
             }
         }
         Ok(c)
@@ -274,26 +329,184 @@ pub fn calibrate(
     })
 }
 
+/// One row of the sensitivity table: a device configuration and the
+/// parameter calibrated on it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    /// What differs from the main configuration.
+    pub name: &'static str,
+    /// The device.
+    pub config: SimConfig,
+    /// The parameter fitted on the read-ahead-off figure.
+    pub knob: Knob,
+}
+
+fn hdd_with(f: impl FnOnce(&mut SimConfig)) -> SimConfig {
+    let mut c = SimConfig::hdd_2010_linux();
+    f(&mut c);
+    c
+}
+
+fn with_cache(f: impl FnOnce(&mut DiskCache)) -> SimConfig {
+    hdd_with(|c| {
+        if let Some(d) = c.disk_cache.as_mut() {
+            f(d);
+        }
+    })
+}
+
+fn with_queue(mut c: SimConfig, f: impl FnOnce(&mut QueueModel)) -> SimConfig {
+    if let BlockLayer::Queue(q) = &mut c.block_layer {
+        f(q);
+    }
+    c
+}
+
+fn with_disk(f: impl FnOnce(&mut HddModel)) -> SimConfig {
+    hdd_with(|c| {
+        if let DeviceModel::Hdd(m) = &mut c.model {
+            f(m);
+        }
+    })
+}
+
+/// The main disk configuration and knob: [`SimConfig::hdd_2010_linux`]
+/// (data-sheet parameters), media rate fitted.
+pub fn hdd_main() -> Variant {
+    Variant {
+        name: "main: 2.6.35 queue, TCQ 32, 8 segments, read-ahead stops for a command",
+        config: SimConfig::hdd_2010_linux(),
+        knob: Knob::HddMediaRate,
+    }
+}
+
+/// The main SSD configuration and knob: [`SimConfig::ssd_2010_linux`],
+/// read bandwidth fitted.
+pub fn ssd_main() -> Variant {
+    Variant {
+        name: "main: 2.6.35 queue (plugged), NCQ 31",
+        config: SimConfig::ssd_2010_linux(),
+        knob: Knob::SsdReadBandwidth,
+    }
+}
+
+/// The disk's sensitivity rows: one property of the 2010 setup changed at a
+/// time (the media rate fitted again on each), then other parameters fitted
+/// on the main configuration.
+pub fn hdd_variants() -> Vec<Variant> {
+    let kib = 1024;
+    let media = Knob::HddMediaRate;
+    let v = |name, config, knob| Variant { name, config, knob };
+    vec![
+        v(
+            "the simulator before: no request queue, no drive cache",
+            SimConfig::hdd_2010(),
+            media,
+        ),
+        v(
+            "no request queue: every bio its own command",
+            hdd_with(|c| c.block_layer = BlockLayer::Direct),
+            media,
+        ),
+        v(
+            "no drive cache: contiguous commands stream, others seek",
+            hdd_with(|c| c.disk_cache = None),
+            media,
+        ),
+        v(
+            "no plugging",
+            with_queue(SimConfig::hdd_2010_linux(), |q| q.plugging = false),
+            media,
+        ),
+        v(
+            "untagged: queue depth 1",
+            with_queue(SimConfig::hdd_2010_linux(), |q| q.depth = 1),
+            media,
+        ),
+        v(
+            "drive read-ahead off (DRA=1)",
+            with_cache(|d| d.prefetch = Prefetch::Off),
+            media,
+        ),
+        v(
+            "drive read-ahead: at least 64 KiB before the next command",
+            with_cache(|d| d.prefetch = Prefetch::Minimum(64 * kib)),
+            media,
+        ),
+        v(
+            "drive read-ahead: at least 256 KiB before the next command",
+            with_cache(|d| d.prefetch = Prefetch::Minimum(256 * kib)),
+            media,
+        ),
+        v(
+            "drive read-ahead: the whole segment before the next command",
+            with_cache(|d| d.prefetch = Prefetch::ToLimit),
+            media,
+        ),
+        v(
+            "drive read-ahead at most 64 KiB",
+            with_cache(|d| d.max_prefetch_bytes = 64 * kib),
+            media,
+        ),
+        v("2 cache segments", with_cache(|d| d.segments = 2), media),
+        v("16 cache segments", with_cache(|d| d.segments = 16), media),
+        v("7,200 rpm", with_disk(|m| m.rpm = 7_200), media),
+        v("15,000 rpm", with_disk(|m| m.rpm = 15_000), media),
+        v(
+            "main, per-command overhead fitted instead",
+            SimConfig::hdd_2010_linux(),
+            Knob::HddCommandOverhead,
+        ),
+        v(
+            "main, shortest seek fitted instead",
+            SimConfig::hdd_2010_linux(),
+            Knob::HddMinSeek,
+        ),
+        v(
+            "main, spindle speed fitted instead",
+            SimConfig::hdd_2010_linux(),
+            Knob::HddRpm,
+        ),
+    ]
+}
+
+/// The SSD's sensitivity rows.
+pub fn ssd_variants() -> Vec<Variant> {
+    let bw = Knob::SsdReadBandwidth;
+    let base = SimConfig::ssd_2010_linux;
+    let v = |name, config, knob| Variant { name, config, knob };
+    vec![
+        v(
+            "the simulator before: no request queue",
+            SimConfig::ssd_2010(),
+            bw,
+        ),
+        v(
+            "not plugged (a block-layer-tagged SSD: queue_should_plug false)",
+            with_queue(base(), |q| q.plugging = false),
+            bw,
+        ),
+        v(
+            "IDE mode: queue depth 1",
+            with_queue(base(), |q| q.depth = 1),
+            bw,
+        ),
+        v(
+            "main, read latency fitted instead",
+            base(),
+            Knob::SsdReadLatency,
+        ),
+        v(
+            "main, host completion path fitted instead",
+            base(),
+            Knob::HostCompletion,
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::sim::Op;
-    use crate::format::BlockNr;
-
-    #[test]
-    fn seeks_count_discontiguous_bios() {
-        let s = |start, n| Submitted {
-            id: 0,
-            op: Op::Read,
-            rahead: false,
-            start: BlockNr(start),
-            nr_pages: n,
-        };
-        assert_eq!(
-            count_seeks(&[s(10, 4), s(14, 2), s(100, 1), s(16, 8)], 4096),
-            3
-        );
-    }
 
     #[test]
     fn knobs_set_what_they_name() {

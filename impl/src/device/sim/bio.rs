@@ -176,6 +176,8 @@ impl BioHandle {
             if !counted {
                 st.stats.waits += 1;
                 counted = true;
+                // lock_page -> sync_page: a sleeper unplugs the queue.
+                inner.unplug(&mut st);
             }
             let progressed = inner.complete_next(&mut st);
             assert!(

@@ -51,6 +51,8 @@ use std::collections::BTreeMap;
 use super::{check_range, BlockDevice, SECTOR_SIZE};
 
 mod bio;
+mod blk;
+mod drive_cache;
 mod queue;
 mod timing;
 
@@ -59,6 +61,10 @@ use crate::sync::{lock, Arc, Mutex};
 use crate::{Error, Result};
 use bio::PageSlot;
 pub use bio::{Bio, BioHandle, PageCompletion, PageDone};
+pub use blk::{BlockLayer, Merges, QueueModel, QueueStats};
+use blk::{QueuedBio, RequestQueue};
+pub use drive_cache::{CacheStats, DiskCache, Prefetch, Service};
+pub use queue::RequestRecord;
 use queue::{Event, Inflight, Inner, State};
 use timing::Mechanics;
 pub use timing::{DeviceModel, HddModel, SsdModel};
@@ -139,6 +145,13 @@ pub struct SimConfig {
     pub end_io_page_ns: u64,
     /// Injected faults.
     pub faults: FaultPlan,
+    /// How bios reach the device: directly (the default, and the model
+    /// seeds 001 and 002 were measured on) or through a 2.6.35 request queue.
+    pub block_layer: BlockLayer,
+    /// The hard disk's segmented read cache and read-ahead; `None` is the
+    /// uncached disk (a request contiguous with the previous one streams on,
+    /// anything else seeks). Only for [`DeviceModel::Hdd`].
+    pub disk_cache: Option<DiskCache>,
 }
 
 impl SimConfig {
@@ -150,6 +163,8 @@ impl SimConfig {
             order: CompletionOrder::Submission,
             end_io_page_ns: 0,
             faults: FaultPlan::default(),
+            block_layer: BlockLayer::Direct,
+            disk_cache: None,
         }
     }
 
@@ -171,8 +186,38 @@ impl SimConfig {
         }
     }
 
+    /// Seed 000's disk as Linux 2.6.35 drove it: [`HddModel::scsi_2010`]
+    /// with its segmented read cache ([`DiskCache::scsi_2010`]) behind a
+    /// plugging, merging request queue with tagged queueing
+    /// ([`QueueModel::linux_2635_scsi`]).
+    pub fn hdd_2010_linux() -> Self {
+        SimConfig {
+            block_layer: BlockLayer::Queue(QueueModel::linux_2635_scsi()),
+            disk_cache: Some(DiskCache::scsi_2010()),
+            ..Self::hdd_2010()
+        }
+    }
+
+    /// Seed 000's SSD as Linux 2.6.35 drove it: [`SsdModel::intel_x25m_2010`]
+    /// behind the request queue of an AHCI port ([`QueueModel::linux_2635_ahci_ssd`]).
+    pub fn ssd_2010_linux() -> Self {
+        SimConfig {
+            block_layer: BlockLayer::Queue(QueueModel::linux_2635_ahci_ssd()),
+            ..Self::ssd_2010()
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         check_page_size(self.block_size)?;
+        if let BlockLayer::Queue(q) = &self.block_layer {
+            q.validate()?;
+        }
+        if let Some(c) = &self.disk_cache {
+            if !matches!(self.model, DeviceModel::Hdd(_)) {
+                return Err(Error::Invalid("a disk cache needs the HDD model".into()));
+            }
+            c.validate()?;
+        }
         match &self.model {
             DeviceModel::Instant => Ok(()),
             DeviceModel::Hdd(m) => m.validate(),
@@ -257,10 +302,17 @@ impl SimDevice {
             next_completion: 0,
             events: BTreeMap::new(),
             inflight: BTreeMap::new(),
-            mechanics: Mechanics::new(config.model),
+            mechanics: Mechanics::new(config.model, config.disk_cache),
             busy_until_ns: 0,
             rng: SplitMix64::new(config.faults.seed),
             stats: SimStats::default(),
+            queue: match config.block_layer {
+                BlockLayer::Direct => None,
+                BlockLayer::Queue(m) => Some(RequestQueue::new(m)),
+            },
+            queued_bios: BTreeMap::new(),
+            dispatched: BTreeMap::new(),
+            requests: Vec::new(),
         };
         Ok(SimDevice {
             inner: Arc::new(Inner {
@@ -325,19 +377,32 @@ impl SimDevice {
             .map(|k| inner.fault_for(&mut st, id, bio.op, offset + k as u64 * bs, bs))
             .collect();
         let now = st.now_ns;
-        let (start, done) = st.mechanics.service(now, bio.op, offset, len);
-        let busy_from = start.max(st.busy_until_ns);
-        st.stats.busy_ns += done.saturating_sub(busy_from);
-        st.busy_until_ns = st.busy_until_ns.max(done);
-        for pos in 0..n {
-            let page = match inner.config.order {
-                CompletionOrder::Submission => pos,
-                CompletionOrder::Reverse => n - 1 - pos,
-            };
-            let t = done + (pos as u64 + 1) * inner.config.end_io_page_ns;
-            let seq = st.next_event;
-            st.next_event += 1;
-            st.events.insert((t, seq), Event { bio: id, page });
+        if st.queue.is_none() {
+            // No request queue: the bio is a request, at the device now.
+            let (start, done, service) = st.mechanics.service(now, bio.op, offset, len);
+            let busy_from = start.max(st.busy_until_ns);
+            st.stats.busy_ns += done.saturating_sub(busy_from);
+            st.busy_until_ns = st.busy_until_ns.max(done);
+            st.requests.push(RequestRecord {
+                op: bio.op,
+                offset,
+                len,
+                bios: 1,
+                rahead: bio.rahead,
+                dispatch_ns: now,
+                done_ns: done,
+                service,
+            });
+            for pos in 0..n {
+                let page = match inner.config.order {
+                    CompletionOrder::Submission => pos,
+                    CompletionOrder::Reverse => n - 1 - pos,
+                };
+                let t = done + (pos as u64 + 1) * inner.config.end_io_page_ns;
+                let seq = st.next_event;
+                st.next_event += 1;
+                st.events.insert((t, seq), Event::Page { bio: id, page });
+            }
         }
         let pages = Arc::new(Mutex::new((0..n).map(|_| PageSlot::default()).collect()));
         let inflight = Inflight {
@@ -351,6 +416,20 @@ impl SimDevice {
             remaining: n,
         };
         st.inflight.insert(id, inflight);
+        if let Some(q) = st.queue.as_mut() {
+            let kick = q.make_request(
+                now,
+                QueuedBio {
+                    id,
+                    op: bio.op,
+                    offset,
+                    len,
+                    pages: n,
+                },
+            );
+            st.queued_bios.insert(id, (offset, bio.rahead));
+            inner.kick(&mut st, kick, now);
+        }
         Ok(BioHandle {
             dev: self.clone(),
             id,
@@ -373,9 +452,36 @@ impl SimDevice {
             .first_key_value()
             .is_some_and(|(&(t, _), _)| t <= target)
         {
-            self.inner.complete_next(&mut st);
+            self.inner.step(&mut st);
         }
         st.now_ns = target;
+    }
+
+    /// Unplug the request queue, as `blk_run_backing_dev` does for a caller
+    /// that will not sleep but wants its I/O started (the async read-ahead
+    /// of an up-to-date page). A no-op without a queue or when unplugged.
+    pub fn unplug(&self) {
+        let mut st = lock(&self.inner.state);
+        self.inner.unplug(&mut st);
+    }
+
+    /// The request queue's counters (`None` without a queue).
+    pub fn queue_stats(&self) -> Option<QueueStats> {
+        lock(&self.inner.state)
+            .queue
+            .as_ref()
+            .map(RequestQueue::stats)
+    }
+
+    /// The disk cache's counters (`None` without a disk cache).
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        lock(&self.inner.state).mechanics.cache_stats()
+    }
+
+    /// Every request served so far, in dispatch order (without a request
+    /// queue, one per bio).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        lock(&self.inner.state).requests.clone()
     }
 
     /// Wait for the next page completion of any bio (advancing the clock to
@@ -385,6 +491,7 @@ impl SimDevice {
     /// wait in [`SimStats::waits`].
     pub fn wait_next(&self) -> bool {
         let mut st = lock(&self.inner.state);
+        self.inner.unplug(&mut st);
         let progressed = self.inner.complete_next(&mut st);
         if progressed {
             st.stats.waits += 1;
@@ -395,6 +502,7 @@ impl SimDevice {
     /// Complete everything in flight (not counted as waits).
     pub fn run_until_idle(&self) {
         let mut st = lock(&self.inner.state);
+        self.inner.unplug(&mut st);
         while self.inner.complete_next(&mut st) {}
     }
 

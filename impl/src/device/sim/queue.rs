@@ -1,11 +1,17 @@
-//! The device's queue: bios in flight, the pending page completions by
-//! simulated time, and the fault decisions made at submission.
+//! The device's event queue: bios in flight, the pending events by
+//! simulated time (page completions, and with a request queue, request
+//! completions and unplug timers), the request log, and the fault
+//! decisions made at submission. The request queue itself is [`super::blk`].
 
 use std::collections::BTreeMap;
 
 use super::bio::{EndIo, PageCompletion, PageDone, PageSlot};
+use super::blk::{Kick, Request, RequestQueue};
 use super::timing::Mechanics;
-use super::{relabel, Fault, Op, SimConfig, SimStats, SplitMix64, Submitted};
+use super::{
+    relabel, BlockLayer, CompletionOrder, Fault, Op, Service, SimConfig, SimStats, SplitMix64,
+    Submitted,
+};
 use crate::device::BlockDevice;
 use crate::format::BlockNr;
 use crate::sync::{lock, Arc, Mutex};
@@ -23,9 +29,35 @@ pub(super) struct Inflight {
     pub(super) remaining: usize,
 }
 
-pub(super) struct Event {
-    pub(super) bio: u64,
-    pub(super) page: usize,
+pub(super) enum Event {
+    /// Page `page` of bio `bio` completes.
+    Page { bio: u64, page: usize },
+    /// Request `rq` (in [`State::dispatched`]) is done at the device and
+    /// its completion path runs.
+    RequestDone { rq: u64 },
+    /// The request queue's unplug timer of this generation fires.
+    Unplug { generation: u64 },
+}
+
+/// One request the device served, as the request log records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// Read or write.
+    pub op: Op,
+    /// First byte on the device.
+    pub offset: u64,
+    /// Bytes.
+    pub len: u64,
+    /// Bios merged into it (1 without a request queue).
+    pub bios: usize,
+    /// Whether every bio in it was flagged read-ahead.
+    pub rahead: bool,
+    /// When it was handed to the device, ns.
+    pub dispatch_ns: u64,
+    /// When the device had its data moved, ns.
+    pub done_ns: u64,
+    /// How the device served it.
+    pub service: Service,
 }
 
 pub(super) struct State {
@@ -35,13 +67,22 @@ pub(super) struct State {
     pub(super) next_bio: u64,
     pub(super) next_event: u64,
     pub(super) next_completion: u64,
-    /// Pending page completions by (time, sequence).
+    /// Pending events by (time, sequence).
     pub(super) events: BTreeMap<(u64, u64), Event>,
     pub(super) inflight: BTreeMap<u64, Inflight>,
     pub(super) mechanics: Mechanics,
     pub(super) busy_until_ns: u64,
     pub(super) rng: SplitMix64,
     pub(super) stats: SimStats,
+    /// The request queue, when [`SimConfig::block_layer`] has one.
+    pub(super) queue: Option<RequestQueue>,
+    /// Bios submitted to the queue and not yet in a dispatched request:
+    /// (offset, rahead) by bio id.
+    pub(super) queued_bios: BTreeMap<u64, (u64, bool)>,
+    /// Requests at the device, by request id.
+    pub(super) dispatched: BTreeMap<u64, Request>,
+    /// Every request served, in dispatch order.
+    pub(super) requests: Vec<RequestRecord>,
 }
 
 pub(super) struct Inner {
@@ -85,13 +126,38 @@ impl Inner {
         why
     }
 
-    /// Run the earliest pending page completion; false if none is pending.
+    /// Run pending events in time order until one page completion has run;
+    /// false if nothing is pending.
     pub(super) fn complete_next(&self, st: &mut State) -> bool {
-        let Some(((time, _), ev)) = st.events.pop_first() else {
-            return false;
-        };
+        loop {
+            match self.step(st) {
+                None => return false,
+                Some(true) => return true,
+                Some(false) => {}
+            }
+        }
+    }
+
+    /// Run the earliest pending event; `Some(true)` if it completed a page,
+    /// `Some(false)` for a request-queue event, `None` if nothing is pending.
+    pub(super) fn step(&self, st: &mut State) -> Option<bool> {
+        let ((time, _), ev) = st.events.pop_first()?;
         st.now_ns = st.now_ns.max(time);
         let now = st.now_ns;
+        let (bio_id, page) = match ev {
+            Event::Page { bio, page } => (bio, page),
+            Event::RequestDone { rq } => {
+                self.request_done(st, rq, now);
+                return Some(false);
+            }
+            Event::Unplug { generation } => {
+                if st.queue.as_mut().is_some_and(|q| q.timer(generation)) {
+                    self.run_queue(st, now);
+                }
+                return Some(false);
+            }
+        };
+        let ev = PageEv { bio: bio_id, page };
         let seq = st.next_completion;
         st.next_completion += 1;
         let bio = st
@@ -167,6 +233,102 @@ impl Inner {
             }
             (Op::Write, false) => st.stats.pages_written += 1,
         }
-        true
+        Some(true)
     }
+
+    /// Act on what the request queue asked for at time `now`.
+    pub(super) fn kick(&self, st: &mut State, kick: Kick, now: u64) {
+        match kick {
+            Kick::None => {}
+            Kick::ArmTimer { at_ns, generation } => {
+                let seq = st.next_event;
+                st.next_event += 1;
+                st.events.insert((at_ns, seq), Event::Unplug { generation });
+            }
+            Kick::Run => self.run_queue(st, now),
+        }
+    }
+
+    /// A sleeper's unplug (`sync_page` / `sync_buffer`).
+    pub(super) fn unplug(&self, st: &mut State) {
+        if st.queue.as_mut().is_some_and(RequestQueue::unplug) {
+            let now = st.now_ns;
+            self.run_queue(st, now);
+        }
+    }
+
+    /// `request_fn`: hand the device every request it can take, at `now`.
+    pub(super) fn run_queue(&self, st: &mut State, now: u64) {
+        let completion_ns = match self.config.block_layer {
+            BlockLayer::Queue(m) => m.completion_ns,
+            BlockLayer::Direct => 0,
+        };
+        while let Some(rq) = st.queue.as_mut().and_then(RequestQueue::next_dispatch) {
+            let (start, done, service) = st.mechanics.service(now, rq.op, rq.offset, rq.len);
+            let busy_from = start.max(st.busy_until_ns);
+            st.stats.busy_ns += done.saturating_sub(busy_from);
+            st.busy_until_ns = st.busy_until_ns.max(done);
+            let rahead = rq
+                .bios
+                .iter()
+                .all(|b| st.queued_bios.get(b).is_some_and(|&(_, ra)| ra));
+            st.requests.push(RequestRecord {
+                op: rq.op,
+                offset: rq.offset,
+                len: rq.len,
+                bios: rq.bios.len(),
+                rahead,
+                dispatch_ns: now,
+                done_ns: done,
+                service,
+            });
+            let seq = st.next_event;
+            st.next_event += 1;
+            st.events.insert(
+                (done + completion_ns, seq),
+                Event::RequestDone { rq: rq.id },
+            );
+            st.dispatched.insert(rq.id, rq);
+        }
+    }
+
+    /// Request `rq` is done at `now`: one softirq completes all its bios'
+    /// pages, in device order, spending [`SimConfig::end_io_page_ns`] on
+    /// each; nothing else runs meanwhile, so every page is visible at the
+    /// end of it (no waiter wakes between two pages of one request, as on
+    /// the kernel's CPU). Then the completion path runs the queue.
+    pub(super) fn request_done(&self, st: &mut State, rq: u64, now: u64) {
+        let Some(rq) = st.dispatched.remove(&rq) else {
+            return;
+        };
+        let pages: Vec<(u64, usize)> = rq
+            .bios
+            .iter()
+            .map(|b| (*b, st.inflight.get(b).map_or(0, |f| lock(&f.pages).len())))
+            .collect();
+        let total: u64 = pages.iter().map(|&(_, n)| n as u64).sum();
+        let end = now + total * self.config.end_io_page_ns;
+        for (bio, n) in pages {
+            st.queued_bios.remove(&bio);
+            for pos in 0..n {
+                let page = match self.config.order {
+                    CompletionOrder::Submission => pos,
+                    CompletionOrder::Reverse => n - 1 - pos,
+                };
+                let seq = st.next_event;
+                st.next_event += 1;
+                st.events.insert((end, seq), Event::Page { bio, page });
+            }
+        }
+        if let Some(q) = st.queue.as_mut() {
+            q.completed();
+        }
+        self.run_queue(st, end);
+    }
+}
+
+/// A page completion being run.
+struct PageEv {
+    bio: u64,
+    page: usize,
 }

@@ -2,6 +2,7 @@
 //! ([`HddModel`], [`SsdModel`]), and their mutable state as the device
 //! serves requests (`Mechanics`).
 
+use super::drive_cache::{CacheStats, CachedDisk, DiskCache, Service};
 use super::{Op, NS_PER_S};
 use crate::{Error, Result};
 
@@ -193,12 +194,16 @@ pub(super) enum Mechanics {
         in_service: Vec<u64>,
         channel_free_at_ns: u64,
     },
+    CachedHdd(CachedDisk),
 }
 
 impl Mechanics {
-    pub(super) fn new(model: DeviceModel) -> Self {
+    pub(super) fn new(model: DeviceModel, cache: Option<DiskCache>) -> Self {
         match model {
             DeviceModel::Instant => Mechanics::Instant,
+            DeviceModel::Hdd(model) if cache.is_some() => {
+                Mechanics::CachedHdd(CachedDisk::new(model, cache.expect("checked")))
+            }
             DeviceModel::Hdd(model) => Mechanics::Hdd {
                 model,
                 head: 0,
@@ -213,10 +218,17 @@ impl Mechanics {
     }
 
     /// Schedule a request arriving at `now` for bytes `[offset, offset+len)`;
-    /// returns when the device starts and finishes it.
-    pub(super) fn service(&mut self, now: u64, op: Op, offset: u64, len: u64) -> (u64, u64) {
+    /// returns when the device starts and finishes it, and how it served it.
+    pub(super) fn service(
+        &mut self,
+        now: u64,
+        op: Op,
+        offset: u64,
+        len: u64,
+    ) -> (u64, u64, Service) {
         match self {
-            Mechanics::Instant => (now, now),
+            Mechanics::Instant => (now, now, Service::NoHead),
+            Mechanics::CachedHdd(disk) => disk.service(now, op, offset, len),
             Mechanics::Hdd {
                 model,
                 head,
@@ -224,14 +236,17 @@ impl Mechanics {
             } => {
                 let start = now.max(*free_at_ns);
                 let mut t = start + model.command_overhead_ns;
-                if offset != *head {
+                let kind = if offset != *head {
                     t += model.seek_ns(offset.abs_diff(*head));
                     t += model.rotational_wait_ns(t, offset);
-                }
+                    Service::Miss
+                } else {
+                    Service::Streamed
+                };
                 let done = t + model.transfer_ns(len);
                 *head = offset + len;
                 *free_at_ns = done;
-                (start, done)
+                (start, done, kind)
             }
             Mechanics::Ssd {
                 model,
@@ -252,8 +267,15 @@ impl Mechanics {
                 let done = xfer_start + model.command_overhead_ns + model.transfer_ns(op, len);
                 *channel_free_at_ns = done;
                 in_service.push(done);
-                (start, done)
+                (start, done, Service::NoHead)
             }
+        }
+    }
+
+    pub(super) fn cache_stats(&self) -> Option<CacheStats> {
+        match self {
+            Mechanics::CachedHdd(d) => Some(d.stats()),
+            _ => None,
         }
     }
 }

@@ -1,0 +1,350 @@
+//! The GRUB campaign: images our write path makes from generated
+//! workloads, read by GRUB's own NILFS2 reader (`grub-fstest`, through
+//! tests/guest/grub-check.sh, compiled in), and every difference from our
+//! manifest of the latest checkpoint classified.
+//!
+//! GRUB reads only the latest checkpoint and follows symbolic links, so
+//! the expectation is derived from our manifest: a symlink to a regular
+//! file shows as that file's contents under the link's name, a symlink to
+//! a directory or to nothing is not listed. What is left is classified:
+//!
+//! - `sparse-btree`: GRUB cannot read a file with a hole whose mapping is a
+//!   B-tree: "btree lookup failure" (grub_nilfs2_btree_lookup returns -1
+//!   for a missing key and grub_nilfs2_read_block turns that into an error
+//!   instead of a hole).
+//! - `direct-past-6-blocks`: nor a file still on the direct map whose size
+//!   reaches past its 6 pointers (`NILFS_DIRECT_NBLOCKS`; extended by a
+//!   truncate, the tail a hole): grub_nilfs2_direct_lookup indexes i_bmap
+//!   without a bound, past the pointers. 6144 bytes read, 6145 do not.
+//! - `inode-0-entry`: GRUB lists a directory record whose inode is 0 — a
+//!   name the kernel deleted as the first record of its block
+//!   (`nilfs_delete_entry` keeps such a record and zeroes its inode) — as
+//!   an empty file; readdir never shows it.
+//! - `unexplained`: anything else — a finding.
+//!
+//! Each known class was confirmed on an image the Linux kernel wrote from
+//! the same workload (docs/findings.md), so it is GRUB's, not ours.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nilfs::device::{export_image, MemDevice};
+use nilfs::format::bmap::BMAP_LARGE;
+use nilfs::format::dir;
+use nilfs::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use nilfs::posix::CheckpointView;
+use nilfs::the_nilfs::Nilfs;
+use serde_json::Value;
+
+use super::{Problem, Workload};
+use crate::apply;
+
+const GRUB_CHECK: &str = include_str!("../../../tests/guest/grub-check.sh");
+
+/// Pointers in a direct bmap (`NILFS_DIRECT_NBLOCKS`).
+const DIRECT_BLOCKS: u64 = nilfs::format::bmap::DIRECT_NBLOCKS as u64;
+
+/// How one image compared.
+#[derive(Debug, Default)]
+pub struct Comparison {
+    /// Entries GRUB listed as we expect.
+    pub same: usize,
+    /// Differences explained by a known GRUB limitation, by class.
+    pub explained: BTreeMap<&'static str, usize>,
+    /// Differences nothing explains.
+    pub unexplained: Vec<String>,
+}
+
+/// Writes `workload` through our file system and compares what GRUB reads.
+pub fn run_one(w: &Workload, work: &Path) -> Result<(Comparison, Vec<Problem>), String> {
+    std::fs::create_dir_all(work).map_err(|e| e.to_string())?;
+    let dev = MemDevice::new(w.device_bytes());
+    let lines: Vec<(usize, Value)> = w
+        .lines
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, v)| (i + 1, v))
+        .collect();
+    apply::apply_lines(&dev, &lines, "memory").map_err(|(n, m)| format!("line {n}: {m}"))?;
+    let img = work.join("image.img");
+    export_image(&dev, &img).map_err(|e| e.to_string())?;
+    check_image(&img, work)
+}
+
+/// GRUB's reading of any image (ours, or one the kernel wrote) against our
+/// read path's manifest of it, classified.
+pub fn check_image(img: &Path, work: &Path) -> Result<(Comparison, Vec<Problem>), String> {
+    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let dev = nilfs::device::FileDevice::open_read_only(img).map_err(|e| e.to_string())?;
+    let expected = expectation(&dev)?;
+    let grub = grub_manifest(img, work)?;
+    let cmp = compare(&expected, &grub);
+    let problems = cmp
+        .unexplained
+        .iter()
+        .map(|d| Problem {
+            class: "grub",
+            // What kind of difference, and the shape of the file GRUB got
+            // wrong: the same kind must remain while shrinking.
+            key: d.split(':').next().unwrap_or("").to_string(),
+            detail: d.clone(),
+        })
+        .collect();
+    Ok((cmp, problems))
+}
+
+/// What GRUB should list for the latest checkpoint, by path: a manifest
+/// line, or `READ-ERROR` expected for a sparse B-tree file (kept with its
+/// line so that a GRUB that reads it fine is not counted as a difference).
+#[derive(Debug)]
+struct Expected {
+    line: String,
+    /// GRUB is known not to read it: a sparse B-tree file, or one with no
+    /// data block.
+    unreadable: Option<&'static str>,
+}
+
+/// What GRUB should list, and the deleted names it is known to show.
+struct Expectation {
+    entries: BTreeMap<String, Expected>,
+    /// Paths of directory records with inode 0.
+    deleted: std::collections::BTreeSet<String>,
+}
+
+fn expectation(dev: &dyn nilfs::device::BlockDevice) -> Result<Expectation, String> {
+    let nilfs = Nilfs::open(dev).map_err(|e| e.to_string())?;
+    let view = CheckpointView::open(&nilfs, None).map_err(|e| e.to_string())?;
+    let bs = u64::from(nilfs.block_size());
+    let mut out = BTreeMap::new();
+    let mut deleted = std::collections::BTreeSet::new();
+    let mut err = None;
+    let mut dir_records = |p: &str, inode: &Inode| -> Result<(), String> {
+        for pbn in view.block_map(inode).map_err(|e| e.to_string())?.values() {
+            let data = nilfs.read_block(*pbn).map_err(|e| e.to_string())?;
+            for e in dir::parse_block(&data, nilfs.block_size()).map_err(|e| e.to_string())? {
+                if e.ino.0 == 0 && !e.name.is_empty() {
+                    deleted.insert(format!("{p}/{}", String::from_utf8_lossy(&e.name)));
+                }
+            }
+        }
+        Ok(())
+    };
+    if let Ok((_, root)) = view.resolve(b"/", false) {
+        dir_records("", &root)?;
+    }
+    view.walk_tree(&mut |path, _ino, inode| {
+        let p = String::from_utf8_lossy(path).into_owned();
+        match inode.file_type() {
+            S_IFDIR => {
+                if let Err(e) = dir_records(&p, inode) {
+                    err = Some(e);
+                }
+                out.insert(
+                    format!("{p}/"),
+                    Expected {
+                        line: format!("DIR  -  {p}/"),
+                        unreadable: None,
+                    },
+                );
+            }
+            S_IFLNK => {
+                // GRUB follows it: a file's contents under the link's name.
+                if let Ok((_, target)) = view.resolve(path, true) {
+                    if target.mode & S_IFMT == S_IFREG {
+                        match file_line(&view, &target, &p, bs) {
+                            Ok(e) => {
+                                out.insert(p, e);
+                            }
+                            Err(e) => err = Some(e),
+                        }
+                    }
+                }
+            }
+            _ => match file_line(&view, inode, &p, bs) {
+                Ok(e) => {
+                    out.insert(p, e);
+                }
+                Err(e) => err = Some(e),
+            },
+        }
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    Ok(Expectation {
+        entries: out,
+        deleted,
+    })
+}
+
+fn file_line(
+    view: &CheckpointView<'_, '_>,
+    inode: &Inode,
+    path: &str,
+    bs: u64,
+) -> Result<Expected, String> {
+    let data = view.read_all(inode).map_err(|e| e.to_string())?;
+    let mapped = view.block_map(inode).map_err(|e| e.to_string())?.len() as u64;
+    let btree = inode.bmap[0] as u8 & BMAP_LARGE != 0;
+    let sparse = mapped < inode.size.div_ceil(bs);
+    let unreadable = if btree && sparse {
+        Some("sparse-btree")
+    } else if !btree && inode.size.div_ceil(bs) > DIRECT_BLOCKS {
+        Some("direct-past-6-blocks")
+    } else {
+        None
+    };
+    Ok(Expected {
+        line: format!(
+            "{}  {}  {path}",
+            nilfs_model::pattern::sha256_hex(&data),
+            inode.size
+        ),
+        unreadable,
+    })
+}
+
+/// grub-check.sh's manifest of `img`, by path.
+fn grub_manifest(img: &Path, work: &Path) -> Result<BTreeMap<String, String>, String> {
+    let script = work.join("grub-check.sh");
+    std::fs::write(&script, GRUB_CHECK).map_err(|e| e.to_string())?;
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(img)
+        .output()
+        .map_err(|e| format!("grub-check.sh: {e}"))?;
+    // Exit 3: some file unreadable (its READ-ERROR line is in the output).
+    if !out.status.success() && out.status.code() != Some(3) {
+        return Err(format!(
+            "grub-check.sh failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let mut m = BTreeMap::new();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut f = l.splitn(3, "  ");
+        let (Some(_), Some(_), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        m.insert(path.to_string(), l.to_string());
+    }
+    Ok(m)
+}
+
+fn compare(expected: &Expectation, grub: &BTreeMap<String, String>) -> Comparison {
+    let mut c = Comparison::default();
+    for (path, e) in &expected.entries {
+        match grub.get(path) {
+            Some(g) if *g == e.line => c.same += 1,
+            Some(g) if g.starts_with("READ-ERROR") && e.unreadable.is_some() => {
+                *c.explained
+                    .entry(e.unreadable.expect("checked"))
+                    .or_default() += 1
+            }
+            Some(g) => c
+                .unexplained
+                .push(format!("differs: {path}: ours {:?}, GRUB {g:?}", e.line)),
+            None => c
+                .unexplained
+                .push(format!("missing: {path}: ours {:?}", e.line)),
+        }
+    }
+    for (path, g) in grub {
+        if expected.entries.contains_key(path) {
+            continue;
+        }
+        if expected.deleted.contains(path) && g.contains(&format!("  0  {path}")) {
+            *c.explained.entry("inode-0-entry").or_default() += 1;
+        } else {
+            c.unexplained.push(format!("extra: {path}: GRUB {g:?}"));
+        }
+    }
+    c
+}
+
+/// The image of a GRUB workload, for a finding's folder.
+pub fn image_path(work: &Path) -> PathBuf {
+    work.join("image.img")
+}
+
+#[cfg(test)]
+mod tests {
+    //! The classifier proves it can fail: each known GRUB limitation is
+    //! explained only where it applies, and every other difference (a wrong
+    //! byte, a missing or extra name, an unreadable file that GRUB should
+    //! read) is a finding.
+
+    use super::*;
+
+    const A: &str = "1111  10  /a";
+
+    fn expectation() -> Expectation {
+        let mut entries = BTreeMap::new();
+        for (path, line, unreadable) in [
+            ("/a", A, None),
+            ("/s", "2222  9000  /s", Some("sparse-btree")),
+            ("/d/", "DIR  -  /d/", None),
+        ] {
+            entries.insert(
+                path.to_string(),
+                Expected {
+                    line: line.to_string(),
+                    unreadable,
+                },
+            );
+        }
+        Expectation {
+            entries,
+            deleted: ["/gone".to_string()].into_iter().collect(),
+        }
+    }
+
+    /// GRUB's listing: the expectation, with `changes` applied.
+    fn grub(changes: &[(&str, Option<&str>)]) -> BTreeMap<String, String> {
+        let mut m: BTreeMap<String, String> = [
+            ("/a", A),
+            ("/s", "READ-ERROR btree lookup failure  /s"),
+            ("/d/", "DIR  -  /d/"),
+        ]
+        .iter()
+        .map(|(p, l)| (p.to_string(), l.to_string()))
+        .collect();
+        for (p, l) in changes {
+            match l {
+                Some(l) => m.insert(p.to_string(), l.to_string()),
+                None => m.remove(*p),
+            };
+        }
+        m
+    }
+
+    #[test]
+    fn known_limitations_are_explained_and_nothing_else() {
+        let e = expectation();
+        let c = compare(&e, &grub(&[]));
+        assert!(c.unexplained.is_empty(), "{:?}", c.unexplained);
+        assert_eq!((c.same, c.explained["sparse-btree"]), (2, 1));
+
+        let c = compare(&e, &grub(&[("/gone", Some("e3b0  0  /gone"))]));
+        assert!(c.unexplained.is_empty(), "{:?}", c.unexplained);
+        assert_eq!(c.explained["inode-0-entry"], 1);
+
+        for (change, kind) in [
+            (("/a", Some("1112  10  /a")), "differs"),
+            (("/a", Some("READ-ERROR out of range  /a")), "differs"),
+            (("/a", None), "missing"),
+            (("/new", Some("3333  1  /new")), "extra"),
+            // A deleted name with data is not the inode-0 record.
+            (("/gone", Some("4444  5  /gone")), "extra"),
+        ] {
+            let c = compare(&e, &grub(&[change]));
+            assert_eq!(c.unexplained.len(), 1, "{change:?}: {:?}", c.unexplained);
+            assert!(c.unexplained[0].starts_with(kind), "{:?}", c.unexplained);
+        }
+    }
+}

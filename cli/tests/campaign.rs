@@ -1,0 +1,59 @@
+//! The oracle campaigns' short tiers (peer tier, `NILFS_PEERS=1`): a few
+//! generated workloads of every profile against Linux's nilfs2 in the qemu
+//! guest (one boot) and a couple of dozen through GRUB's reader. Each must
+//! pass: any finding is either a new divergence or a regression of a known
+//! one, and its folder (printed) says how to replay it. The long runs are
+//! `scripts/campaign.sh` (docs/findings.md). The judges' own known-bad
+//! runs are unit tests in cli/src/campaign/.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn campaign(name: &str, args: &[&str]) -> (bool, String) {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("campaign-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new(env!("CARGO_BIN_EXE_nilref"))
+        .args(["campaign", name, "--out", out.to_str().unwrap()])
+        .args(args)
+        .output()
+        .expect("run nilref");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), text)
+}
+
+#[test]
+fn kernel_campaign_short_tier() {
+    if nilfs_conformance::peers::require(
+        "kernel_campaign_short_tier",
+        &["qemu-system-x86_64", "mkfs.nilfs2", "grub-fstest"],
+    )
+    .is_none()
+    {
+        return;
+    }
+    // Seeds 1..=6 cover the six profiles once (the seed picks the profile).
+    let (ok, text) = campaign("kernel", &["--seeds", "1..6", "--len", "40", "--no-shrink"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("| 6 | 6 | 0 |"),
+        "six workloads, all passed:\n{text}"
+    );
+}
+
+#[test]
+fn grub_campaign_short_tier() {
+    if nilfs_conformance::peers::require("grub_campaign_short_tier", &["grub-fstest"]).is_none() {
+        return;
+    }
+    let (ok, text) = campaign("grub", &["--seeds", "1..24", "--no-shrink"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("| 24 | 24 | 0 |"),
+        "24 workloads, all passed:\n{text}"
+    );
+}
