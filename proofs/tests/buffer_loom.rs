@@ -127,7 +127,7 @@ fn bad_read_vs_readahead_vs_evict_evict_referenced() {
 /// the node it reads ahead and an eviction of that node.
 #[test]
 fn lookup_contig_vs_lookup_vs_evict_kernel_check() {
-    model(|| lookup_contig_vs_lookup_vs_evict(nilfs::bmap::btree::NodeCheck::OnFirstUse));
+    model(|| lookup_contig_vs_lookup_vs_evict(nilfs::bmap::readahead::NodeCheck::OnFirstUse));
 }
 
 #[test]
@@ -140,5 +140,5 @@ fn lookup_contig_vs_lookup_catches_unchecked_readahead() {
 
 #[test]
 fn bad_lookup_contig_vs_lookup_unchecked() {
-    child_model(|| lookup_contig_vs_lookup_vs_evict(nilfs::bmap::btree::NodeCheck::OnlyWhenWaited));
+    child_model(|| lookup_contig_vs_lookup_vs_evict(nilfs::bmap::readahead::NodeCheck::OnlyWhenWaited));
 }

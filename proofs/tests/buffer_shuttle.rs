@@ -111,12 +111,12 @@ fn read_vs_readahead_vs_evict_catches_evicting_referenced() {
 /// the node it reads ahead and an eviction of that node.
 #[test]
 fn lookup_contig_vs_lookup_vs_evict_kernel_check() {
-    explore(|| lookup_contig_vs_lookup_vs_evict(nilfs::bmap::btree::NodeCheck::OnFirstUse));
+    explore(|| lookup_contig_vs_lookup_vs_evict(nilfs::bmap::readahead::NodeCheck::OnFirstUse));
 }
 
 #[test]
 fn lookup_contig_vs_lookup_catches_unchecked_readahead() {
     must_fail("a read-ahead buffer used without its check", || {
-        lookup_contig_vs_lookup_vs_evict(nilfs::bmap::btree::NodeCheck::OnlyWhenWaited)
+        lookup_contig_vs_lookup_vs_evict(nilfs::bmap::readahead::NodeCheck::OnlyWhenWaited)
     });
 }

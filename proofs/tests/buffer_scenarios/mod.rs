@@ -107,8 +107,8 @@ pub fn read_vs_readahead_vs_evict(rules: BufferRules) {
 /// second leaf is corrupt (no children), so whatever the interleaving, the
 /// second lookup must fail with a corruption error: if it ever answers,
 /// a buffer that arrived by read-ahead was used unchecked.
-pub fn lookup_contig_vs_lookup_vs_evict(check: nilfs::bmap::btree::NodeCheck) {
-    use nilfs::bmap::btree::{BtreeReader, ReadAhead, ReaderConfig};
+pub fn lookup_contig_vs_lookup_vs_evict(check: nilfs::bmap::readahead::NodeCheck) {
+    use nilfs::bmap::readahead::{BtreeReader, ReadAhead, ReaderConfig};
     use nilfs::format::bmap::BmapRoot;
     use nilfs::format::btree::BtreeNode;
 

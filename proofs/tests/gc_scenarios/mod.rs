@@ -211,10 +211,10 @@ impl Lab {
         config: impl FnOnce(Shared<'static>) -> Shared<'static>,
     ) -> Mounted {
         self.dev.restore(&self.base.chunks);
-        // Leaked: the mount is shared with 'static threads. A few kilobytes
-        // per execution (the device itself is reused).
-        let nilfs: &'static Nilfs<'static> = Box::leak(Box::new(Nilfs::open(&self.dev).unwrap()));
-        let fs = Fs::mount(nilfs, T0 + 100).unwrap();
+        // The mount borrows only the device, which outlives every execution
+        // (it is reused), so it can be shared with 'static threads.
+        let nilfs = Nilfs::open(&self.dev).unwrap();
+        let fs = Fs::mount(&nilfs, T0 + 100).unwrap();
         let log = StdArc::new(StdMutex::new(Vec::new()));
         let l = log.clone();
         let observer: GcObserver = StdArc::new(move |step| {
