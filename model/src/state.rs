@@ -744,10 +744,32 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                         next,
                     }];
                     if s.may_enospc(blocks) {
-                        out.push(Branch {
-                            expect: Expect::Exact(Outcome::Err(Errno::ENOSPC)),
-                            next: s.clone(),
-                        });
+                        // __generic_file_write_iter calls file_update_time
+                        // before generic_perform_write, so a write whose
+                        // first page nilfs_write_begin refuses has already
+                        // set mtime and ctime if the clock moved since they
+                        // were last set; nilfs_dirty_inode then marks the
+                        // inode for the ifile (not its pages), and the next
+                        // sync makes a checkpoint (seen on Linux 6.1,
+                        // docs/findings.md K7). When the model's clock has
+                        // moved since the times were set, the kernel's has
+                        // too: they change. When it has not, the kernel's
+                        // finer clock may still have moved: the inode may
+                        // or may not be dirty.
+                        // (generic_update_time passes I_DIRTY_SYNC alone,
+                        // so NILFS_I_INODE_SYNC stays as it was.)
+                        let touched = ns.touch_times(id, now);
+                        let unchanged = touched == *ns;
+                        let mut refused = vec![s.clone().modified(touched, 0)];
+                        if unchanged {
+                            refused.push(s.clone());
+                        }
+                        for next in refused {
+                            out.push(Branch {
+                                expect: Expect::Exact(Outcome::Err(Errno::ENOSPC)),
+                                next,
+                            });
+                        }
                         if n > KERNEL_PAGE {
                             out.push(Branch {
                                 expect: Expect::ShortWrite {
