@@ -595,8 +595,19 @@ impl<'a> Fs<'a> {
         }
     }
 
-    /// Load the directory `i`'s blocks for a change.
+    /// Load the directory `i`'s blocks for a change: its pages become
+    /// dirty (NILFS_I_DIRTY, as `nilfs_commit_chunk` and `nilfs_set_link`
+    /// leave it).
     fn dir(&mut self, i: Ino) -> Result<&mut DirFile> {
+        self.dir_read(i)?;
+        let f = self.files.get_mut(&i).expect("loaded");
+        f.pages_dirty = true;
+        Ok(f.dir.as_mut().expect("loaded"))
+    }
+
+    /// Load the directory `i`'s blocks to read them (a lookup, readdir, an
+    /// emptiness test): nothing becomes dirty.
+    fn dir_read(&mut self, i: Ino) -> Result<&mut DirFile> {
         self.file(i)?;
         if self.files[&i].raw.mode & S_IFMT != S_IFDIR {
             return Err(Error::errno(Errno::ENOTDIR, format!("inode {i}")));
@@ -610,15 +621,13 @@ impl<'a> Fs<'a> {
             let d = DirFile::from_blocks(self.bs, blocks)?;
             self.files.get_mut(&i).expect("loaded").dir = Some(d);
         }
-        // Every caller changes an entry (nilfs_commit_chunk, nilfs_set_link).
         let f = self.files.get_mut(&i).expect("loaded");
-        f.pages_dirty = true;
         Ok(f.dir.as_mut().expect("set above"))
     }
 
     /// Look `name` up in directory `parent`.
     pub fn lookup(&mut self, parent: Ino, name: &[u8]) -> Result<Option<Ino>> {
-        Ok(self.dir(parent)?.find(name)?.map(|f| f.ino))
+        Ok(self.dir_read(parent)?.find(name)?.map(|f| f.ino))
     }
 
     fn new_inode(&mut self, mode: u16, links: u16) -> Result<Ino> {
@@ -802,7 +811,7 @@ impl<'a> Fs<'a> {
     /// The live entries of directory `i` (name, inode, type), "." and ".."
     /// included, in on-disk order.
     pub fn readdir(&mut self, i: Ino) -> Result<Vec<(Vec<u8>, Ino, u8)>> {
-        self.dir(i)?.entries()
+        self.dir_read(i)?.entries()
     }
 
     /// Resolve an absolute path (no symlinks are followed yet: this slice
@@ -883,7 +892,7 @@ impl<'a> Fs<'a> {
     pub fn unlink(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
         self.begin(false)?;
         let found = self
-            .dir(parent)?
+            .dir_read(parent)?
             .find(name)?
             .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(name)))?;
         if self.file(found.ino)?.raw.mode & S_IFMT == S_IFDIR {
@@ -906,13 +915,13 @@ impl<'a> Fs<'a> {
     pub fn rmdir(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
         self.begin(false)?;
         let found = self
-            .dir(parent)?
+            .dir_read(parent)?
             .find(name)?
             .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(name)))?;
         if self.file(found.ino)?.raw.mode & S_IFMT != S_IFDIR {
             return Err(Error::errno(Errno::ENOTDIR, String::from_utf8_lossy(name)));
         }
-        if !self.dir(found.ino)?.is_empty(found.ino)? {
+        if !self.dir_read(found.ino)?.is_empty(found.ino)? {
             return Err(Error::errno(
                 Errno::ENOTEMPTY,
                 String::from_utf8_lossy(name),
@@ -1032,7 +1041,7 @@ impl<'a> Fs<'a> {
         self.begin(true)?;
         let shown = || String::from_utf8_lossy(oname).into_owned();
         let old = self
-            .dir(odir)?
+            .dir_read(odir)?
             .find(oname)?
             .ok_or_else(|| Error::errno(Errno::ENOENT, shown()))?;
         if nname.len() > crate::format::NAME_LEN {
@@ -1045,7 +1054,7 @@ impl<'a> Fs<'a> {
         if is_dir && self.is_ancestor(old.ino, ndir)? {
             return Err(Error::errno(Errno::EINVAL, shown()));
         }
-        let target = self.dir(ndir)?.find(nname)?;
+        let target = self.dir_read(ndir)?.find(nname)?;
         if let Some(t) = target {
             if t.ino == old.ino {
                 return Ok(());
@@ -1059,7 +1068,7 @@ impl<'a> Fs<'a> {
             match (is_dir, t_dir) {
                 (true, false) => return Err(Error::errno(Errno::ENOTDIR, shown())),
                 (false, true) => return Err(Error::errno(Errno::EISDIR, shown())),
-                (true, true) if !self.dir(t.ino)?.is_empty(t.ino)? => {
+                (true, true) if !self.dir_read(t.ino)?.is_empty(t.ino)? => {
                     return Err(Error::errno(Errno::ENOTEMPTY, shown()))
                 }
                 _ => {}
@@ -1096,7 +1105,7 @@ impl<'a> Fs<'a> {
         // The old entry's position is unchanged by the add above (records
         // never move; at most its slack was split off).
         let old_pos = self
-            .dir(odir)?
+            .dir_read(odir)?
             .find(oname)?
             .map(|f| f.pos)
             .unwrap_or(old.pos);
@@ -1104,7 +1113,7 @@ impl<'a> Fs<'a> {
         self.touch_dir(odir);
         if is_dir {
             let dotdot = self
-                .dir(old.ino)?
+                .dir_read(old.ino)?
                 .find(b"..")?
                 .ok_or_else(|| Error::corrupt("directory", "no \"..\""))?;
             self.dir(old.ino)?
