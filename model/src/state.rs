@@ -704,9 +704,19 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                 let mut out =
                     namespace_op(s, *at, META_OP_BLOCKS, true, |ns| ns.rename(old, new, now));
                 if let Some(id) = moved {
+                    // A moved directory's ".." is rewritten by nilfs_set_link
+                    // even within one parent (nilfs_rename takes dir_de for
+                    // every directory), so its pages are dirty too and an
+                    // fsync of it constructs.
+                    let is_dir = s
+                        .view(*at)
+                        .is_some_and(|ns| matches!(ns.get(id).kind, Kind::Dir { .. }));
                     for b in &mut out {
                         if matches!(b.expect, Expect::Exact(Outcome::Ok)) && b.next.live != s.live {
                             b.next.pending.inode_sync.insert(id);
+                            if is_dir {
+                                b.next.pending.dirty_inodes.insert(id);
+                            }
                         }
                     }
                 }
