@@ -42,7 +42,11 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 cargo build --release -p nilref
-nilref=target/release/nilref
+# A copy, so that rebuilding during a long run does not swap the binary
+# under it (the guest boots the running binary).
+mkdir -p target/campaign/bin
+cp target/release/nilref target/campaign/bin/nilref
+nilref=target/campaign/bin/nilref
 shard_args=()
 [ -n "$shard" ] && shard_args=(--shard "$shard")
 

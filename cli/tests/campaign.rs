@@ -10,8 +10,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn campaign(name: &str, args: &[&str]) -> (bool, String) {
+    // Tests run in parallel: every run gets its own folder.
+    static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("campaign-{name}-{}", std::process::id()));
+        .join(format!("campaign-{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let o = Command::new(env!("CARGO_BIN_EXE_nilref"))
         .args(["campaign", name, "--out", out.to_str().unwrap()])
@@ -56,4 +59,31 @@ fn grub_campaign_short_tier() {
         text.contains("| 24 | 24 | 0 |"),
         "24 workloads, all passed:\n{text}"
     );
+}
+
+/// The GRUB findings' reproducers (docs/findings.md, G1-G3) still show
+/// GRUB's limitation, each as its own class and as often as documented:
+/// if GRUB is fixed, or the classifier stops recognising a class, this
+/// says so.
+#[test]
+fn grub_findings_still_reproduce() {
+    if nilfs_conformance::peers::require("grub_findings_still_reproduce", &["grub-fstest"])
+        .is_none()
+    {
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/findings");
+    for (file, class) in [
+        ("g1-sparse-btree.jsonl", "sparse-btree x2"),
+        ("g2-direct-past-6-blocks.jsonl", "direct-past-6-blocks x1"),
+        ("g3-inode-0-entry.jsonl", "inode-0-entry x3"),
+    ] {
+        let w = dir.join(file);
+        let (ok, text) = campaign("grub", &["--workload", w.to_str().unwrap()]);
+        assert!(ok, "{file}: {text}");
+        assert!(
+            text.contains(&format!("known GRUB limitations: {class}")),
+            "{file}: expected {class}:\n{text}"
+        );
+    }
 }

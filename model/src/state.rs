@@ -704,9 +704,19 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                 let mut out =
                     namespace_op(s, *at, META_OP_BLOCKS, true, |ns| ns.rename(old, new, now));
                 if let Some(id) = moved {
+                    // A moved directory's ".." is rewritten by nilfs_set_link
+                    // even within one parent (nilfs_rename takes dir_de for
+                    // every directory), so its pages are dirty too and an
+                    // fsync of it constructs.
+                    let is_dir = s
+                        .view(*at)
+                        .is_some_and(|ns| matches!(ns.get(id).kind, Kind::Dir { .. }));
                     for b in &mut out {
                         if matches!(b.expect, Expect::Exact(Outcome::Ok)) && b.next.live != s.live {
                             b.next.pending.inode_sync.insert(id);
+                            if is_dir {
+                                b.next.pending.dirty_inodes.insert(id);
+                            }
                         }
                     }
                 }
@@ -744,10 +754,32 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                         next,
                     }];
                     if s.may_enospc(blocks) {
-                        out.push(Branch {
-                            expect: Expect::Exact(Outcome::Err(Errno::ENOSPC)),
-                            next: s.clone(),
-                        });
+                        // __generic_file_write_iter calls file_update_time
+                        // before generic_perform_write, so a write whose
+                        // first page nilfs_write_begin refuses has already
+                        // set mtime and ctime if the clock moved since they
+                        // were last set; nilfs_dirty_inode then marks the
+                        // inode for the ifile (not its pages), and the next
+                        // sync makes a checkpoint (seen on Linux 6.1,
+                        // docs/findings.md K7). When the model's clock has
+                        // moved since the times were set, the kernel's has
+                        // too: they change. When it has not, the kernel's
+                        // finer clock may still have moved: the inode may
+                        // or may not be dirty.
+                        // (generic_update_time passes I_DIRTY_SYNC alone,
+                        // so NILFS_I_INODE_SYNC stays as it was.)
+                        let touched = ns.touch_times(id, now);
+                        let unchanged = touched == *ns;
+                        let mut refused = vec![s.clone().modified(touched, 0)];
+                        if unchanged {
+                            refused.push(s.clone());
+                        }
+                        for next in refused {
+                            out.push(Branch {
+                                expect: Expect::Exact(Outcome::Err(Errno::ENOSPC)),
+                                next,
+                            });
+                        }
                         if n > KERNEL_PAGE {
                             out.push(Branch {
                                 expect: Expect::ShortWrite {

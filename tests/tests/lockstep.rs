@@ -683,6 +683,59 @@ fn regress_009_truncate_to_the_same_size_still_dirties_the_inode() {
     );
 }
 
+/// Found by the generated lockstep run (crash profile, `PROPTEST_CASES=600`;
+/// shrunk by delta debugging from 45 operations to these).
+///
+// postmortem: nilfs-ref's directory loader marked a directory's pages dirty
+// (NILFS_I_DIRTY) for every caller, lookups included, so walking a path
+// through `/` made `/` dirty and an fsync of it made a checkpoint; failed
+// unlinks and renames dirtied their parent the same way. The kernel marks a
+// directory only where it changes an entry (nilfs_commit_chunk,
+// nilfs_set_link), and nilfs_sync_file of a clean `/` writes nothing. An
+// implementation bug (from the NILFS_I_DIRTY work); lookups now read
+// directories without marking them.
+#[test]
+fn regress_010_a_lookup_does_not_dirty_the_directory() {
+    replay(
+        &ImageSpec::default(),
+        r#"
+{"op":"mkdir","path":"/d0","perm":493}
+{"op":"mkdir","path":"/d0/d0","perm":493}
+{"op":"sync"}
+{"op":"symlink","target":"..","path":"/d0/d0/s1"}
+{"op":"fsync","path":"/"}
+{"op":"unlink","path":"/d0/none"}
+{"op":"fsync","path":"/d0"}
+{"op":"mkdir","path":"/d0/d0/d2","perm":493}
+{"op":"sync"}
+"#,
+    );
+}
+
+/// Found by the generated lockstep run (crash profile,
+/// `PROPTEST_CASES=1500`; shrunk from 18 operations to these).
+///
+// postmortem: the model counted a directory's pages dirty after a rename
+// only if its entries or its parent changed, so a directory renamed within
+// one parent was clean and its fsync wrote nothing. nilfs_rename rewrites
+// the ".." entry of every directory it moves (nilfs_dotdot +
+// nilfs_set_link, same parent or not), which dirties the page; nilfs-ref
+// did that and made the checkpoint. A model bug.
+#[test]
+fn regress_011_a_directory_renamed_in_place_has_dirty_pages() {
+    replay(
+        &ImageSpec::default(),
+        r#"
+{"op":"mkdir","path":"/d0","perm":493}
+{"op":"sync"}
+{"op":"rename","old":"/d0","new":"/d0/../f1"}
+{"op":"fsync","path":"/f1"}
+{"op":"create","path":"/f1/f1","perm":420,"excl":false}
+{"op":"sync"}
+"#,
+    );
+}
+
 /// Snapshot mounts beside the read-write mount: `mount -o ro,cp=N` of a
 /// snapshot whose flag may not be written yet, reads through it after the
 /// live tree moved on (and was synced, so that reading the latest

@@ -194,3 +194,45 @@ fn refusals_match_mkfs_nilfs2() {
         assert_eq!(ours, theirs, "for {args:?} on {size} bytes");
     }
 }
+
+/// Finding N1 (docs/findings.md): between the size mkfs.nilfs2's own check
+/// requires and 1 MiB, mkfs.nilfs2 2.2.9 passes that check and then
+/// aborts in `erase_disk` (mkfs.c: an assertion that the device is larger
+/// than the 1 MiB it leaves alone at either end), with or without -K.
+/// Ours formats the device, and the image verifies. When nilfs-tools fixes
+/// this, this test fails: compare the fixed mkfs's bytes with ours then.
+#[test]
+fn mkfs_nilfs2_aborts_below_one_mib_where_ours_formats() {
+    let Some(()) = peers::require(
+        "mkfs_nilfs2_aborts_below_one_mib_where_ours_formats",
+        &["mkfs.nilfs2"],
+    ) else {
+        return;
+    };
+    let dir = Scratch::new("mkfs-small");
+    for (size, bps) in [(300u64 << 10, 16u64), (700 << 10, 32)] {
+        let img = dir.file("small.img");
+        std::fs::File::create(&img).unwrap().set_len(size).unwrap();
+        let out = peers::run(
+            Command::new(peers::which("mkfs.nilfs2").unwrap())
+                .args(["-q", "-f", "-b", "1024", "-B"])
+                .arg(bps.to_string())
+                .arg(&img),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("erase_disk: Assertion"),
+            "mkfs.nilfs2 -B {bps} on {size} bytes no longer aborts ({}): {stderr}",
+            out.status
+        );
+        let o = MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: bps,
+            ..MkfsOptions::default()
+        };
+        let ours = MemDevice::new(size);
+        mkfs::mkfs(&ours, &o).unwrap_or_else(|e| panic!("ours on {size} bytes: {e}"));
+        let r = verify_checksums(&ours).unwrap();
+        assert_eq!((r.super_blocks, r.logs, r.super_roots), (2, 1, 1), "{r:?}");
+    }
+}

@@ -43,6 +43,8 @@ mount -t nilfs2 $d /mnt
 timeout 900 nilref exec /mnt /host/w{i}.jsonl -o /host/o{i}.jsonl --device $d 2>/host/e{i}.txt
 echo $? > /host/rc{i}
 grep -q ' /mnt ' /proc/mounts && umount /mnt
+# Everything read from here on comes from the disk, not the page cache.
+sync; echo 3 > /proc/sys/vm/drop_caches
 if mount -t nilfs2 -o ro $d /mnt; then
   lscp > /host/k{i}.lscp
   manifest /mnt > /host/k{i}.latest

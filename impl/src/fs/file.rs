@@ -17,6 +17,19 @@ impl<'a> Fs<'a> {
         if data.is_empty() {
             return Ok(());
         }
+        // __generic_file_write_iter calls file_update_time before any page
+        // is written, so the times change (I_DIRTY_SYNC: the inode for the
+        // ifile, not its pages) even when nilfs_write_begin's vacancy check
+        // then refuses the first page with ENOSPC.
+        self.begin(false)?;
+        let now = self.now;
+        let f = self.inodes.loaded_mut(i);
+        if f.raw.mtime != now || f.raw.ctime != now {
+            f.raw.mtime = now;
+            f.raw.ctime = now;
+            f.inode_dirty = true;
+            self.inodes.touch(i);
+        }
         self.begin(true)?;
         let bs = u64::from(self.bs);
         let end = offset

@@ -186,8 +186,19 @@ impl<'a> Fs<'a> {
         }
     }
 
-    /// Load the directory `i`'s blocks for a change.
+    /// Load the directory `i`'s blocks for a change: its pages become
+    /// dirty (NILFS_I_DIRTY, as `nilfs_commit_chunk` and `nilfs_set_link`
+    /// leave it).
     pub(crate) fn dir(&mut self, i: Ino) -> Result<&mut DirFile> {
+        self.dir_read(i)?;
+        let f = self.inodes.loaded_mut(i);
+        f.pages_dirty = true;
+        Ok(f.dir.as_mut().expect("fs: directory loaded"))
+    }
+
+    /// Load the directory `i`'s blocks to read them (a lookup, readdir, an
+    /// emptiness test): nothing becomes dirty.
+    pub(crate) fn dir_read(&mut self, i: Ino) -> Result<&mut DirFile> {
         let f = self.file(i)?;
         if f.raw.mode & S_IFMT != S_IFDIR {
             return Err(Error::errno(Errno::ENOTDIR, format!("inode {i}")));
@@ -201,9 +212,7 @@ impl<'a> Fs<'a> {
             let d = DirFile::from_blocks(self.bs, blocks)?;
             self.inodes.loaded_mut(i).dir = Some(d);
         }
-        // Every caller changes an entry (nilfs_commit_chunk, nilfs_set_link).
         let f = self.inodes.loaded_mut(i);
-        f.pages_dirty = true;
         Ok(f.dir.as_mut().expect("fs: directory loaded above"))
     }
 

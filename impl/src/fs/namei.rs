@@ -12,7 +12,7 @@ use crate::{Errno, Error, Result};
 impl<'a> Fs<'a> {
     /// Look `name` up in directory `parent`.
     pub fn lookup(&mut self, parent: Ino, name: &[u8]) -> Result<Option<Ino>> {
-        Ok(self.dir(parent)?.find(name)?.map(|f| f.ino))
+        Ok(self.dir_read(parent)?.find(name)?.map(|f| f.ino))
     }
 
     pub(crate) fn check_name(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
@@ -85,12 +85,12 @@ impl<'a> Fs<'a> {
     /// The live entries of directory `i` (name, inode, type), "." and ".."
     /// included, in on-disk order.
     pub fn readdir(&mut self, i: Ino) -> Result<Vec<(Vec<u8>, Ino, u8)>> {
-        self.dir(i)?.entries()
+        self.dir_read(i)?.entries()
     }
 
     /// The entry `name` of `parent`; ENOENT if there is none.
     fn find_entry(&mut self, parent: Ino, name: &[u8]) -> Result<Found> {
-        self.dir(parent)?
+        self.dir_read(parent)?
             .find(name)?
             .ok_or_else(|| Error::errno(Errno::ENOENT, String::from_utf8_lossy(name)))
     }
@@ -123,7 +123,7 @@ impl<'a> Fs<'a> {
         if self.file(found.ino)?.raw.mode & S_IFMT != S_IFDIR {
             return Err(Error::errno(Errno::ENOTDIR, String::from_utf8_lossy(name)));
         }
-        if !self.dir(found.ino)?.is_empty(found.ino)? {
+        if !self.dir_read(found.ino)?.is_empty(found.ino)? {
             return Err(Error::errno(
                 Errno::ENOTEMPTY,
                 String::from_utf8_lossy(name),
@@ -207,7 +207,7 @@ impl<'a> Fs<'a> {
         self.begin(true)?;
         let shown = || String::from_utf8_lossy(oname).into_owned();
         let old = self
-            .dir(odir)?
+            .dir_read(odir)?
             .find(oname)?
             .ok_or_else(|| Error::errno(Errno::ENOENT, shown()))?;
         if nname.len() > crate::format::NAME_LEN {
@@ -220,7 +220,7 @@ impl<'a> Fs<'a> {
         if is_dir && self.is_ancestor(old.ino, ndir)? {
             return Err(Error::errno(Errno::EINVAL, shown()));
         }
-        let target = self.dir(ndir)?.find(nname)?;
+        let target = self.dir_read(ndir)?.find(nname)?;
         if let Some(t) = target {
             if t.ino == old.ino {
                 return Ok(());
@@ -234,7 +234,7 @@ impl<'a> Fs<'a> {
             match (is_dir, t_dir) {
                 (true, false) => return Err(Error::errno(Errno::ENOTDIR, shown())),
                 (false, true) => return Err(Error::errno(Errno::EISDIR, shown())),
-                (true, true) if !self.dir(t.ino)?.is_empty(t.ino)? => {
+                (true, true) if !self.dir_read(t.ino)?.is_empty(t.ino)? => {
                     return Err(Error::errno(Errno::ENOTEMPTY, shown()))
                 }
                 _ => {}
@@ -271,7 +271,7 @@ impl<'a> Fs<'a> {
         // The old entry's position is unchanged by the add above (records
         // never move; at most its slack was split off).
         let old_pos = self
-            .dir(odir)?
+            .dir_read(odir)?
             .find(oname)?
             .map(|f| f.pos)
             .unwrap_or(old.pos);
@@ -279,7 +279,7 @@ impl<'a> Fs<'a> {
         self.touch_dir(odir);
         if is_dir {
             let dotdot = self
-                .dir(old.ino)?
+                .dir_read(old.ino)?
                 .find(b"..")?
                 .ok_or_else(|| Error::corrupt("directory", "no \"..\""))?;
             self.dir(old.ino)?

@@ -1,0 +1,54 @@
+//! Traces the Linux 6.1 kernel produced in the behaviour campaign
+//! (`nilref campaign kernel`), kept as the model's regression tests: each
+//! was rejected once, and the kernel's source showed the model wrong.
+
+use nilfs_model::check_trace_str;
+use serde_json::Value;
+
+fn trace(name: &str) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/kernel-6.1")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Line `n` (1-based) of `text` replaced by `f` of its JSON.
+fn edit_line(text: &str, n: usize, f: impl FnOnce(&mut Value)) -> String {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut v: Value = serde_json::from_str(&lines[n - 1]).unwrap();
+    f(&mut v);
+    lines[n - 1] = v.to_string();
+    lines.join("\n") + "\n"
+}
+
+// postmortem: campaign kernel seed 4, profile enospc, len 40. Near full,
+// writes to existing files failed with ENOSPC, and the syncs after them
+// made checkpoints 13-15, which the model (a failed write changes nothing)
+// did not allow. __generic_file_write_iter calls file_update_time before
+// generic_perform_write, so the times change and nilfs_dirty_inode puts
+// the inode in the ifile even though nilfs_write_begin then refuses the
+// first page. The model now lets a refused write set the times (always
+// when its clock has moved since they were set), and our write path does
+// the same (docs/findings.md K7).
+#[test]
+fn a_write_refused_with_enospc_still_sets_the_times() {
+    let t = trace("enospc-write-times.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
+
+    // The old belief, as the kernel would have shown it: nothing written
+    // after the refused writes, so no checkpoint after 12. The model must
+    // now reject that.
+    let last_lscp = t
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("\"op\":\"lscp\""))
+        .map(|(i, _)| i + 1)
+        .last()
+        .expect("the trace lists checkpoints");
+    let nothing_after_12 = edit_line(&t, last_lscp, |v| {
+        let cps = v["out"]["checkpoints"].as_array_mut().unwrap();
+        cps.retain(|c| c["cno"].as_u64().unwrap() <= 12);
+    });
+    let r = check_trace_str(&nothing_after_12).expect_err("a construction went missing");
+    assert_eq!(r.line, last_lscp, "{r}");
+}
