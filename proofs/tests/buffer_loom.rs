@@ -140,5 +140,7 @@ fn lookup_contig_vs_lookup_catches_unchecked_readahead() {
 
 #[test]
 fn bad_lookup_contig_vs_lookup_unchecked() {
-    child_model(|| lookup_contig_vs_lookup_vs_evict(nilfs::bmap::readahead::NodeCheck::OnlyWhenWaited));
+    child_model(|| {
+        lookup_contig_vs_lookup_vs_evict(nilfs::bmap::readahead::NodeCheck::OnlyWhenWaited)
+    });
 }
