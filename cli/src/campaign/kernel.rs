@@ -368,9 +368,6 @@ mod tests {
             let (_, root) = view.resolve(b"/", false).unwrap();
             let pbn = *view.block_map(&root).unwrap().values().next().unwrap();
             let at = pbn.0 * u64::from(nilfs.block_size()) + 7;
-            drop(view);
-            drop(nilfs);
-            drop(dev);
             let mut bytes = std::fs::read(&img).unwrap();
             bytes[at as usize] ^= 0x40;
             std::fs::write(&img, bytes).unwrap();
