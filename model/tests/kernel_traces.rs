@@ -52,3 +52,26 @@ fn a_write_refused_with_enospc_still_sets_the_times() {
     let r = check_trace_str(&nothing_after_12).expect_err("a construction went missing");
     assert_eq!(r.line, last_lscp, "{r}");
 }
+
+// postmortem: campaign kernel seed 18, profile mixed. On a read-only mount,
+// unlink of a 256-byte name gave EROFS where the model said ENAMETOOLONG.
+// do_unlinkat (and do_rmdir) take write access right after the parent
+// walk; the last name's length is nilfs_lookup's to refuse, later. The
+// model checked it in the parent walk. tests/tests/kernel_ro_order.rs now
+// asks the kernel for unlink, rmdir and mkdir of such a name.
+#[test]
+fn a_removal_on_a_read_only_mount_is_erofs_before_its_name_is_looked_up() {
+    let t = trace("ro-unlink-long-name.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
+    // The old belief is now rejected at that line.
+    let line = t
+        .lines()
+        .position(|l| l.contains("\"op\":\"unlink\"") && l.contains("EROFS") && l.len() > 300)
+        .expect("the trace unlinks an over-long name read-only")
+        + 1;
+    let old = edit_line(&t, line, |v| {
+        v["out"] = serde_json::json!({"err": "ENAMETOOLONG"})
+    });
+    let r = check_trace_str(&old).expect_err("the old order is rejected");
+    assert_eq!(r.line, line, "{r}");
+}

@@ -287,6 +287,18 @@ impl<'d> ImplUnderTest<'d> {
         Ok((dir, name))
     }
 
+    /// What unlink and rmdir check once the parent walk is done: write
+    /// access (EROFS), then the last name's length (its lookup).
+    fn name_after_write_access(&mut self, name: &str) -> R<()> {
+        if self.fs()?.is_read_only() {
+            return Err(Errno::EROFS);
+        }
+        if name.len() > nilfs_model::NAME_LEN_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        Ok(())
+    }
+
     /// [`Self::parent`] without the last name's length check, which the
     /// VFS leaves to that name's lookup (`filename_parentat`).
     fn parent_walk(&mut self, path: &str) -> R<(Ino, String)> {
@@ -610,15 +622,18 @@ impl<'d> ImplUnderTest<'d> {
             }
             Op::Manifest { at: None } => Outcome::Manifest(self.live_manifest()?),
             Op::Unlink { path, at: None } => {
-                let (d, n) = self.parent(path)?;
-                // do_unlinkat: EISDIR before write access for a non-name.
+                let (d, n) = self.parent_walk(path)?;
+                // do_unlinkat: EISDIR before write access for a non-name;
+                // then mnt_want_write (EROFS); then the lookup (the name's
+                // length: nilfs_lookup's ENAMETOOLONG).
                 if is_special(&n) {
                     return Err(Errno::EISDIR.into());
                 }
+                self.name_after_write_access(&n)?;
                 self.with(|fs| fs.unlink(d, n.as_bytes())).map(ok)?
             }
             Op::Rmdir { path, at: None } => {
-                let (d, n) = self.parent(path)?;
+                let (d, n) = self.parent_walk(path)?;
                 // do_rmdir: ENOTEMPTY for "..", EINVAL for ".", EBUSY for "/".
                 match n.as_str() {
                     ".." => return Err(Errno::ENOTEMPTY.into()),
@@ -626,6 +641,7 @@ impl<'d> ImplUnderTest<'d> {
                     "" => return Err(Errno::EBUSY.into()),
                     _ => {}
                 }
+                self.name_after_write_access(&n)?;
                 self.with(|fs| fs.rmdir(d, n.as_bytes())).map(ok)?
             }
             Op::Symlink {
