@@ -1004,6 +1004,14 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             if s.pending.dirty {
                 let mut c = n;
                 c.construct();
+                // The checkpoint that was the latest is an ordinary one now,
+                // and the pass's later steps may delete it like the others
+                // (seen on Linux 6.1: campaign kernel seed 28).
+                if let Some(cp) = c.checkpoints.get_mut(&latest) {
+                    if !cp.snapshot && (cp.created < horizon || *protection_s == 0) {
+                        cp.may_be_gone = true;
+                    }
+                }
                 out.push(Branch {
                     expect: Expect::Exact(Outcome::Ok),
                     next: c,

@@ -75,3 +75,28 @@ fn a_removal_on_a_read_only_mount_is_erofs_before_its_name_is_looked_up() {
     let r = check_trace_str(&old).expect_err("the old order is rejected");
     assert_eq!(r.line, line, "{r}");
 }
+
+// postmortem: campaign kernel seed 28 (also 46 and 64), profile enospc.
+// mkcp made checkpoint 17; a cleaner pass with changes pending wrote them
+// as checkpoint 18 in its first step, and a later step of the same pass
+// deleted 17, no longer the latest; lscp showed [22, 32]. The model marked
+// as removable only the checkpoints other than the latest *before* the
+// pass. Now the constructing branch marks the old latest too.
+#[test]
+fn a_cleaner_pass_may_remove_the_checkpoint_that_was_latest_when_it_began() {
+    let t = trace("clean-removes-the-old-latest.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
+    // A listing without the latest is still rejected.
+    let last_lscp = t
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("\"op\":\"lscp\""))
+        .map(|(i, _)| i + 1)
+        .last()
+        .expect("the trace lists checkpoints");
+    let no_latest = edit_line(&t, last_lscp, |v| {
+        v["out"]["checkpoints"].as_array_mut().unwrap().pop();
+    });
+    let r = check_trace_str(&no_latest).expect_err("the latest must be listed");
+    assert_eq!(r.line, last_lscp, "{r}");
+}
