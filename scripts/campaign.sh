@@ -15,7 +15,7 @@
 #   --only   run one campaign
 # Seed ranges and lengths (environment, defaults in brackets):
 #   GRUB_SEEDS [1..2000]  GRUB_LEN [60]
-#   KERNEL_SEEDS [1..500] KERNEL_LEN [60]
+#   KERNEL_SEEDS [1..500] KERNEL_LEN [40]
 #   CRASH_SEEDS [1..60]   CRASH_LEN [8]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +60,7 @@ campaign() {
 }
 
 runs grub && campaign grub --seeds "${GRUB_SEEDS:-1..2000}" --len "${GRUB_LEN:-60}"
-runs kernel && campaign kernel --seeds "${KERNEL_SEEDS:-1..500}" --len "${KERNEL_LEN:-60}"
+runs kernel && campaign kernel --seeds "${KERNEL_SEEDS:-1..500}" --len "${KERNEL_LEN:-40}"
 if runs crash; then
   if "$nilref" campaign crash --help >/dev/null 2>&1; then
     campaign crash --seeds "${CRASH_SEEDS:-1..60}" --len "${CRASH_LEN:-8}"

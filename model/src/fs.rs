@@ -502,7 +502,9 @@ impl Namespace {
     /// and the kind of last component. On a read-only mount the rest of
     /// unlink (the name's lookup included) is never reached: EROFS.
     pub fn unlink_precheck(&self, path: &str) -> R<()> {
-        let (_, name) = self.parent(path)?;
+        // The last name's length is nilfs_lookup's to refuse, after
+        // mnt_want_write (do_unlinkat): EROFS comes first.
+        let (_, name) = self.parent_walk(path)?;
         if Self::special(&name) {
             return Err(Errno::EISDIR);
         }
@@ -520,7 +522,9 @@ impl Namespace {
 
     /// The same for `do_rmdir` (root EBUSY, "." EINVAL, ".." ENOTEMPTY).
     pub fn rmdir_precheck(&self, path: &str) -> R<()> {
-        let (_, name) = self.parent(path)?;
+        // As for unlink: the last name's length is checked after write
+        // access (do_rmdir -> lookup_one_qstr_excl -> nilfs_lookup).
+        let (_, name) = self.parent_walk(path)?;
         match name.as_str() {
             "" => Err(Errno::EBUSY),
             "." => Err(Errno::EINVAL),

@@ -52,3 +52,76 @@ fn a_write_refused_with_enospc_still_sets_the_times() {
     let r = check_trace_str(&nothing_after_12).expect_err("a construction went missing");
     assert_eq!(r.line, last_lscp, "{r}");
 }
+
+// postmortem: campaign kernel seed 18, profile mixed. On a read-only mount,
+// unlink of a 256-byte name gave EROFS where the model said ENAMETOOLONG.
+// do_unlinkat (and do_rmdir) take write access right after the parent
+// walk; the last name's length is nilfs_lookup's to refuse, later. The
+// model checked it in the parent walk. tests/tests/kernel_ro_order.rs now
+// asks the kernel for unlink, rmdir and mkdir of such a name.
+#[test]
+fn a_removal_on_a_read_only_mount_is_erofs_before_its_name_is_looked_up() {
+    let t = trace("ro-unlink-long-name.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
+    // The old belief is now rejected at that line.
+    let line = t
+        .lines()
+        .position(|l| l.contains("\"op\":\"unlink\"") && l.contains("EROFS") && l.len() > 300)
+        .expect("the trace unlinks an over-long name read-only")
+        + 1;
+    let old = edit_line(&t, line, |v| {
+        v["out"] = serde_json::json!({"err": "ENAMETOOLONG"})
+    });
+    let r = check_trace_str(&old).expect_err("the old order is rejected");
+    assert_eq!(r.line, line, "{r}");
+}
+
+// postmortem: campaign kernel seed 28 (also 46 and 64), profile enospc.
+// mkcp made checkpoint 17; a cleaner pass with changes pending wrote them
+// as checkpoint 18 in its first step, and a later step of the same pass
+// deleted 17, no longer the latest; lscp showed [22, 32]. The model marked
+// as removable only the checkpoints other than the latest *before* the
+// pass. Now the constructing branch marks the old latest too.
+#[test]
+fn a_cleaner_pass_may_remove_the_checkpoint_that_was_latest_when_it_began() {
+    let t = trace("clean-removes-the-old-latest.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
+    // A listing without the latest is still rejected.
+    let last_lscp = t
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("\"op\":\"lscp\""))
+        .map(|(i, _)| i + 1)
+        .last()
+        .expect("the trace lists checkpoints");
+    let no_latest = edit_line(&t, last_lscp, |v| {
+        v["out"]["checkpoints"].as_array_mut().unwrap().pop();
+    });
+    let r = check_trace_str(&no_latest).expect_err("the latest must be listed");
+    assert_eq!(r.line, last_lscp, "{r}");
+}
+
+// postmortem: campaign kernel seeds 34, 40, 52 (enospc). An lscp listed
+// checkpoints 1-5 where the model knew 1, 2? and its latest: the kernel's
+// timer and cleaner steps had made 3 and 4. The lscp rule allowed those
+// extra entries but the model did not learn them, so `rmcp 4` was judged
+// ENOENT; the kernel said ok. Extra plain entries are now learned as
+// checkpoints under their listed numbers.
+#[test]
+fn checkpoints_an_lscp_shows_are_known_from_then_on() {
+    let t = trace("rmcp-of-a-checkpoint-the-model-did-not-predict.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
+    // Had lscp not listed 4, its rmcp would be ENOENT: the copy where the
+    // kernel said ok anyway is rejected at the rmcp.
+    let lscp = t
+        .lines()
+        .position(|l| l.contains("\"op\":\"lscp\"") && l.contains("\"cno\":4"))
+        .expect("the trace lists checkpoint 4")
+        + 1;
+    let unlisted = edit_line(&t, lscp, |v| {
+        let cps = v["out"]["checkpoints"].as_array_mut().unwrap();
+        cps.retain(|c| c["cno"] != 4);
+    });
+    let r = check_trace_str(&unlisted).expect_err("rmcp of an unknown checkpoint");
+    assert!(r.op.contains("rmcp"), "{r}");
+}

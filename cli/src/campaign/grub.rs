@@ -70,7 +70,9 @@ pub fn run_one(w: &Workload, work: &Path) -> Result<(Comparison, Vec<Problem>), 
     apply::apply_lines(&dev, &lines, "memory").map_err(|(n, m)| format!("line {n}: {m}"))?;
     let img = work.join("image.img");
     export_image(&dev, &img).map_err(|e| e.to_string())?;
-    check_image(&img, work)
+    let (cmp, mut problems) = check_image(&img, work)?;
+    problems.extend(super::kernel::image_check(&dev, "our image"));
+    Ok((cmp, problems))
 }
 
 /// GRUB's reading of any image (ours, or one the kernel wrote) against our

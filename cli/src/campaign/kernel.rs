@@ -143,8 +143,8 @@ fn judge(work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
 /// Our manifests of the kernel's image against the kernel's own.
 fn read_path_problems(img: &Path, work: &Path, i: usize) -> Result<Vec<Problem>, String> {
     let dev = FileDevice::open_read_only(img).map_err(|e| e.to_string())?;
+    let mut problems = image_check(&dev, "the kernel's image");
     let nilfs = Nilfs::open(&dev).map_err(|e| e.to_string())?;
-    let mut problems = Vec::new();
     let Ok(latest) = std::fs::read_to_string(work.join(format!("k{i}.latest"))) else {
         return Ok(vec![Problem::guest(
             "the kernel could not mount its own image read-only",
@@ -184,6 +184,33 @@ fn read_path_problems(img: &Path, work: &Path, i: usize) -> Result<Vec<Problem>,
     Ok(problems)
 }
 
+/// `nilref check` on an image, every valid checkpoint: an error is a
+/// problem (warnings, such as the kernel's unlinked-but-allocated inodes,
+/// are not).
+pub fn image_check(dev: &dyn nilfs::device::BlockDevice, whose: &str) -> Vec<Problem> {
+    let report = nilfs::check::check_device(
+        dev,
+        &nilfs::check::Options {
+            checkpoints: nilfs::check::Checkpoints::All,
+            ..Default::default()
+        },
+    );
+    if report.is_clean() {
+        return Vec::new();
+    }
+    let first = report
+        .findings
+        .iter()
+        .find(|f| f.code.severity() == nilfs::check::Severity::Error)
+        .map(|f| f.code.id().to_string())
+        .unwrap_or_else(|| "operational".to_string());
+    vec![Problem {
+        class: "check",
+        key: first,
+        detail: format!("nilref check finds {whose} unclean:\n{report}"),
+    }]
+}
+
 fn first_difference(want: &str, got: &str) -> String {
     let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
     let k = w.iter().zip(&g).take_while(|(a, b)| a == b).count();
@@ -209,10 +236,14 @@ pub fn ours(w: &Workload) -> Vec<Problem> {
         Err((n, m)) => vec![Problem::ours_runner(format!("line {n}: {m}"))],
         Ok(a) => {
             let text: String = a.lines.iter().map(|l| l.to_json() + "\n").collect();
-            match nilfs_model::check_trace_str(&text) {
+            let mut p = match nilfs_model::check_trace_str(&text) {
                 Ok(_) => Vec::new(),
                 Err(r) => vec![Problem::ours_rejected(&r, &text)],
-            }
+            };
+            // (A workload that ends mounted leaves a power-cut image: the
+            // checker reports the logs to roll forward, not an error.)
+            p.extend(image_check(&dev, "our image"));
+            p
         }
     }
 }
@@ -325,6 +356,23 @@ mod tests {
         faithful_batch(&work, &w);
         edit(&work.join("k0.latest"), |t| t.replacen(' ', "  ", 1));
         assert!(classes(&judge(&work, 0, &w)).contains(&"read-path"));
+
+        // A bit of the peer's image rots: the root directory's block, in
+        // whatever log holds it (its checksum no longer matches).
+        faithful_batch(&work, &w);
+        {
+            let img = work.join("d0.img");
+            let dev = FileDevice::open_read_only(&img).unwrap();
+            let nilfs = Nilfs::open(&dev).unwrap();
+            let view = CheckpointView::open(&nilfs, None).unwrap();
+            let (_, root) = view.resolve(b"/", false).unwrap();
+            let pbn = *view.block_map(&root).unwrap().values().next().unwrap();
+            let at = pbn.0 * u64::from(nilfs.block_size()) + 7;
+            let mut bytes = std::fs::read(&img).unwrap();
+            bytes[at as usize] ^= 0x40;
+            std::fs::write(&img, bytes).unwrap();
+        }
+        assert!(classes(&judge(&work, 0, &w)).contains(&"check"));
 
         // The runner did not finish.
         faithful_batch(&work, &w);

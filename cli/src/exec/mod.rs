@@ -619,6 +619,14 @@ impl<'a> Runner<'a> {
             ));
         }
         self.enter(Root::Host)?;
+        // On a read-only mount the cleaner's NILFS_IOCTL_CLEAN_SEGMENTS
+        // would be refused by mnt_want_write_file (EROFS); nilfs-clean does
+        // not get that far ("no valid nilfs mountpoint found"), so the
+        // runner asks the mount itself.
+        let st = rustix::fs::statvfs(&self.dir)?;
+        if st.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY) {
+            return Err(Stop::Errno(Errno::EROFS));
+        }
         let p = protection_s.to_string();
         let dev = self.device.clone();
         let run = |args: &[&OsStr]| -> Result<std::process::Output, Stop> {

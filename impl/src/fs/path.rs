@@ -226,19 +226,34 @@ impl Paths<'_, '_> {
         self.fs.mkdir(d, &n, perm)
     }
 
+    /// What unlink and rmdir check once the parent walk is done: write
+    /// access (`mnt_want_write`: EROFS), then the last name's length (its
+    /// lookup, `nilfs_lookup`: ENAMETOOLONG).
+    fn name_after_write_access(&mut self, name: &[u8]) -> Result<()> {
+        if self.fs.is_read_only() {
+            return Err(refuse(Errno::EROFS, name));
+        }
+        if name.len() > NAME_LEN {
+            return Err(refuse(Errno::ENAMETOOLONG, name));
+        }
+        Ok(())
+    }
+
     /// `unlink`.
     pub fn unlink(&mut self, path: &[u8]) -> Result<()> {
-        let (d, n) = self.fs.walk_parent(path)?;
-        // do_unlinkat: EISDIR before write access for a non-name.
+        let (d, n) = self.fs.walk_parent_unchecked(path)?;
+        // do_unlinkat: EISDIR before write access for a non-name; then
+        // write access, then the name's length.
         if is_special(&n) {
             return Err(refuse(Errno::EISDIR, path));
         }
+        self.name_after_write_access(&n)?;
         self.fs.unlink(d, &n)
     }
 
     /// `rmdir`.
     pub fn rmdir(&mut self, path: &[u8]) -> Result<()> {
-        let (d, n) = self.fs.walk_parent(path)?;
+        let (d, n) = self.fs.walk_parent_unchecked(path)?;
         // do_rmdir: ENOTEMPTY for "..", EINVAL for ".", EBUSY for "/".
         match &n[..] {
             b".." => return Err(refuse(Errno::ENOTEMPTY, path)),
@@ -246,6 +261,7 @@ impl Paths<'_, '_> {
             b"" => return Err(refuse(Errno::EBUSY, path)),
             _ => {}
         }
+        self.name_after_write_access(&n)?;
         self.fs.rmdir(d, &n)
     }
 
