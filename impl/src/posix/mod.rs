@@ -148,7 +148,21 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
 
     /// The entries of directory `inode`, in on-disk order, "." and ".."
     /// included.
+    ///
+    /// Every name is checked by [`name_fault`]: a name no path can carry is
+    /// a typed corruption naming the directory, its block and the offset,
+    /// never a path component handed to a caller.
     pub fn readdir(&self, inode: &Inode) -> Result<Vec<DirEntry>> {
+        self.readdir_of(None, inode)
+    }
+
+    /// [`Self::readdir`] of the directory inode `dir` (named in errors).
+    pub fn readdir_ino(&self, dir: Ino) -> Result<Vec<DirEntry>> {
+        let inode = self.inode(dir)?;
+        self.readdir_of(Some(dir), &inode)
+    }
+
+    fn readdir_of(&self, dir_ino: Option<Ino>, inode: &Inode) -> Result<Vec<DirEntry>> {
         if inode.file_type() != S_IFDIR {
             return Err(Error::errno(Errno::ENOTDIR, "readdir"));
         }
@@ -156,19 +170,40 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         let map = self.block_map(inode)?;
         let nblocks = inode.size.div_ceil(u64::from(bs));
         let mut out = Vec::new();
-        for b in 0..nblocks {
-            // A hole in a directory reads as an empty block to the kernel's
-            // page cache, which then fails nilfs_check_folio; we skip it.
-            let Some(&pbn) = map.get(&b) else { continue };
+        // Only the mapped blocks below i_size: a hole in a directory reads
+        // as an empty block to the kernel's page cache, which then fails
+        // nilfs_check_folio; we skip it. Iterating the map, not 0..nblocks,
+        // keeps a corrupt i_size of 2^63 from looping 2^53 times.
+        for (&b, &pbn) in map.range(..nblocks) {
             let data = self.fs.read_block(pbn)?;
-            for e in dir::parse_block(&data, bs).map_err(|e| e.at_block(pbn.0))? {
-                if e.ino.0 != 0 {
-                    out.push(DirEntry {
-                        name: e.name,
-                        ino: e.ino,
-                        file_type: e.file_type,
+            let mut offs = 0usize;
+            for (k, e) in dir::parse_block(&data, bs)
+                .map_err(|e| e.at_block(pbn.0))?
+                .into_iter()
+                .enumerate()
+            {
+                let here = offs;
+                offs += e.rec_len as usize;
+                if e.ino.0 == 0 {
+                    continue;
+                }
+                let position = if b == 0 { Some(k) } else { None };
+                if let Some(fault) = name_fault(&e.name, position) {
+                    let which = dir_ino.map_or_else(String::new, |i| format!(" {i}"));
+                    return Err(Error::Corrupt {
+                        what: "directory entry",
+                        blocknr: Some(pbn.0),
+                        detail: format!(
+                            "directory{which}, block {b}, offset {here}: name {:?} {fault}",
+                            String::from_utf8_lossy(&e.name)
+                        ),
                     });
                 }
+                out.push(DirEntry {
+                    name: e.name,
+                    ino: e.ino,
+                    file_type: e.file_type,
+                });
             }
         }
         Ok(out)
@@ -264,8 +299,7 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
                 format!("directory {dir_ino} is reachable twice"),
             ));
         }
-        let inode = self.inode(dir_ino)?;
-        for e in self.readdir(&inode)? {
+        for e in self.readdir_ino(dir_ino)? {
             if e.name == b"." || e.name == b".." {
                 continue;
             }
@@ -279,6 +313,34 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
             }
         }
         Ok(())
+    }
+}
+
+/// Why a live directory entry's name cannot be a path component, if it
+/// cannot. `position` is the record's index in the directory's first block
+/// (`None` in later blocks).
+///
+/// `nilfs_check_folio` checks no names, but the VFS does before any name
+/// reaches user space: `verify_dirent_name` (fs/readdir.c, Linux 5.5 on)
+/// fails getdents with EIO on an empty name or one containing `/`. We refuse
+/// those, and two more the kernel lets through to user space where they do
+/// harm: a NUL byte (no system call can name such an entry; user space sees
+/// the name cut short, another name), and `.`/`..` anywhere but the first
+/// two records of the first block, where `nilfs_make_empty` puts them (a
+/// second `..` would make a tree walker leave the tree).
+pub fn name_fault(name: &[u8], position: Option<usize>) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("is empty")
+    } else if name.contains(&b'/') {
+        Some("contains '/'")
+    } else if name.contains(&0) {
+        Some("contains a NUL byte")
+    } else if name == b"." && position != Some(0) {
+        Some("is \".\" outside the first record")
+    } else if name == b".." && position != Some(1) {
+        Some("is \"..\" outside the second record")
+    } else {
+        None
     }
 }
 

@@ -1,0 +1,216 @@
+//! Hostile images through the command line (issue 13): damage made by the
+//! project's corruption generator (`nilfs_conformance::corrupt`) on images
+//! our write path builds, then the read commands run on them as a user
+//! would. Each test says what it caught in its `// postmortem:` comment.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nilfs::device::{export_image, MemDevice};
+use nilfs::format::ino::ROOT;
+use nilfs::fs::Fs;
+use nilfs::mkfs::{mkfs, MkfsOptions};
+use nilfs::the_nilfs::Nilfs;
+use nilfs_conformance::corrupt;
+
+fn nilref(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nilref"))
+        .args(args)
+        .output()
+        .expect("run nilref");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("hostile-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A fresh 8 MiB image (1 KiB blocks) with what `build` makes in it,
+/// unmounted.
+fn image(build: impl FnOnce(&mut Fs<'_>)) -> MemDevice {
+    let dev = MemDevice::new(8 << 20);
+    mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 128,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        build(&mut fs);
+        fs.unmount().unwrap();
+    }
+    dev
+}
+
+fn save(dev: &MemDevice, d: &Path) -> String {
+    let img = d.join("img");
+    export_image(dev, &img).unwrap();
+    img.to_str().unwrap().to_string()
+}
+
+/// Every path below `d`, sorted (symlinks not followed).
+fn tree(d: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![d.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        for e in std::fs::read_dir(&p).unwrap() {
+            let e = e.unwrap();
+            out.push(e.path().strip_prefix(d).unwrap().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                todo.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A root entry renamed in place to `bad` (same length), then export and
+/// manifest: both must refuse with a corruption naming directory 2 and a
+/// block, and nothing may appear outside the destination.
+fn refused_everywhere(case: &str, made: &str, bad: &[u8]) {
+    let d = scratch(case);
+    let outside = d.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let target = outside.to_str().unwrap().as_bytes().to_vec();
+    let dev = image(|fs| {
+        fs.symlink(ROOT, b"lnk", &target).unwrap();
+        let f = fs.create(ROOT, made.as_bytes(), 0o644).unwrap();
+        fs.write(f, 0, b"payload\n").unwrap();
+    });
+    corrupt::rename_entry(&dev, &format!("/{made}"), bad).unwrap();
+    let img = save(&dev, &d);
+    let dest = d.join("a").join("b").join("dest");
+    let (ok, out, err) = nilref(&["export", &img, dest.to_str().unwrap()]);
+    assert!(!ok, "{case}: export accepted the name: {out}");
+    assert!(
+        err.contains("corrupt directory entry at block") && err.contains("directory 2"),
+        "{case}: {err}"
+    );
+    assert_eq!(
+        tree(&d),
+        ["a", "a/b", "a/b/dest", "img", "outside"],
+        "{case}: export wrote outside its destination"
+    );
+    let (ok, out, err) = nilref(&["manifest", &img]);
+    assert!(!ok, "{case}: manifest printed a bogus path: {out}");
+    assert!(err.contains("corrupt directory entry"), "{case}: {err}");
+}
+
+// postmortem: export joined entry names onto the destination unchecked, so
+// an entry named `../../escape` wrote two levels above it (issue 13.1).
+#[test]
+fn export_refuses_a_dotdot_slash_name() {
+    refused_everywhere("dotdot", "AAAAAAescape", b"../../escape");
+}
+
+// postmortem: an entry `lnk/x` after a symlink `lnk` wrote through the
+// symlink to wherever it pointed (issue 13.1).
+#[test]
+fn export_refuses_a_name_through_a_symlink() {
+    refused_everywhere("through", "lnkAx", b"lnk/x");
+}
+
+// postmortem: a NUL in a name reached the host's path calls, and manifest
+// printed it (issue 13.1); no system call can name such an entry.
+#[test]
+fn export_refuses_a_name_with_nul() {
+    refused_everywhere("nul", "qNq", b"q\0q");
+}
+
+// postmortem: a `..` record after the first two was skipped silently by the
+// tree walk (a partial export reported as success), and would make any
+// walker that trusts names leave the tree (issue 13.1).
+#[test]
+fn export_refuses_a_late_dotdot() {
+    refused_everywhere("late-dotdot", "qq", b"..");
+    refused_everywhere("late-dot", "q", b".");
+}
+
+// postmortem: an empty name (name_len 0) printed as its parent directory in
+// the manifest (issue 13.1); the VFS's verify_dirent_name fails it with EIO.
+#[test]
+fn export_refuses_an_empty_name() {
+    let d = scratch("empty");
+    let dev = image(|fs| {
+        let f = fs.create(ROOT, b"e", 0o644).unwrap();
+        fs.write(f, 0, b"x").unwrap();
+    });
+    corrupt::apply(
+        &dev,
+        &corrupt::Recipe::parse("dirent[/e].name_len = 0").unwrap(),
+    )
+    .unwrap();
+    let img = save(&dev, &d);
+    let (ok, out, err) = nilref(&["manifest", &img]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("is empty") && err.contains("directory 2"), "{err}");
+    let dest = d.join("dest");
+    let (ok, _, err) = nilref(&["export", &img, dest.to_str().unwrap()]);
+    assert!(!ok && err.contains("is empty"), "{err}");
+}
+
+// postmortem: two entries with the same name, a symlink `a` to a host
+// directory and then a directory `a`: export's create_dir_all followed the
+// symlink it had just made and wrote `a/x` outside the destination. No name
+// is bad here; only no-follow creation relative to the parent's handle
+// stops it (issue 13.1).
+#[test]
+fn export_never_follows_a_symlink_it_made() {
+    let d = scratch("dup");
+    let outside = d.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let target = outside.to_str().unwrap().as_bytes().to_vec();
+    let dev = image(|fs| {
+        fs.symlink(ROOT, b"a", &target).unwrap();
+        let b = fs.mkdir(ROOT, b"b", 0o755).unwrap();
+        let x = fs.create(b, b"x", 0o644).unwrap();
+        fs.write(x, 0, b"escaped\n").unwrap();
+    });
+    corrupt::rename_entry(&dev, "/b", b"a").unwrap();
+    let img = save(&dev, &d);
+    let dest = d.join("dest");
+    let (ok, out, err) = nilref(&["export", &img, dest.to_str().unwrap()]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("dest/a"), "{err}");
+    assert!(
+        std::fs::read_dir(&outside).unwrap().next().is_none(),
+        "export wrote through the symlink"
+    );
+}
+
+// The good case still works: a valid tree exports in full, symlinks as
+// symlinks, and again into the same destination.
+#[test]
+fn export_of_a_valid_tree_twice() {
+    let d = scratch("valid");
+    let dev = image(|fs| {
+        let sub = fs.mkdir(ROOT, b"sub", 0o755).unwrap();
+        let f = fs.create(sub, b"f", 0o640).unwrap();
+        fs.write(f, 0, b"hello\n").unwrap();
+        fs.symlink(ROOT, b"l", b"sub/f").unwrap();
+    });
+    let img = save(&dev, &d);
+    let dest = d.join("dest");
+    let (ok, out, err) = nilref(&["export", &img, dest.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains(" entries exported"), "{out}");
+    assert_eq!(std::fs::read(dest.join("l")).unwrap(), b"hello\n");
+    assert!(dest.join("l").is_symlink());
+    std::fs::remove_file(dest.join("l")).unwrap();
+    let (ok, _, err) = nilref(&["export", &img, dest.to_str().unwrap()]);
+    assert!(ok, "{err}");
+}
