@@ -214,3 +214,45 @@ fn export_of_a_valid_tree_twice() {
     let (ok, _, err) = nilref(&["export", &img, dest.to_str().unwrap()]);
     assert!(ok, "{err}");
 }
+
+// postmortem: with s_first_data_block >= s_blocks_per_segment in both super
+// block copies (accepted by every reader, as by the kernel), `nilref clean`
+// panicked slicing segment 0's summary past the segment's end in
+// cleaner::read_segment (issue 13.5). Now a typed corruption, exit 1, and
+// the image still reads.
+#[test]
+fn clean_refuses_a_first_data_block_past_segment_zero() {
+    let d = scratch("fdb");
+    let dev = image(|fs| {
+        let f = fs.create(ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, &vec![0x5A; 300 << 10]).unwrap();
+        fs.sync().unwrap();
+        fs.unlink(ROOT, b"f").unwrap();
+    });
+    {
+        // A later log, so the first segments are older than nongc_ctime
+        // and the timestamp policy selects them.
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_050).unwrap();
+        let g = fs.create(ROOT, b"g", 0o644).unwrap();
+        fs.write(g, 0, b"later\n").unwrap();
+        fs.unmount().unwrap();
+    }
+    for copy in ["sb0", "sb1"] {
+        let r = format!("{copy}.s_first_data_block = 200");
+        corrupt::apply(&dev, &corrupt::Recipe::parse(&r).unwrap()).unwrap();
+    }
+    let img = save(&dev, &d);
+    let (ok, _, err) = nilref(&["ls", &img, "/"]);
+    assert!(ok, "readers accept this super block: {err}");
+    let (ok, out, err) = nilref(&["clean", &img, "--time", "1800000100"]);
+    assert!(!ok, "{out}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("corrupt super block") && err.contains("s_first_data_block 200"),
+        "{err}"
+    );
+    // The mount's own super block update is all that was written.
+    let (ok, out, err) = nilref(&["cat", &img, "/g"]);
+    assert!(ok && out == "later\n", "{err}");
+}
