@@ -597,9 +597,8 @@ fn run(cli: Cli) -> Result<String, String> {
             tree::ls(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e)
         }
         Cmd::Cat { image, path, cp } => {
-            let data = tree::cat(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e)?;
-            std::io::Write::write_all(&mut std::io::stdout(), &data)
-                .map_err(|err| err.to_string())?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            tree::cat(open_image(&image).map_err(e)?.as_ref(), &path, cp, &mut out).map_err(e)?;
             Ok(String::new())
         }
         Cmd::Manifest { image, cp } => {

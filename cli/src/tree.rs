@@ -6,7 +6,7 @@ use std::path::Path;
 use nilfs::device::BlockDevice;
 use nilfs::format::inode::{S_IFDIR, S_IFLNK};
 use nilfs::format::Cno;
-use nilfs::posix::CheckpointView;
+use nilfs::posix::{CheckpointView, Piece};
 use nilfs::the_nilfs::Nilfs;
 use nilfs::{Error, Result};
 
@@ -46,14 +46,38 @@ pub fn ls(dev: &dyn BlockDevice, path: &str, cp: Option<u64>) -> Result<String> 
     })
 }
 
-/// The bytes of a file (symlinks followed).
-pub fn cat(dev: &dyn BlockDevice, path: &str, cp: Option<u64>) -> Result<Vec<u8>> {
+/// Write the bytes of a file (symlinks followed) to `out`, streamed in
+/// bounded pieces (holes as zeros), whatever the file's size.
+pub fn cat(
+    dev: &dyn BlockDevice,
+    path: &str,
+    cp: Option<u64>,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    let host = |e: std::io::Error| Error::Host {
+        path: "stdout".into(),
+        detail: e.to_string(),
+    };
     with_view(dev, cp, |v| {
         let (_, inode) = v.resolve(path.as_bytes(), true)?;
         if inode.file_type() == S_IFDIR {
             return Err(Error::errno(nilfs::Errno::EISDIR, path));
         }
-        v.read_all(&inode)
+        let zeros = [0u8; 1 << 16];
+        v.read_pieces(&inode, &mut |p| {
+            match p {
+                Piece::Data(d) => out.write_all(d).map_err(host)?,
+                Piece::Hole(mut n) => {
+                    while n > 0 {
+                        let k = n.min(zeros.len() as u64) as usize;
+                        out.write_all(&zeros[..k]).map_err(host)?;
+                        n -= k as u64;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        out.flush().map_err(host)
     })
 }
 
@@ -144,9 +168,25 @@ pub fn export(dev: &dyn BlockDevice, dir: &Path, cp: Option<u64>) -> Result<Stri
                         Mode::from_raw_mode(0o600),
                     )
                     .map_err(|e| host(rel, e.into()))?;
+                    // Streamed, and sparse: holes are skipped, not written.
                     let mut file = std::fs::File::from(fd);
-                    std::io::Write::write_all(&mut file, &v.read_all(inode)?)
-                        .map_err(|e| host(rel, e))?;
+                    let mut at_end = 0u64;
+                    v.read_pieces(inode, &mut |p| {
+                        match p {
+                            Piece::Data(d) => {
+                                std::io::Write::write_all(&mut file, d)
+                                    .map_err(|e| host(rel, e))?;
+                                at_end += d.len() as u64;
+                            }
+                            Piece::Hole(n) => {
+                                at_end += n;
+                                std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(at_end))
+                                    .map_err(|e| host(rel, e))?;
+                            }
+                        }
+                        Ok(())
+                    })?;
+                    file.set_len(inode.size).map_err(|e| host(rel, e))?;
                     use std::os::unix::fs::PermissionsExt;
                     let perm = std::fs::Permissions::from_mode(u32::from(inode.mode & 0o7777));
                     file.set_permissions(perm).map_err(|e| host(rel, e))?;

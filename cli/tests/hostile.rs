@@ -256,3 +256,128 @@ fn clean_refuses_a_first_data_block_past_segment_zero() {
     let (ok, out, err) = nilref(&["cat", &img, "/g"]);
     assert!(ok && out == "later\n", "{err}");
 }
+
+/// Run `sh -c script` (the image path is `$1`) under a 2 GiB address-space
+/// limit, with a 60 s timeout.
+fn bounded(script: &str, img: &str) -> (i32, String, String) {
+    let out = Command::new("timeout")
+        .args(["60", "sh", "-c"])
+        .arg(format!("ulimit -v 2097152; {script}"))
+        .args(["sh", img])
+        .env("NILREF", env!("CARGO_BIN_EXE_nilref"))
+        .output()
+        .expect("run sh");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// postmortem: read_pieces is what keeps cat/export/manifest bounded; a
+// valid sparse file of 2^44 + 1 bytes is one hole and one byte, not a
+// buffer of 16 TiB (issue 13.4).
+#[test]
+fn read_pieces_of_a_huge_sparse_file_is_two_pieces() {
+    let dev = image(|fs| {
+        let f = fs.create(ROOT, b"sparse", 0o644).unwrap();
+        fs.write(f, 1 << 44, b"Z").unwrap();
+    });
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let view = nilfs::posix::CheckpointView::open(&nilfs, None).unwrap();
+    let (_, inode) = view.resolve(b"/sparse", true).unwrap();
+    let mut pieces = Vec::new();
+    view.read_pieces(&inode, &mut |p| {
+        pieces.push(match p {
+            nilfs::posix::Piece::Data(d) => format!("data {:?}", d),
+            nilfs::posix::Piece::Hole(n) => format!("hole {n}"),
+        });
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(pieces, [format!("hole {}", 1u64 << 44), "data [90]".into()]);
+}
+
+// postmortem: cat read the whole file into memory, so a valid sparse file
+// of 2^33 bytes aborted the process on a failed 8 GiB allocation (issue
+// 13.4). Under a 2 GiB limit it now streams; `head` takes the first MiB.
+#[test]
+fn cat_of_a_big_sparse_file_streams() {
+    let d = scratch("cat-big");
+    let dev = image(|fs| {
+        let f = fs.create(ROOT, b"big", 0o644).unwrap();
+        fs.write(f, 1 << 33, b"Z").unwrap();
+    });
+    let img = save(&dev, &d);
+    let (_, out, err) = bounded("\"$NILREF\" cat \"$1\" /big | head -c 1048576 | wc -c", &img);
+    assert_eq!(out.trim(), "1048576", "{err}");
+    assert!(!err.contains("memory allocation"), "{err}");
+}
+
+// postmortem: export wrote each file from one buffer of i_size bytes (an
+// abort for 2^40 + 1); it now streams and leaves holes as holes (issue
+// 13.4).
+#[test]
+fn export_of_a_big_sparse_file_is_sparse() {
+    let d = scratch("export-big");
+    let dev = image(|fs| {
+        let f = fs.create(ROOT, b"big", 0o644).unwrap();
+        fs.write(f, 1 << 40, b"Z").unwrap();
+    });
+    let img = save(&dev, &d);
+    let dest = d.join("dest");
+    let (code, _, err) = bounded(
+        &format!("\"$NILREF\" export \"$1\" {}", dest.display()),
+        &img,
+    );
+    assert_eq!(code, 0, "{err}");
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(dest.join("big")).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), (1 << 40) + 1);
+    f.seek(SeekFrom::Start(1 << 40)).unwrap();
+    let mut last = Vec::new();
+    f.read_to_end(&mut last).unwrap();
+    assert_eq!(last, b"Z");
+}
+
+// postmortem: a symlink whose i_size says 2^40 made manifest allocate it
+// all; the kernel reads one page of a link (page_get_link), so do we
+// (issue 13.4).
+#[test]
+fn manifest_reads_one_page_of_a_huge_symlink() {
+    let d = scratch("link-big");
+    let dev = image(|fs| {
+        fs.symlink(ROOT, b"l", b"target").unwrap();
+    });
+    corrupt::apply(
+        &dev,
+        &corrupt::Recipe::parse("inode[/l].i_size = 0x10000000000").unwrap(),
+    )
+    .unwrap();
+    let img = save(&dev, &d);
+    let (code, out, err) = bounded("\"$NILREF\" manifest \"$1\"", &img);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("LNK  -  /l -> target"), "{out}");
+}
+
+// postmortem: readdir looped over 0..i_size/block_size, so a root with
+// i_size 2^63 made manifest spin 2^53 times (issue 13.4); it now visits the
+// directory's mapped blocks only.
+#[test]
+fn manifest_of_a_root_with_a_huge_size_ends() {
+    let d = scratch("dir-big");
+    let dev = image(|fs| {
+        let f = fs.create(ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, b"f\n").unwrap();
+    });
+    corrupt::apply(
+        &dev,
+        &corrupt::Recipe::parse("inode[/].i_size = 0x8000000000000000").unwrap(),
+    )
+    .unwrap();
+    let img = save(&dev, &d);
+    let (code, out, err) = bounded("\"$NILREF\" manifest \"$1\"", &img);
+    assert_ne!(code, 124, "manifest did not end within 60 s");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  /f\n"), "{out}");
+}

@@ -23,6 +23,25 @@ use crate::{Errno, Error, Result};
 /// `MAXSYMLINKS` in Linux: nested symlinks followed during one lookup.
 const MAX_SYMLINKS: usize = 40;
 
+/// `PAGE_SIZE` of the kernel we follow (x86-64): a symlink is read as one
+/// page.
+const LINK_PAGE_SIZE: u64 = 4096;
+
+/// The largest data piece [`CheckpointView::read_pieces`] hands over.
+pub const STREAM_CHUNK: u64 = 1 << 20;
+
+/// A piece of a file's content, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Piece<'b> {
+    /// Bytes read from mapped blocks.
+    Data(&'b [u8]),
+    /// This many bytes of unmapped blocks: zeros.
+    Hole(u64),
+}
+
+/// The callback of [`CheckpointView::read_pieces`].
+pub type PieceSink<'f> = dyn FnMut(Piece<'_>) -> Result<()> + 'f;
+
 /// One directory entry as readdir returns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
@@ -141,9 +160,50 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         Ok(out)
     }
 
-    /// The whole content of a regular file or symlink.
+    /// The whole content of a regular file or symlink, in one buffer of
+    /// `i_size` bytes: for files known to be small. Anything that reads a
+    /// file of any size uses [`Self::read_pieces`].
     pub fn read_all(&self, inode: &Inode) -> Result<Vec<u8>> {
         self.read(inode, 0, inode.size)
+    }
+
+    /// The file's content `[0, i_size)` handed to `sink` in order, as data
+    /// pieces of at most [`STREAM_CHUNK`] bytes and holes (unmapped
+    /// blocks, reading as zeros) by their length alone. Memory: the file's
+    /// block map (one entry per mapped block, bounded by the device) and
+    /// one chunk, whatever `i_size` says; a sparse file of 2^44 bytes is a
+    /// few pieces.
+    pub fn read_pieces(&self, inode: &Inode, sink: &mut PieceSink<'_>) -> Result<()> {
+        let size = inode.size;
+        let bs = u64::from(self.fs.block_size());
+        let map = self.block_map(inode)?;
+        let mut buf: Vec<u8> = Vec::new();
+        // The end of what was handed over or buffered.
+        let mut pos = 0u64;
+        for (&k, &pbn) in map.range(..size.div_ceil(bs)) {
+            let start = k * bs;
+            if start > pos {
+                if !buf.is_empty() {
+                    sink(Piece::Data(&buf))?;
+                    buf.clear();
+                }
+                sink(Piece::Hole(start - pos))?;
+            }
+            let n = bs.min(size - start) as usize;
+            buf.extend_from_slice(&self.fs.read_block(pbn)?[..n]);
+            pos = start + n as u64;
+            if buf.len() as u64 >= STREAM_CHUNK {
+                sink(Piece::Data(&buf))?;
+                buf.clear();
+            }
+        }
+        if !buf.is_empty() {
+            sink(Piece::Data(&buf))?;
+        }
+        if pos < size {
+            sink(Piece::Hole(size - pos))?;
+        }
+        Ok(())
     }
 
     /// The entries of directory `inode`, in on-disk order, "." and ".."
@@ -261,7 +321,7 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
                     return Err(Error::errno(Errno::ELOOP, shown()));
                 }
                 *budget -= 1;
-                let target = self.read_all(&next_inode)?;
+                let target = self.readlink(&next_inode)?;
                 (cur, cur_inode) = self.walk(parent, &target, true, budget)?;
             } else {
                 (cur, cur_inode) = (next, next_inode);
@@ -270,12 +330,22 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         Ok((cur, cur_inode))
     }
 
-    /// A symlink's target.
+    /// A symlink's target as the kernel reads it: `page_get_link` reads the
+    /// link's first page and ends the string at `min(i_size, PAGE_SIZE - 1)`
+    /// (`nd_terminate_link`), and `readlink` returns it up to its first NUL
+    /// (`readlink_copy`'s strlen). So a hostile `i_size` of 2^40 reads one
+    /// page, not 2^40 bytes. (`nilfs_symlink` never writes a longer target:
+    /// it refuses one longer than the block, and `symlink(2)` one longer than
+    /// `PATH_MAX`.)
     pub fn readlink(&self, inode: &Inode) -> Result<Vec<u8>> {
         if inode.file_type() != S_IFLNK {
             return Err(Error::errno(Errno::EINVAL, "readlink of a non-symlink"));
         }
-        self.read_all(inode)
+        let mut target = self.read(inode, 0, inode.size.min(LINK_PAGE_SIZE - 1))?;
+        if let Some(nul) = target.iter().position(|&c| c == 0) {
+            target.truncate(nul);
+        }
+        Ok(target)
     }
 
     /// Visit every entry below `dir` (depth first, on-disk order), with its
