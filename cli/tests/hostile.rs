@@ -381,3 +381,24 @@ fn manifest_of_a_root_with_a_huge_size_ends() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("  /f\n"), "{out}");
 }
+
+// postmortem: lscp visited every checkpoint number below ns_cno, holes
+// included, so an s_last_cno of 2^40 in both copies ran for a time linear
+// in it (issue 13.4); holes are now skipped to the next mapped cpfile
+// block, as nilfs_cpfile_find_checkpoint_block does.
+#[test]
+fn lscp_with_a_huge_last_cno_ends() {
+    let d = scratch("lscp");
+    let dev = image(|fs| {
+        fs.mkcp(true).unwrap();
+    });
+    for copy in ["sb0", "sb1"] {
+        let r = format!("{copy}.s_last_cno = 0x10000000000");
+        corrupt::apply(&dev, &corrupt::Recipe::parse(&r).unwrap()).unwrap();
+    }
+    let img = save(&dev, &d);
+    let (code, out, err) = bounded("\"$NILREF\" lscp \"$1\"", &img);
+    assert_ne!(code, 124, "lscp did not end within 60 s");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().count() >= 2, "{out}");
+}
