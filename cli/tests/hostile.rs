@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nilfs::device::{export_image, MemDevice};
+use nilfs::device::{export_image, BlockDevice, MemDevice};
 use nilfs::format::ino::ROOT;
 use nilfs::fs::Fs;
 use nilfs::mkfs::{mkfs, MkfsOptions};
@@ -401,4 +401,49 @@ fn lscp_with_a_huge_last_cno_ends() {
     assert_ne!(code, 124, "lscp did not end within 60 s");
     assert_eq!(code, 0, "{err}");
     assert!(out.lines().count() >= 2, "{out}");
+}
+
+fn xz(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    lzma_rs::xz_compress(&mut std::io::Cursor::new(raw), &mut out).unwrap();
+    out
+}
+
+// postmortem: an .xz image was inflated whole into memory, so a small xz
+// of gigabytes aborted `inspect` (issue 13.4). It now streams into a sparse
+// device and stops, with a typed error, past the size the image declares
+// (the primary super block's s_dev_size); without a super block there is
+// no declared size and the image is refused at the first 4 KiB.
+#[test]
+fn xz_import_stops_at_the_declared_size() {
+    let d = scratch("xz");
+    let dev = MemDevice::new(1 << 20);
+    mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 16,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut raw = vec![0u8; 1 << 20];
+    dev.read_at(0, &mut raw).unwrap();
+    let fits = d.join("fits.img.xz");
+    std::fs::write(&fits, xz(&raw)).unwrap();
+    let (ok, _, err) = nilref(&["inspect", fits.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    raw.resize(2 << 20, 0);
+    let padded = d.join("padded.img.xz");
+    std::fs::write(&padded, xz(&raw)).unwrap();
+    let (ok, out, err) = nilref(&["inspect", padded.to_str().unwrap()]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("inflates beyond its declared size of 1048576 bytes"),
+        "{err}"
+    );
+    let zeros = d.join("zeros.img.xz");
+    std::fs::write(&zeros, xz(&vec![0u8; 1 << 20])).unwrap();
+    let (ok, _, err) = nilref(&["inspect", zeros.to_str().unwrap()]);
+    assert!(!ok && err.contains("no NILFS2 super block magic"), "{err}");
 }
