@@ -447,3 +447,112 @@ fn xz_import_stops_at_the_declared_size() {
     let (ok, _, err) = nilref(&["inspect", zeros.to_str().unwrap()]);
     assert!(!ok && err.contains("no NILFS2 super block magic"), "{err}");
 }
+
+fn apply_trace(d: &Path, img: &str, trace: &str) -> (bool, String, String) {
+    let t = d.join("trace.jsonl");
+    std::fs::write(&t, trace).unwrap();
+    let o = d.join("observed.jsonl");
+    nilref(&["apply", img, t.to_str().unwrap(), "-o", o.to_str().unwrap()])
+}
+
+// postmortem: apply wrote an image whose super block has an unknown
+// feature_compat_ro bit, which mkcp/chcp/rmcp/clean refuse with EROFS
+// (issue 13.6).
+#[test]
+fn apply_refuses_an_unknown_compat_ro_feature() {
+    let d = scratch("apply-ro");
+    let dev = image(|_| {});
+    for copy in ["sb0", "sb1"] {
+        let r = format!("{copy}.s_feature_compat_ro |= 0x100");
+        corrupt::apply(&dev, &corrupt::Recipe::parse(&r).unwrap()).unwrap();
+    }
+    let img = save(&dev, &d);
+    let before = std::fs::read(&img).unwrap();
+    let (ok, out, err) = apply_trace(
+        &d,
+        &img,
+        "{\"op\":\"mount\"}\n{\"op\":\"create\",\"path\":\"/a\"}\n{\"op\":\"umount\"}\n",
+    );
+    assert!(!ok, "{out}");
+    assert!(err.contains("EROFS") && err.contains("nothing was written"), "{err}");
+    assert!(std::fs::read(&img).unwrap() == before, "apply wrote the image");
+}
+
+// postmortem: apply created a name containing a NUL byte, which no system
+// call can pass (issue 13.6).
+#[test]
+fn apply_refuses_a_path_with_nul() {
+    let d = scratch("apply-nul");
+    let img = save(&image(|_| {}), &d);
+    let before = std::fs::read(&img).unwrap();
+    let (ok, out, err) = apply_trace(
+        &d,
+        &img,
+        "{\"op\":\"mount\"}\n{\"op\":\"create\",\"path\":\"/a\\u0000b\"}\n{\"op\":\"umount\"}\n",
+    );
+    assert!(!ok, "{out}");
+    assert!(err.contains("line 2: a path contains a NUL byte"), "{err}");
+    assert!(std::fs::read(&img).unwrap() == before);
+}
+
+// postmortem: apply reported success for a write at offset 2^63 - 1 (the
+// VFS's generic_write_check_limits gives EFBIG there) and at 2^63 (a
+// negative loff_t: EINVAL in ksys_pwrite64); the oracle accepts both now
+// (issue 13.6).
+#[test]
+fn apply_gives_the_kernels_errors_for_huge_offsets() {
+    let d = scratch("apply-big");
+    let img = save(&image(|_| {}), &d);
+    let trace = format!(
+        "{{\"op\":\"mount\"}}\n{{\"op\":\"create\",\"path\":\"/a\"}}\n\
+         {{\"op\":\"write\",\"path\":\"/a\",\"offset\":{},\"data\":{{\"text\":\"x\"}}}}\n\
+         {{\"op\":\"write\",\"path\":\"/a\",\"offset\":{},\"data\":{{\"text\":\"x\"}}}}\n\
+         {{\"op\":\"truncate\",\"path\":\"/a\",\"size\":{}}}\n{{\"op\":\"umount\"}}\n",
+        i64::MAX,
+        1u64 << 63,
+        1u64 << 63
+    );
+    let (ok, _, err) = apply_trace(&d, &img, &trace);
+    assert!(ok, "{err}");
+    let observed = std::fs::read_to_string(d.join("observed.jsonl")).unwrap();
+    let outs: Vec<&str> = observed
+        .lines()
+        .filter(|l| l.contains("\"write\"") || l.contains("\"truncate\""))
+        .collect();
+    assert!(outs[0].contains("EFBIG"), "{observed}");
+    assert!(outs[1].contains("EINVAL") && outs[2].contains("EINVAL"), "{observed}");
+    let (ok, out, err) = nilref(&["oracle", "check", d.join("observed.jsonl").to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+}
+
+// postmortem: apply exited 0 and wrote the image back after a sync that
+// failed (issue 13.6); now the observed trace is kept for the oracle and
+// the image is left as it was.
+#[test]
+fn apply_does_not_write_back_after_a_failed_sync() {
+    let d = scratch("apply-enospc");
+    let dev = MemDevice::new(1 << 20);
+    mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 16,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let img = save(&dev, &d);
+    let before = std::fs::read(&img).unwrap();
+    let (ok, out, err) = apply_trace(
+        &d,
+        &img,
+        "{\"op\":\"mount\"}\n{\"op\":\"create\",\"path\":\"/a\"}\n\
+         {\"op\":\"write\",\"path\":\"/a\",\"offset\":0,\"data\":{\"seeded\":{\"seed\":1,\"len\":2000000}}}\n\
+         {\"op\":\"sync\"}\n",
+    );
+    let observed = std::fs::read_to_string(d.join("observed.jsonl")).unwrap_or_default();
+    assert!(observed.contains("ENOSPC"), "the workload did not fill the image: {observed}");
+    assert!(!ok, "{out}");
+    assert!(err.contains("the image was not written"), "{err}");
+    assert!(std::fs::read(&img).unwrap() == before, "apply wrote the image");
+}
