@@ -115,7 +115,10 @@ pub fn run(
                 Outcome::Err(e) => format!("{e:?}"),
                 other => format!("{other:?}"),
             },
-            out.map_or(String::new(), |o| format!("; observed trace in {}", o.display()))
+            out.map_or(String::new(), |o| format!(
+                "; observed trace in {}",
+                o.display()
+            ))
         ));
     }
     if !dry_run {

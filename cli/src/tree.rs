@@ -111,8 +111,8 @@ pub fn export(dev: &dyn BlockDevice, dir: &Path, cp: Option<u64>) -> Result<Stri
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     // The destination itself may be a symlink the user chose; nothing below it.
     let root_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let root = openat(rustix::fs::CWD, dir, root_flags, Mode::empty())
-        .map_err(|e| host(b"", e.into()))?;
+    let root =
+        openat(rustix::fs::CWD, dir, root_flags, Mode::empty()).map_err(|e| host(b"", e.into()))?;
     // The open directories from the root down to the last one visited.
     let mut stack: Vec<(Vec<u8>, OwnedFd)> = vec![(Vec::new(), root)];
     let mut count = 0u64;
@@ -123,8 +123,7 @@ pub fn export(dev: &dyn BlockDevice, dir: &Path, cp: Option<u64>) -> Result<Stri
                 Some(i) => (&rel[..i], &rel[i + 1..]),
                 None => (&rel[..0], rel),
             };
-            if nilfs::posix::name_fault(name, None).is_some() || name == b"." || name == b".."
-            {
+            if nilfs::posix::name_fault(name, None).is_some() || name == b"." || name == b".." {
                 // The view refuses these; never let one become a component.
                 return Err(Error::corrupt(
                     "directory entry",

@@ -157,7 +157,10 @@ fn export_refuses_an_empty_name() {
     let img = save(&dev, &d);
     let (ok, out, err) = nilref(&["manifest", &img]);
     assert!(!ok, "{out}");
-    assert!(err.contains("is empty") && err.contains("directory 2"), "{err}");
+    assert!(
+        err.contains("is empty") && err.contains("directory 2"),
+        "{err}"
+    );
     let dest = d.join("dest");
     let (ok, _, err) = nilref(&["export", &img, dest.to_str().unwrap()]);
     assert!(!ok && err.contains("is empty"), "{err}");
@@ -309,7 +312,10 @@ fn cat_of_a_big_sparse_file_streams() {
         fs.write(f, 1 << 33, b"Z").unwrap();
     });
     let img = save(&dev, &d);
-    let (_, out, err) = bounded("\"$NILREF\" cat \"$1\" /big | head -c 1048576 | wc -c", &img);
+    let (_, out, err) = bounded(
+        "\"$NILREF\" cat \"$1\" /big | head -c 1048576 | wc -c",
+        &img,
+    );
     assert_eq!(out.trim(), "1048576", "{err}");
     assert!(!err.contains("memory allocation"), "{err}");
 }
@@ -474,8 +480,14 @@ fn apply_refuses_an_unknown_compat_ro_feature() {
         "{\"op\":\"mount\"}\n{\"op\":\"create\",\"path\":\"/a\"}\n{\"op\":\"umount\"}\n",
     );
     assert!(!ok, "{out}");
-    assert!(err.contains("EROFS") && err.contains("nothing was written"), "{err}");
-    assert!(std::fs::read(&img).unwrap() == before, "apply wrote the image");
+    assert!(
+        err.contains("EROFS") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read(&img).unwrap() == before,
+        "apply wrote the image"
+    );
 }
 
 // postmortem: apply created a name containing a NUL byte, which no system
@@ -520,8 +532,15 @@ fn apply_gives_the_kernels_errors_for_huge_offsets() {
         .filter(|l| l.contains("\"write\"") || l.contains("\"truncate\""))
         .collect();
     assert!(outs[0].contains("EFBIG"), "{observed}");
-    assert!(outs[1].contains("EINVAL") && outs[2].contains("EINVAL"), "{observed}");
-    let (ok, out, err) = nilref(&["oracle", "check", d.join("observed.jsonl").to_str().unwrap()]);
+    assert!(
+        outs[1].contains("EINVAL") && outs[2].contains("EINVAL"),
+        "{observed}"
+    );
+    let (ok, out, err) = nilref(&[
+        "oracle",
+        "check",
+        d.join("observed.jsonl").to_str().unwrap(),
+    ]);
     assert!(ok, "{out}{err}");
 }
 
@@ -551,8 +570,14 @@ fn apply_does_not_write_back_after_a_failed_sync() {
          {\"op\":\"sync\"}\n",
     );
     let observed = std::fs::read_to_string(d.join("observed.jsonl")).unwrap_or_default();
-    assert!(observed.contains("ENOSPC"), "the workload did not fill the image: {observed}");
+    assert!(
+        observed.contains("ENOSPC"),
+        "the workload did not fill the image: {observed}"
+    );
     assert!(!ok, "{out}");
     assert!(err.contains("the image was not written"), "{err}");
-    assert!(std::fs::read(&img).unwrap() == before, "apply wrote the image");
+    assert!(
+        std::fs::read(&img).unwrap() == before,
+        "apply wrote the image"
+    );
 }

@@ -183,10 +183,7 @@ fn limits() {
         f.truncate("/f", nilfs_model::MAX_FILE_SIZE + 1, 0).err(),
         Some(Errno::EINVAL)
     );
-    assert_eq!(
-        f.write("/f", 1 << 63, &one, 0).err(),
-        Some(Errno::EINVAL)
-    );
+    assert_eq!(f.write("/f", 1 << 63, &one, 0).err(), Some(Errno::EINVAL));
     let mut many = f.clone();
     for i in 1..nilfs_model::LINK_MAX {
         many = many.link("/f", &format!("/l{i}"), 0).unwrap();

@@ -231,7 +231,9 @@ pub fn apply(dev: &dyn BlockDevice, recipe: &Recipe) -> R<Applied> {
 pub fn rename_entry(dev: &dyn BlockDevice, path: &str, new: &[u8]) -> R<()> {
     let old = path.rsplit('/').next().unwrap_or_default();
     if old.len() != new.len() {
-        return Err(format!("rename_entry: {old:?} and {new:?} differ in length"));
+        return Err(format!(
+            "rename_entry: {old:?} and {new:?} differ in length"
+        ));
     }
     let site = locate(dev, &format!("dirent[{path}].name[0]"))?;
     let logs = log_ranges(dev)?;

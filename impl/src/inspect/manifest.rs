@@ -54,11 +54,7 @@ pub fn manifest(view: &CheckpointView<'_, '_>) -> Result<String> {
                     }
                     Ok(())
                 })?;
-                let hex: String = h
-                    .finalize()
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect();
+                let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
                 let mut line = format!("{hex}  {}  ", inode.size).into_bytes();
                 line.extend_from_slice(path);
                 (path.to_vec(), line)
