@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use nilfs::device::{import_image, BlockDevice, FileDevice};
+use nilfs::device::{BlockDevice, FileDevice};
 use nilfs::mkfs::{self, MkfsOptions};
 
 #[derive(Parser)]
@@ -501,7 +501,11 @@ pub(crate) fn open_image(path: &Path) -> Result<Box<dyn BlockDevice>, nilfs::Err
         .is_ok()
         && magic == [0xFD, b'7', b'z', b'X', b'Z', 0];
     if is_xz {
-        Ok(Box::new(import_image(path)?))
+        // Bounded by the image's own declared size (s_dev_size).
+        Ok(Box::new(nilfs::device::import_image_limited(
+            path,
+            &nilfs::format::superblock::declared_dev_size,
+        )?))
     } else {
         Ok(Box::new(FileDevice::open_read_only(path)?))
     }
@@ -597,9 +601,8 @@ fn run(cli: Cli) -> Result<String, String> {
             tree::ls(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e)
         }
         Cmd::Cat { image, path, cp } => {
-            let data = tree::cat(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e)?;
-            std::io::Write::write_all(&mut std::io::stdout(), &data)
-                .map_err(|err| err.to_string())?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            tree::cat(open_image(&image).map_err(e)?.as_ref(), &path, cp, &mut out).map_err(e)?;
             Ok(String::new())
         }
         Cmd::Manifest { image, cp } => {

@@ -598,7 +598,22 @@ impl<'d> ImplUnderTest<'d> {
                     let dir = self.stat(i)?.mode & S_IFMT == S_IFDIR;
                     return Err(if dir { Errno::EISDIR } else { Errno::EROFS }.into());
                 }
-                let bytes = data.to_bytes();
+                // pwrite64: a loff_t below 0 is EINVAL (ksys_pwrite64);
+                // then generic_write_check_limits: EFBIG at or past
+                // s_maxbytes (MAX_LFS_FILESIZE for NILFS2, nilfs_max_size),
+                // and a write crossing it shortened.
+                if *offset > i64::MAX as u64 {
+                    return Err(Errno::EINVAL.into());
+                }
+                let mut bytes = data.to_bytes();
+                if bytes.is_empty() {
+                    return Ok(Outcome::Written(0));
+                }
+                if *offset >= nilfs_model::MAX_FILE_SIZE {
+                    return Err(Errno::EFBIG.into());
+                }
+                let room = nilfs_model::MAX_FILE_SIZE - *offset;
+                bytes.truncate(room.min(bytes.len() as u64) as usize);
                 self.with(|fs| fs.write(i, *offset, &bytes))?;
                 Outcome::Written(bytes.len() as u64)
             }
@@ -690,6 +705,12 @@ impl<'d> ImplUnderTest<'d> {
                 at: None,
             } => {
                 let i = self.resolve(path, true)?;
+                // truncate(2): a negative length is EINVAL (do_sys_truncate);
+                // s_maxbytes is i64::MAX, so inode_newsize_ok's EFBIG
+                // cannot follow.
+                if *size > i64::MAX as u64 {
+                    return Err(Errno::EINVAL.into());
+                }
                 self.with(|fs| fs.truncate(i, *size)).map(ok)?
             }
             // readlink: the target is the symlink's data (`page_get_link`).

@@ -14,7 +14,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::format::inode::{S_IFDIR, S_IFLNK};
-use crate::posix::CheckpointView;
+use crate::posix::{CheckpointView, Piece};
 use crate::Result;
 
 /// The manifest of every entry of the checkpoint.
@@ -38,11 +38,23 @@ pub fn manifest(view: &CheckpointView<'_, '_>) -> Result<String> {
                 (key, line)
             }
             _ => {
-                let data = view.read_all(inode)?;
-                let hex: String = Sha256::digest(&data)
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect();
+                // Streamed: memory stays one chunk whatever i_size says.
+                let mut h = Sha256::new();
+                let zeros = [0u8; 1 << 16];
+                view.read_pieces(inode, &mut |p| {
+                    match p {
+                        Piece::Data(d) => h.update(d),
+                        Piece::Hole(mut n) => {
+                            while n > 0 {
+                                let k = n.min(zeros.len() as u64) as usize;
+                                h.update(&zeros[..k]);
+                                n -= k as u64;
+                            }
+                        }
+                    }
+                    Ok(())
+                })?;
+                let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
                 let mut line = format!("{hex}  {}  ", inode.size).into_bytes();
                 line.extend_from_slice(path);
                 (path.to_vec(), line)
