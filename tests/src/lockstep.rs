@@ -592,11 +592,14 @@ impl<'d> ImplUnderTest<'d> {
                 at: None,
             } => {
                 let i = self.resolve(path, true)?;
-                // open(O_WRONLY): a directory is EISDIR, then may_open's
-                // write access on a read-only mount is EROFS.
+                // open(O_WRONLY): a directory is EISDIR (whatever the
+                // write's length), then may_open's write access on a
+                // read-only mount is EROFS.
+                if self.stat(i)?.mode & S_IFMT == S_IFDIR {
+                    return Err(Errno::EISDIR.into());
+                }
                 if self.fs()?.is_read_only() {
-                    let dir = self.stat(i)?.mode & S_IFMT == S_IFDIR;
-                    return Err(if dir { Errno::EISDIR } else { Errno::EROFS }.into());
+                    return Err(Errno::EROFS.into());
                 }
                 // pwrite64: a loff_t below 0 is EINVAL (ksys_pwrite64);
                 // then generic_write_check_limits: EFBIG at or past
