@@ -147,7 +147,12 @@ fn scenario(rule: TxRule) {
 fn explore(rule: TxRule) {
     Runner::new(
         PctScheduler::new_from_seed(0x5eed_0000_0000_0001, 3, 200),
-        Config::new(),
+        {
+            // A cleaning request needs more than the default 60 KiB task stack.
+            let mut c = Config::new();
+            c.stack_size = 8 << 20;
+            c
+        },
     )
     .run(move || scenario(rule));
     for seed in 0..3 {
