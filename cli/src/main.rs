@@ -682,16 +682,7 @@ fn run(cli: Cli) -> Result<String, String> {
                 batch: 12,
                 max_findings: a.max_findings,
             })?;
-            let table = s.table();
-            if s.findings.is_empty() {
-                Ok(table)
-            } else {
-                Err(format!(
-                    "{table}
-findings are in {}",
-                    a.out.join("findings").display()
-                ))
-            }
+            campaign_verdict(s.table(), s.findings.is_empty(), &a.out)
         }
         Cmd::Campaign {
             cmd: CampaignCmd::Grub(a),
@@ -708,15 +699,7 @@ findings are in {}",
                 batch: 1,
                 max_findings: a.max_findings,
             })?;
-            let table = s.table();
-            if s.findings.is_empty() {
-                Ok(table)
-            } else {
-                Err(format!(
-                    "{table}\nfindings are in {}",
-                    a.out.join("findings").display()
-                ))
-            }
+            campaign_verdict(s.table(), s.findings.is_empty(), &a.out)
         }
         Cmd::Campaign {
             cmd: CampaignCmd::Crash(a),
@@ -755,15 +738,7 @@ findings are in {}",
                 kernel_sample: a.kernel_sample,
                 ours: a.ours,
             })?;
-            let table = s.table();
-            if s.findings.is_empty() {
-                Ok(table)
-            } else {
-                Err(format!(
-                    "{table}\nfindings are in {}",
-                    a.out.join("findings").display()
-                ))
-            }
+            campaign_verdict(s.table(), s.findings.is_empty(), &a.out)
         }
         Cmd::Exec {
             dir,
@@ -936,6 +911,19 @@ fn main() -> ExitCode {
             eprintln!("nilref: {msg}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A campaign's table as the command's result: an error (non-zero exit)
+/// when it found something, naming where the findings went.
+fn campaign_verdict(table: String, clean: bool, out: &std::path::Path) -> Result<String, String> {
+    if clean {
+        Ok(table)
+    } else {
+        Err(format!(
+            "{table}\nfindings are in {}",
+            out.join("findings").display()
+        ))
     }
 }
 
