@@ -64,15 +64,65 @@ pub fn run(
         ));
     }
     drop(bytes);
+    // A path no system call can pass (a C string ends at its NUL): refused
+    // before anything runs, naming the line.
+    for (n, v) in &lines {
+        if has_nul(v) {
+            return Err(format!(
+                "{} line {n}: a path contains a NUL byte, which no system call can pass; nothing was written",
+                trace.display()
+            ));
+        }
+    }
     let dev = import_image(image).map_err(|e| e.to_string())?;
+    let formats = lines
+        .first()
+        .is_some_and(|(_, v)| v.get("op").and_then(|o| o.as_str()) == Some("mkfs"));
+    if !dry_run && !formats {
+        // The write-safety rule of mkcp/chcp/rmcp/clean (Fs::mount): an
+        // unknown read-only-compatible feature is EROFS for a writer.
+        if let Ok(nilfs) = Nilfs::open(&dev) {
+            if nilfs.sb.requires_read_only() {
+                return Err(format!(
+                    "{}: unsupported read-only-compatible features {:#x}: EROFS; nothing was written",
+                    image.display(),
+                    nilfs.sb.feature_compat_ro
+                ));
+            }
+        }
+    }
     let applied = apply_lines(&dev, &lines, &image.display().to_string())
         .map_err(|(n, m)| format!("{} line {n}: {m}; nothing was written", trace.display()))?;
+    // A sync or unmount that failed leaves the image in a state nobody
+    // asked to keep: the image is not written back (the observed trace
+    // still is, for the oracle).
+    let failed = applied.lines.iter().find(|l| {
+        matches!(l.op, Op::Sync | Op::Umount { cp: None }) && !matches!(l.out, Outcome::Ok)
+    });
     let note = if applied.mounted_at_end {
         " (the trace ends mounted: what it did not sync is lost, as in a power cut)"
     } else {
         ""
     };
     let observed: String = applied.lines.iter().map(|l| l.to_json() + "\n").collect();
+    if let Some(l) = failed {
+        if let Some(o) = out {
+            std::fs::write(o, &observed).map_err(|e| format!("{}: {e}", o.display()))?;
+        }
+        return Err(format!(
+            "{}: {} failed ({}); the image was not written{}",
+            image.display(),
+            l.to_json(),
+            match &l.out {
+                Outcome::Err(e) => format!("{e:?}"),
+                other => format!("{other:?}"),
+            },
+            out.map_or(String::new(), |o| format!(
+                "; observed trace in {}",
+                o.display()
+            ))
+        ));
+    }
     if !dry_run {
         export_image(&dev, image).map_err(|e| e.to_string())?;
     }
@@ -93,6 +143,16 @@ pub fn run(
             ))
         }
     }
+}
+
+/// Whether a path or symlink target of a trace line (`path`, `old`, `new`,
+/// `target`) holds a NUL byte. Data payloads may hold any byte.
+fn has_nul(v: &serde_json::Value) -> bool {
+    ["path", "old", "new", "target"].iter().any(|k| {
+        v.get(k)
+            .and_then(|x| x.as_str())
+            .is_some_and(|t| t.contains('\0'))
+    })
 }
 
 /// What a workload did on a device.

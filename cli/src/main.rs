@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use nilfs::device::{import_image, BlockDevice, FileDevice};
+use nilfs::device::{BlockDevice, FileDevice};
 use nilfs::mkfs::{self, MkfsOptions};
 
 #[derive(Parser)]
@@ -501,7 +501,11 @@ pub(crate) fn open_image(path: &Path) -> Result<Box<dyn BlockDevice>, nilfs::Err
         .is_ok()
         && magic == [0xFD, b'7', b'z', b'X', b'Z', 0];
     if is_xz {
-        Ok(Box::new(import_image(path)?))
+        // Bounded by the image's own declared size (s_dev_size).
+        Ok(Box::new(nilfs::device::import_image_limited(
+            path,
+            &nilfs::format::superblock::declared_dev_size,
+        )?))
     } else {
         Ok(Box::new(FileDevice::open_read_only(path)?))
     }
@@ -597,9 +601,8 @@ fn run(cli: Cli) -> Result<String, String> {
             tree::ls(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e)
         }
         Cmd::Cat { image, path, cp } => {
-            let data = tree::cat(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e)?;
-            std::io::Write::write_all(&mut std::io::stdout(), &data)
-                .map_err(|err| err.to_string())?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            tree::cat(open_image(&image).map_err(e)?.as_ref(), &path, cp, &mut out).map_err(e)?;
             Ok(String::new())
         }
         Cmd::Manifest { image, cp } => {
@@ -679,16 +682,7 @@ fn run(cli: Cli) -> Result<String, String> {
                 batch: 12,
                 max_findings: a.max_findings,
             })?;
-            let table = s.table();
-            if s.findings.is_empty() {
-                Ok(table)
-            } else {
-                Err(format!(
-                    "{table}
-findings are in {}",
-                    a.out.join("findings").display()
-                ))
-            }
+            campaign_verdict(s.table(), s.findings.is_empty(), &a.out)
         }
         Cmd::Campaign {
             cmd: CampaignCmd::Grub(a),
@@ -705,15 +699,7 @@ findings are in {}",
                 batch: 1,
                 max_findings: a.max_findings,
             })?;
-            let table = s.table();
-            if s.findings.is_empty() {
-                Ok(table)
-            } else {
-                Err(format!(
-                    "{table}\nfindings are in {}",
-                    a.out.join("findings").display()
-                ))
-            }
+            campaign_verdict(s.table(), s.findings.is_empty(), &a.out)
         }
         Cmd::Campaign {
             cmd: CampaignCmd::Crash(a),
@@ -752,15 +738,7 @@ findings are in {}",
                 kernel_sample: a.kernel_sample,
                 ours: a.ours,
             })?;
-            let table = s.table();
-            if s.findings.is_empty() {
-                Ok(table)
-            } else {
-                Err(format!(
-                    "{table}\nfindings are in {}",
-                    a.out.join("findings").display()
-                ))
-            }
+            campaign_verdict(s.table(), s.findings.is_empty(), &a.out)
         }
         Cmd::Exec {
             dir,
@@ -933,6 +911,19 @@ fn main() -> ExitCode {
             eprintln!("nilref: {msg}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A campaign's table as the command's result: an error (non-zero exit)
+/// when it found something, naming where the findings went.
+fn campaign_verdict(table: String, clean: bool, out: &std::path::Path) -> Result<String, String> {
+    if clean {
+        Ok(table)
+    } else {
+        Err(format!(
+            "{table}\nfindings are in {}",
+            out.join("findings").display()
+        ))
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use nilfs::device::BlockDevice;
 use nilfs::format::inode::{S_IFDIR, S_IFLNK};
 use nilfs::format::Cno;
-use nilfs::posix::CheckpointView;
+use nilfs::posix::{CheckpointView, Piece};
 use nilfs::the_nilfs::Nilfs;
 use nilfs::{Error, Result};
 
@@ -46,14 +46,38 @@ pub fn ls(dev: &dyn BlockDevice, path: &str, cp: Option<u64>) -> Result<String> 
     })
 }
 
-/// The bytes of a file (symlinks followed).
-pub fn cat(dev: &dyn BlockDevice, path: &str, cp: Option<u64>) -> Result<Vec<u8>> {
+/// Write the bytes of a file (symlinks followed) to `out`, streamed in
+/// bounded pieces (holes as zeros), whatever the file's size.
+pub fn cat(
+    dev: &dyn BlockDevice,
+    path: &str,
+    cp: Option<u64>,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    let host = |e: std::io::Error| Error::Host {
+        path: "stdout".into(),
+        detail: e.to_string(),
+    };
     with_view(dev, cp, |v| {
         let (_, inode) = v.resolve(path.as_bytes(), true)?;
         if inode.file_type() == S_IFDIR {
             return Err(Error::errno(nilfs::Errno::EISDIR, path));
         }
-        v.read_all(&inode)
+        let zeros = [0u8; 1 << 16];
+        v.read_pieces(&inode, &mut |p| {
+            match p {
+                Piece::Data(d) => out.write_all(d).map_err(host)?,
+                Piece::Hole(mut n) => {
+                    while n > 0 {
+                        let k = n.min(zeros.len() as u64) as usize;
+                        out.write_all(&zeros[..k]).map_err(host)?;
+                        n -= k as u64;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        out.flush().map_err(host)
     })
 }
 
@@ -64,28 +88,107 @@ pub fn manifest(dev: &dyn BlockDevice, cp: Option<u64>) -> Result<String> {
 
 /// Copy the checkpoint's tree into `dir`: directories, files (with their
 /// permission bits), symlinks. Hard links become copies.
+///
+/// Nothing is ever written outside `dir`. Every entry is created relative
+/// to its parent's directory handle (`mkdirat`, `openat`, `symlinkat`) by
+/// its one name, never by a joined path; directories are re-opened with
+/// `O_NOFOLLOW | O_DIRECTORY` and files with `O_NOFOLLOW`, so a symlink
+/// exported earlier (or already in `dir`) is never followed, whatever the
+/// names in the image. Names no path can carry are refused by the view's
+/// readdir ([`nilfs::posix::name_fault`]) with a typed corruption naming the
+/// directory inode and block; export stops there rather than skip the
+/// entry, because a partial copy reported as a success is lost data.
 pub fn export(dev: &dyn BlockDevice, dir: &Path, cp: Option<u64>) -> Result<String> {
-    let host = |p: &Path, e: std::io::Error| Error::Host {
-        path: p.display().to_string(),
+    use rustix::fs::{mkdirat, openat, symlinkat, Mode, OFlags};
+    use std::ffi::OsStr;
+    use std::os::fd::OwnedFd;
+
+    let host = |p: &[u8], e: std::io::Error| Error::Host {
+        path: dir.join(OsStr::from_bytes(p)).display().to_string(),
         detail: e.to_string(),
     };
-    std::fs::create_dir_all(dir).map_err(|e| host(dir, e))?;
+    std::fs::create_dir_all(dir).map_err(|e| host(b"", e))?;
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // The destination itself may be a symlink the user chose; nothing below it.
+    let root_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let root =
+        openat(rustix::fs::CWD, dir, root_flags, Mode::empty()).map_err(|e| host(b"", e.into()))?;
+    // The open directories from the root down to the last one visited.
+    let mut stack: Vec<(Vec<u8>, OwnedFd)> = vec![(Vec::new(), root)];
     let mut count = 0u64;
     with_view(dev, cp, |v| {
         v.walk_tree(&mut |path, _ino, inode| {
-            let dest = dir.join(std::ffi::OsStr::from_bytes(&path[1..]));
+            let rel = &path[1..];
+            let (parent, name) = match rel.iter().rposition(|&c| c == b'/') {
+                Some(i) => (&rel[..i], &rel[i + 1..]),
+                None => (&rel[..0], rel),
+            };
+            if nilfs::posix::name_fault(name, None).is_some() || name == b"." || name == b".." {
+                // The view refuses these; never let one become a component.
+                return Err(Error::corrupt(
+                    "directory entry",
+                    format!("unsafe name {:?}", String::from_utf8_lossy(name)),
+                ));
+            }
+            while stack.last().is_some_and(|(p, _)| p.as_slice() != parent) {
+                stack.pop();
+            }
+            let Some((_, at)) = stack.last() else {
+                return Err(Error::Invalid(format!(
+                    "export: {} visited before its directory",
+                    String::from_utf8_lossy(path)
+                )));
+            };
+            let name_os = OsStr::from_bytes(name);
             match inode.file_type() {
-                S_IFDIR => std::fs::create_dir_all(&dest).map_err(|e| host(&dest, e))?,
+                S_IFDIR => {
+                    match mkdirat(at, name_os, Mode::from_raw_mode(0o777)) {
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => return Err(host(rel, e.into())),
+                    }
+                    let fd = openat(at, name_os, dir_flags, Mode::empty())
+                        .map_err(|e| host(rel, e.into()))?;
+                    stack.push((rel.to_vec(), fd));
+                }
                 S_IFLNK => {
                     let target = v.readlink(inode)?;
-                    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target), &dest)
-                        .map_err(|e| host(&dest, e))?
+                    symlinkat(OsStr::from_bytes(&target), at, name_os)
+                        .map_err(|e| host(rel, e.into()))?
                 }
                 _ => {
-                    std::fs::write(&dest, v.read_all(inode)?).map_err(|e| host(&dest, e))?;
+                    let fd = openat(
+                        at,
+                        name_os,
+                        OFlags::WRONLY
+                            | OFlags::CREATE
+                            | OFlags::TRUNC
+                            | OFlags::NOFOLLOW
+                            | OFlags::CLOEXEC,
+                        Mode::from_raw_mode(0o600),
+                    )
+                    .map_err(|e| host(rel, e.into()))?;
+                    // Streamed, and sparse: holes are skipped, not written.
+                    let mut file = std::fs::File::from(fd);
+                    let mut at_end = 0u64;
+                    v.read_pieces(inode, &mut |p| {
+                        match p {
+                            Piece::Data(d) => {
+                                std::io::Write::write_all(&mut file, d)
+                                    .map_err(|e| host(rel, e))?;
+                                at_end += d.len() as u64;
+                            }
+                            Piece::Hole(n) => {
+                                at_end += n;
+                                std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(at_end))
+                                    .map_err(|e| host(rel, e))?;
+                            }
+                        }
+                        Ok(())
+                    })?;
+                    file.set_len(inode.size).map_err(|e| host(rel, e))?;
                     use std::os::unix::fs::PermissionsExt;
                     let perm = std::fs::Permissions::from_mode(u32::from(inode.mode & 0o7777));
-                    std::fs::set_permissions(&dest, perm).map_err(|e| host(&dest, e))?;
+                    file.set_permissions(perm).map_err(|e| host(rel, e))?;
                 }
             }
             count += 1;

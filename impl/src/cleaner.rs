@@ -66,7 +66,22 @@ fn read_segment(fs: &Fs<'_>, segnum: SegNum) -> Result<(Vec<u8>, Seq)> {
         0
     };
     let first = (skip * bs) as usize;
-    let seq = SegmentSummary::decode(&bytes[first..first + SegmentSummary::SIZE])?.seq;
+    // libnilfs's nilfs_get_segment_seqnum reads the summary at block
+    // s_first_data_block of segment 0 unchecked, past the segment when that
+    // block is not in it. The kernel mounts such a super block (neither
+    // nilfs_store_disk_layout nor the log scan checks s_first_data_block
+    // against s_blocks_per_segment), so the refusal is here, where a summary
+    // must be read: a typed corruption naming the super block field.
+    let Some(header) = bytes.get(first..first + SegmentSummary::SIZE) else {
+        return Err(Error::corrupt(
+            "super block",
+            format!(
+                "s_first_data_block {} leaves segment {segnum} of {bps} blocks no room for a segment summary",
+                geo.first_data_block
+            ),
+        ));
+    };
+    let seq = SegmentSummary::decode(header)?.seq;
     Ok((bytes, seq))
 }
 

@@ -180,6 +180,27 @@ impl<'d> Nilfs<'d> {
         self.read_block(pbn).map(Some)
     }
 
+    /// The mapped block offsets of a metadata file, in order (one walk of
+    /// its bmap; as many entries as the file has blocks on disk).
+    pub fn mdt_mapped_blocks(&self, f: MetaFile<'_>) -> Result<Vec<u64>> {
+        let inode = self.inode_of(f);
+        let physical = matches!(f, MetaFile::Dat);
+        let mut dat = self;
+        let mut src = if physical {
+            DiskNodes::physical(self.dev, self.geo.block_size)
+        } else {
+            DiskNodes::translated(self.dev, self.geo.block_size, &mut dat)
+        };
+        let mut out = Vec::new();
+        bmap::for_each(&inode.bmap, &mut src, &mut |k, p| {
+            if p != 0 {
+                out.push(k);
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
     /// The DAT entry of `v`, or `None` if its block is a hole.
     pub fn dat_entry(&self, v: VBlockNr) -> Result<Option<DatEntry>> {
         let esz = u32::from(self.sb.dat_entry_size);
@@ -266,10 +287,29 @@ impl<'d> Nilfs<'d> {
         let end = self.next_cno().0;
         let mut out = Vec::new();
         let mut cno = from.0.max(1);
+        // Holes are skipped a block at a time, to the next mapped block, as
+        // nilfs_cpfile_find_checkpoint_block does: the time is bounded by
+        // the cpfile's blocks on disk, not by a hostile s_last_cno of 2^40.
+        let mut mapped = self.mdt_mapped_blocks(MetaFile::Cpfile)?;
+        mapped.sort_unstable();
+        mapped.dedup();
+        let per = geo.checkpoints_per_block();
+        let feo = geo.first_entry_offset();
         while cno < end {
             let (blk, _) = geo
                 .locate(cno)
                 .ok_or_else(|| Error::OutOfRange(format!("checkpoint {cno}")))?;
+            if mapped.binary_search(&blk.0).is_err() {
+                let Some(&next_blk) = mapped.iter().find(|&&b| b > blk.0) else {
+                    break;
+                };
+                // The first checkpoint of that block: slot next_blk * per
+                // holds checkpoint slot - first_entry_offset + 1.
+                cno = (next_blk.saturating_mul(per) + 1)
+                    .saturating_sub(feo)
+                    .max(cno + 1);
+                continue;
+            }
             let block = self.mdt_block(MetaFile::Cpfile, blk)?;
             // Checkpoints sharing this block: up to the block's last slot.
             let mut next = cno;

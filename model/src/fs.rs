@@ -677,6 +677,11 @@ impl Namespace {
         now: i64,
     ) -> R<(Namespace, u64)> {
         let (id, f) = self.file(path)?;
+        // pwrite64 takes a signed loff_t: one below 0 is EINVAL before
+        // anything else (ksys_pwrite64).
+        if offset > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
         let want = want.min(data.len());
         if want == 0 {
             return Ok((self.clone(), 0));
@@ -728,10 +733,15 @@ impl Namespace {
 
     /// `truncate(path, size)`: shrinking discards the bytes past `size`
     /// (so growing again reads zeros, `nilfs_truncate` +
-    /// `block_truncate_page`); growing adds a hole. EFBIG past the maximum
-    /// (`inode_newsize_ok`).
+    /// `block_truncate_page`); growing adds a hole. A length past the
+    /// maximum is a negative `loff_t` (the maximum is `i64::MAX`), which
+    /// `do_sys_truncate` refuses with EINVAL before `inode_newsize_ok`'s
+    /// EFBIG could apply.
     pub fn truncate(&self, path: &str, size: u64, now: i64) -> R<Namespace> {
         let (id, f) = self.file(path)?;
+        if size > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
         if size > MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }

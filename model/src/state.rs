@@ -1746,51 +1746,12 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Vec<State> {
         if list.iter().zip(&taken).any(|(e, t)| e.ss && !t) {
             continue;
         }
-        let mut n = finish_lscp(n, latest_cno, last, shown);
-        if n.checkpoints.get(&last.cno).is_some_and(|cp| cp.bound) {
-            learn_extra_entries(&mut n, list, &taken);
-        }
+        let n = finish_lscp(n, latest_cno, last, shown);
         if !out.contains(&n) {
             out.push(n);
         }
     }
     out
-}
-
-/// Plain entries that no checkpoint of the model took are checkpoints the
-/// kernel made on its own (the segment constructor's timer, a cleaner
-/// step): they exist from now on, under their listed numbers, so that a
-/// later rmcp or chcp of one is judged as the kernel will answer it. What
-/// one holds is not known (a state between its neighbours); the model gives
-/// it the contents of the checkpoint below it, which matters only if it is
-/// later made a snapshot and mounted. A number the model already uses for
-/// a checkpoint whose own number was never observed is left to that one.
-/// Called once the latest is bound to the listed last entry (which no
-/// extra entry can pass).
-fn learn_extra_entries(n: &mut State, list: &[CpEntry], taken: &[bool]) {
-    let last = list.last().map_or(0, |e| e.cno);
-    for (e, _) in list
-        .iter()
-        .zip(taken)
-        .filter(|(e, t)| !**t && !e.ss && e.cno < last)
-    {
-        if n.checkpoints.contains_key(&e.cno) {
-            continue;
-        }
-        let Some((_, below)) = n.checkpoints.range(..e.cno).next_back() else {
-            continue;
-        };
-        let learned = Checkpoint {
-            ns: below.ns.clone(),
-            snapshot: false,
-            created: below.created,
-            bound: true,
-            may_be_gone: false,
-            minor: false,
-        };
-        n.checkpoints.insert(e.cno, learned);
-        n.next_cno = n.next_cno.max(e.cno + 1);
-    }
 }
 
 /// The common end of an accepted lscp: what is shown can no longer be gone,

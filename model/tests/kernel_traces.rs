@@ -100,28 +100,3 @@ fn a_cleaner_pass_may_remove_the_checkpoint_that_was_latest_when_it_began() {
     let r = check_trace_str(&no_latest).expect_err("the latest must be listed");
     assert_eq!(r.line, last_lscp, "{r}");
 }
-
-// postmortem: campaign kernel seeds 34, 40, 52 (enospc). An lscp listed
-// checkpoints 1-5 where the model knew 1, 2? and its latest: the kernel's
-// timer and cleaner steps had made 3 and 4. The lscp rule allowed those
-// extra entries but the model did not learn them, so `rmcp 4` was judged
-// ENOENT; the kernel said ok. Extra plain entries are now learned as
-// checkpoints under their listed numbers.
-#[test]
-fn checkpoints_an_lscp_shows_are_known_from_then_on() {
-    let t = trace("rmcp-of-a-checkpoint-the-model-did-not-predict.jsonl");
-    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
-    // Had lscp not listed 4, its rmcp would be ENOENT: the copy where the
-    // kernel said ok anyway is rejected at the rmcp.
-    let lscp = t
-        .lines()
-        .position(|l| l.contains("\"op\":\"lscp\"") && l.contains("\"cno\":4"))
-        .expect("the trace lists checkpoint 4")
-        + 1;
-    let unlisted = edit_line(&t, lscp, |v| {
-        let cps = v["out"]["checkpoints"].as_array_mut().unwrap();
-        cps.retain(|c| c["cno"] != 4);
-    });
-    let r = check_trace_str(&unlisted).expect_err("rmcp of an unknown checkpoint");
-    assert!(r.op.contains("rmcp"), "{r}");
-}

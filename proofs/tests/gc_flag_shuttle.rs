@@ -23,6 +23,14 @@ use nilfs::txn::{GcFlagRule, GcRule, TxRule};
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::{Config, Runner};
 
+/// Shuttle's default task stack (60 KiB) is too small for a cleaning
+/// request's construction path.
+fn big_stacks() -> Config {
+    let mut c = Config::new();
+    c.stack_size = 8 << 20;
+    c
+}
+
 const SEED: u64 = 0x5eed_0000_0000_0016;
 const DEPTH: usize = 3;
 const PCT_ITERATIONS: usize = 300;
@@ -33,7 +41,7 @@ const RANDOM_ITERATIONS: usize = 200;
 fn lab() -> &'static Lab {
     let slot = StdArc::new(StdMutex::new(None));
     let s = slot.clone();
-    Runner::new(RandomScheduler::new_from_seed(0, 1), Config::new()).run(move || {
+    Runner::new(RandomScheduler::new_from_seed(0, 1), big_stacks()).run(move || {
         *s.lock().unwrap() = Some(Lab::build());
     });
     let lab = slot.lock().unwrap().take().expect("built");
@@ -47,14 +55,14 @@ fn explore(f: impl Fn(&'static Lab) + Send + Sync + Clone + 'static) {
     let g = f.clone();
     Runner::new(
         PctScheduler::new_from_seed(SEED, DEPTH, PCT_ITERATIONS),
-        Config::new(),
+        big_stacks(),
     )
     .run(move || g(lab));
     for seed in RANDOM_SEEDS {
         let g = f.clone();
         Runner::new(
             RandomScheduler::new_from_seed(seed, RANDOM_ITERATIONS),
-            Config::new(),
+            big_stacks(),
         )
         .run(move || g(lab));
     }

@@ -31,10 +31,23 @@ fn lab() -> &'static Lab {
     let slot = StdArc::new(StdMutex::new(None));
     let s = slot.clone();
     loom::model(move || {
-        *s.lock().unwrap() = Some(Lab::build());
+        let s = s.clone();
+        on_big_stack(move || *s.lock().unwrap() = Some(Lab::build()));
     });
     let lab = slot.lock().unwrap().take().expect("built");
     Box::leak(Box::new(lab))
+}
+
+/// Runs `f` on a modelled thread with an 8 MiB stack and waits for it:
+/// loom runs the model's own body on a 32 KiB coroutine stack, which a
+/// cleaning request's construction path overflows.
+fn on_big_stack(f: impl FnOnce() + Send + 'static) {
+    loom::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(f)
+        .expect("spawn")
+        .join()
+        .expect("the model's body panicked");
 }
 
 /// Explore `f` exhaustively within the bound; report the executions.
@@ -50,9 +63,11 @@ fn model(name: &str, f: impl Fn(&'static Lab) + Sync + Send + 'static) {
     let runs = StdArc::new(AtomicUsize::new(0));
     let r = runs.clone();
     let t = Instant::now();
+    let f = StdArc::new(f);
     b.check(move || {
         r.fetch_add(1, Ordering::Relaxed);
-        f(lab)
+        let f = f.clone();
+        on_big_stack(move || f(lab));
     });
     eprintln!(
         "loom {name}: {} executions, preemption bound {}, {:.1} s",

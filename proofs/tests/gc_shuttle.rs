@@ -144,14 +144,21 @@ fn scenario(rule: TxRule) {
     );
 }
 
+/// A cleaning request needs more than shuttle's default 60 KiB task stack.
+fn big_stacks() -> Config {
+    let mut c = Config::new();
+    c.stack_size = 8 << 20;
+    c
+}
+
 fn explore(rule: TxRule) {
     Runner::new(
         PctScheduler::new_from_seed(0x5eed_0000_0000_0001, 3, 200),
-        Config::new(),
+        big_stacks(),
     )
     .run(move || scenario(rule));
     for seed in 0..3 {
-        Runner::new(RandomScheduler::new_from_seed(seed, 200), Config::new())
+        Runner::new(RandomScheduler::new_from_seed(seed, 200), big_stacks())
             .run(move || scenario(rule));
     }
 }

@@ -223,6 +223,35 @@ pub fn apply(dev: &dyn BlockDevice, recipe: &Recipe) -> R<Applied> {
     Ok(Applied { site, old, new })
 }
 
+/// Overwrite the name of the entry at `path` (`/DIR/NAME`) with `new`, of
+/// the same length, and reseal the log holding the directory block: the
+/// names no recipe can spell (with `/`, NUL, `.`, `..`), for the hostile-name
+/// tests of export and manifest. One locate, then raw bytes, because once
+/// a name is bad the read path refuses the directory.
+pub fn rename_entry(dev: &dyn BlockDevice, path: &str, new: &[u8]) -> R<()> {
+    let old = path.rsplit('/').next().unwrap_or_default();
+    if old.len() != new.len() {
+        return Err(format!(
+            "rename_entry: {old:?} and {new:?} differ in length"
+        ));
+    }
+    let site = locate(dev, &format!("dirent[{path}].name[0]"))?;
+    let logs = log_ranges(dev)?;
+    let bs = block_size(dev)?;
+    let start = site.byte - site.byte % 512;
+    let end = (site.byte + new.len() as u64).div_ceil(512) * 512;
+    let mut buf = vec![0u8; (end - start) as usize];
+    dev.read_at(start, &mut buf).map_err(s)?;
+    let within = (site.byte - start) as usize;
+    buf[within..within + new.len()].copy_from_slice(new);
+    dev.write_at(start, &buf).map_err(s)?;
+    let pbn = site.byte / bs;
+    if let Some(&(p, n)) = logs.iter().find(|(p, n)| *p <= pbn && pbn < p + n) {
+        reseal_log(dev, p, n, false)?;
+    }
+    Ok(())
+}
+
 /// The value a site holds now.
 pub fn read_site(dev: &dyn BlockDevice, site: &Site) -> R<u64> {
     let sector = site.byte - site.byte % 512;

@@ -736,6 +736,25 @@ fn regress_011_a_directory_renamed_in_place_has_dirty_pages() {
     );
 }
 
+/// Found by the behaviour campaign's short tier (our own run of seed 2,
+/// profile data) right after the hostile-input merge.
+///
+// postmortem: the adapter answered a zero-length write before it looked
+// at the file's type, so a zero-length write to "/" was "written 0"
+// where open(O_WRONLY) of a directory is EISDIR. An adapter bug from the
+// new offset checks; the type is now checked first.
+#[test]
+fn regress_012_a_zero_length_write_to_a_directory_is_eisdir() {
+    replay(
+        &ImageSpec::default(),
+        r#"
+{"op":"write","path":"/","offset":15083,"data":{"text":""}}
+{"op":"mkdir","path":"/d","perm":493}
+{"op":"write","path":"/d","offset":0,"data":{"text":""}}
+"#,
+    );
+}
+
 /// Snapshot mounts beside the read-write mount: `mount -o ro,cp=N` of a
 /// snapshot whose flag may not be written yet, reads through it after the
 /// live tree moved on (and was synced, so that reading the latest

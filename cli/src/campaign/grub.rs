@@ -35,7 +35,6 @@ use nilfs::format::dir;
 use nilfs::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
-use serde_json::Value;
 
 use super::{Problem, Workload};
 use crate::apply;
@@ -60,13 +59,7 @@ pub struct Comparison {
 pub fn run_one(w: &Workload, work: &Path) -> Result<(Comparison, Vec<Problem>), String> {
     std::fs::create_dir_all(work).map_err(|e| e.to_string())?;
     let dev = MemDevice::new(w.device_bytes());
-    let lines: Vec<(usize, Value)> = w
-        .lines
-        .iter()
-        .cloned()
-        .enumerate()
-        .map(|(i, v)| (i + 1, v))
-        .collect();
+    let lines = w.numbered_lines();
     apply::apply_lines(&dev, &lines, "memory").map_err(|(n, m)| format!("line {n}: {m}"))?;
     let img = work.join("image.img");
     export_image(&dev, &img).map_err(|e| e.to_string())?;

@@ -225,13 +225,7 @@ fn first_difference(want: &str, got: &str) -> String {
 /// The workload through nilfs-ref (`apply` on a fresh image in memory).
 pub fn ours(w: &Workload) -> Vec<Problem> {
     let dev = MemDevice::new(w.device_bytes());
-    let lines: Vec<(usize, Value)> = w
-        .lines
-        .iter()
-        .cloned()
-        .enumerate()
-        .map(|(i, v)| (i + 1, v))
-        .collect();
+    let lines = w.numbered_lines();
     match apply::apply_lines(&dev, &lines, "memory") {
         Err((n, m)) => vec![Problem::ours_runner(format!("line {n}: {m}"))],
         Ok(a) => {
@@ -288,13 +282,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(work);
         std::fs::create_dir_all(work).unwrap();
         let dev = MemDevice::new(w.device_bytes());
-        let lines: Vec<(usize, Value)> = w
-            .lines
-            .iter()
-            .cloned()
-            .enumerate()
-            .map(|(i, v)| (i + 1, v))
-            .collect();
+        let lines = w.numbered_lines();
         let a = apply::apply_lines(&dev, &lines, "memory").expect("our run");
         let trace: String = a.lines.iter().map(|l| l.to_json() + "\n").collect();
         std::fs::write(work.join("o0.jsonl"), trace).unwrap();

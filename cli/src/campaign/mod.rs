@@ -85,6 +85,16 @@ impl Workload {
         }
     }
 
+    /// The lines numbered from 1, as `apply::apply_lines` takes them.
+    pub fn numbered_lines(&self) -> Vec<(usize, Value)> {
+        self.lines
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, v)| (i + 1, v))
+            .collect()
+    }
+
     pub fn to_jsonl(&self) -> String {
         self.lines.iter().map(|l| l.to_string() + "\n").collect()
     }

@@ -18,14 +18,11 @@ use super::logs::DsyncInodes;
 use crate::format::cpfile::Checkpoint;
 use crate::format::dir::{self, file_type_from_mode};
 use crate::format::inode::{
-    Inode, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
+    Inode, MAX_FILE_SIZE, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
 };
 use crate::format::palloc::PallocGeometry;
 use crate::format::{ino, Cno};
 
-/// `nilfs_max_size`: the page cache's limit, `MAX_LFS_FILESIZE`, since the
-/// bmap's key space (block bits + 64) is wider.
-const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
 const NONE: u32 = u32::MAX;
 

@@ -13,7 +13,10 @@ pub mod sim;
 
 pub use cut::CutDevice;
 pub use file::FileDevice;
-pub use image::{export_image, import_image, import_image_bytes};
+pub use image::{
+    export_image, import_image, import_image_bytes, import_image_limited, DeclaredSize,
+    DECLARED_PREFIX,
+};
 pub use mem::MemDevice;
 pub use sim::{Bio, BioHandle, CompletionOrder, DeviceModel, SimConfig, SimDevice, Submitted};
 

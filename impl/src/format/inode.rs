@@ -4,6 +4,11 @@ use super::le::{need, put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
 use super::INODE_BMAP_SIZE;
 use crate::Result;
 
+/// `nilfs_max_size`, the super block's `s_maxbytes`: the page cache's
+/// limit, `MAX_LFS_FILESIZE`, since the bmap's key space (block bits + 64)
+/// is wider.
+pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+
 /// File type mask of `i_mode` (`S_IFMT`).
 pub const S_IFMT: u16 = 0o170000;
 /// Socket.

@@ -186,6 +186,26 @@ impl Default for SuperBlock {
     }
 }
 
+/// The device size an image declares: `s_dev_size` of the primary super
+/// block in the image's first bytes (mkfs.nilfs2 records the device size
+/// there and the kernel updates it), for bounding what an import may
+/// inflate to. Only the magic is checked, as libnilfs reads a super block;
+/// without one there is no declared size and the image is refused.
+pub fn declared_dev_size(prefix: &[u8]) -> Result<u64> {
+    let start = super::SB_OFFSET_BYTES as usize;
+    let sb = prefix
+        .get(start..start + SuperBlock::SIZE)
+        .map(SuperBlock::decode)
+        .transpose()?;
+    match sb {
+        Some(sb) if sb.magic == SUPER_MAGIC => Ok(sb.dev_size),
+        _ => Err(Error::corrupt(
+            WHAT,
+            "no NILFS2 super block magic at byte 1024, so no declared device size to inflate to",
+        )),
+    }
+}
+
 impl SuperBlock {
     /// Bytes the structure occupies on disk.
     pub const SIZE: usize = 1024;

@@ -8,7 +8,7 @@
 //! lockstep adapter drive.
 
 use super::Fs;
-use crate::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFMT};
+use crate::format::inode::{Inode, MAX_FILE_SIZE, S_IFDIR, S_IFLNK, S_IFMT};
 use crate::format::{ino, Ino, NAME_LEN};
 use crate::{Errno, Error, Result};
 
@@ -169,14 +169,31 @@ impl Paths<'_, '_> {
         self.fs.create(dir, &name, perm)
     }
 
-    /// `open(path, O_WRONLY)` then `write`: EISDIR for a directory, then
-    /// EROFS on a read-only mount (`may_open`); returns the bytes written.
+    /// `open(path, O_WRONLY)` then `pwrite`: EISDIR for a directory
+    /// (whatever the write's length), then EROFS on a read-only mount
+    /// (`may_open`); an offset past `i64::MAX` (a negative `loff_t`) is
+    /// EINVAL (`ksys_pwrite64`); then `generic_write_check_limits`: EFBIG
+    /// at or past `s_maxbytes`, and a write crossing it shortened. Returns
+    /// the bytes written.
     pub fn write(&mut self, path: &[u8], offset: u64, data: &[u8]) -> Result<u64> {
         let i = self.fs.resolve(path)?;
-        if self.fs.is_read_only() {
-            let dir = self.fs.stat(i)?.mode & S_IFMT == S_IFDIR;
-            return Err(refuse(if dir { Errno::EISDIR } else { Errno::EROFS }, path));
+        if self.fs.stat(i)?.mode & S_IFMT == S_IFDIR {
+            return Err(refuse(Errno::EISDIR, path));
         }
+        if self.fs.is_read_only() {
+            return Err(refuse(Errno::EROFS, path));
+        }
+        if offset > i64::MAX as u64 {
+            return Err(refuse(Errno::EINVAL, path));
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        if offset >= MAX_FILE_SIZE {
+            return Err(refuse(Errno::EFBIG, path));
+        }
+        let room = MAX_FILE_SIZE - offset;
+        let data = &data[..room.min(data.len() as u64) as usize];
         self.fs.write(i, offset, data)?;
         Ok(data.len() as u64)
     }
@@ -304,9 +321,14 @@ impl Paths<'_, '_> {
         self.fs.rename(od, &on, nd, &nn)
     }
 
-    /// `truncate`.
+    /// `truncate`: a negative length (past `i64::MAX`) is EINVAL
+    /// (`do_sys_truncate`); `s_maxbytes` is `i64::MAX`, so
+    /// `inode_newsize_ok`'s EFBIG cannot follow.
     pub fn truncate(&mut self, path: &[u8], size: u64) -> Result<()> {
         let i = self.fs.resolve(path)?;
+        if size > i64::MAX as u64 {
+            return Err(refuse(Errno::EINVAL, path));
+        }
         self.fs.truncate(i, size)
     }
 

@@ -16,21 +16,25 @@ use sha2::{Digest, Sha256};
 use crate::format::ino;
 use crate::format::inode::{S_IFDIR, S_IFLNK};
 use crate::fs::Fs;
-use crate::posix::CheckpointView;
+use crate::posix::{CheckpointView, Piece};
 use crate::Result;
 
 /// One manifest line and the key it sorts by (`sort -k3`: the text from
 /// the path on).
 type Line = (Vec<u8>, Vec<u8>);
 
-/// The line of the entry at `path` of type `file_type`; `contents` gives
-/// a symlink's target or a regular file's data (not called for a
-/// directory).
+/// What a closure that streams an entry's bytes feeds them to.
+type Sink<'a> = &'a mut dyn FnMut(&[u8]);
+
+/// The line of the entry at `path` of type `file_type`; `contents` streams
+/// a symlink's target or a regular file's data into the sink it is given,
+/// holes as zeros (not called for a directory). A regular file is hashed
+/// as it streams, so memory stays one piece whatever `i_size` says.
 fn line_of(
     path: &[u8],
     file_type: u16,
     size: u64,
-    contents: impl FnOnce() -> Result<Vec<u8>>,
+    contents: impl FnOnce(Sink<'_>) -> Result<()>,
 ) -> Result<Line> {
     Ok(match file_type {
         S_IFDIR => {
@@ -43,13 +47,16 @@ fn line_of(
         S_IFLNK => {
             let mut key = path.to_vec();
             key.extend_from_slice(b" -> ");
-            key.extend_from_slice(&contents()?);
+            contents(&mut |b| key.extend_from_slice(b))?;
             let mut line = b"LNK  -  ".to_vec();
             line.extend_from_slice(&key);
             (key, line)
         }
         _ => {
-            let hex: String = Sha256::digest(contents()?)
+            let mut h = Sha256::new();
+            contents(&mut |b| h.update(b))?;
+            let hex: String = h
+                .finalize()
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect();
@@ -58,6 +65,19 @@ fn line_of(
             (path.to_vec(), line)
         }
     })
+}
+
+/// How much of a file `live_manifest` reads at a time.
+const LIVE_PIECE: u64 = 1 << 20;
+
+/// Feeds `n` zero bytes to `sink`, a bounded buffer at a time.
+fn feed_zeros(sink: Sink<'_>, mut n: u64) {
+    let zeros = [0u8; 1 << 16];
+    while n > 0 {
+        let k = n.min(zeros.len() as u64) as usize;
+        sink(&zeros[..k]);
+        n -= k as u64;
+    }
 }
 
 /// The sorted lines, as text.
@@ -75,9 +95,15 @@ fn finish(mut lines: Vec<Line>) -> String {
 pub fn manifest(view: &CheckpointView<'_, '_>) -> Result<String> {
     let mut lines: Vec<Line> = Vec::new();
     view.walk_tree(&mut |path, _ino, inode| {
-        let contents = || match inode.file_type() {
-            S_IFLNK => view.readlink(inode),
-            _ => view.read_all(inode),
+        let contents = |sink: Sink<'_>| match inode.file_type() {
+            S_IFLNK => view.readlink(inode).map(|t| sink(&t)),
+            _ => view.read_pieces(inode, &mut |piece| {
+                match piece {
+                    Piece::Data(d) => sink(d),
+                    Piece::Hole(n) => feed_zeros(sink, n),
+                }
+                Ok(())
+            }),
         };
         lines.push(line_of(path, inode.file_type(), inode.size, contents)?);
         Ok(())
@@ -103,8 +129,17 @@ pub fn live_manifest(fs: &mut Fs<'_>) -> Result<String> {
             if raw.file_type() == S_IFDIR {
                 stack.push((path.clone(), i));
             }
-            // A symlink's target is its data (`page_get_link`).
-            let contents = || fs.read(i, 0, raw.size);
+            // A symlink's target is its data (`page_get_link`); read in
+            // pieces so a huge sparse file costs one piece of memory.
+            let contents = |sink: Sink<'_>| {
+                let mut off = 0;
+                while off < raw.size {
+                    let n = (raw.size - off).min(LIVE_PIECE);
+                    sink(&fs.read(i, off, n)?);
+                    off += n;
+                }
+                Ok(())
+            };
             lines.push(line_of(&path, raw.file_type(), raw.size, contents)?);
         }
     }

@@ -22,6 +22,25 @@ use crate::{Errno, Error, Result};
 /// `MAXSYMLINKS` in Linux: nested symlinks followed during one lookup.
 const MAX_SYMLINKS: usize = 40;
 
+/// `PAGE_SIZE` of the kernel we follow (x86-64): a symlink is read as one
+/// page.
+const LINK_PAGE_SIZE: u64 = 4096;
+
+/// The largest data piece [`CheckpointView::read_pieces`] hands over.
+pub const STREAM_CHUNK: u64 = 1 << 20;
+
+/// A piece of a file's content, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Piece<'b> {
+    /// Bytes read from mapped blocks.
+    Data(&'b [u8]),
+    /// This many bytes of unmapped blocks: zeros.
+    Hole(u64),
+}
+
+/// The callback of [`CheckpointView::read_pieces`].
+pub type PieceSink<'f> = dyn FnMut(Piece<'_>) -> Result<()> + 'f;
+
 /// One directory entry as readdir returns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
@@ -150,14 +169,69 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         Ok(out)
     }
 
-    /// The whole content of a regular file or symlink.
+    /// The whole content of a regular file or symlink, in one buffer of
+    /// `i_size` bytes: for files known to be small. Anything that reads a
+    /// file of any size uses [`Self::read_pieces`].
     pub fn read_all(&self, inode: &Inode) -> Result<Vec<u8>> {
         self.read(inode, 0, inode.size)
     }
 
+    /// The file's content `[0, i_size)` handed to `sink` in order, as data
+    /// pieces of at most [`STREAM_CHUNK`] bytes and holes (unmapped
+    /// blocks, reading as zeros) by their length alone. Memory: the file's
+    /// block map (one entry per mapped block, bounded by the device) and
+    /// one chunk, whatever `i_size` says; a sparse file of 2^44 bytes is a
+    /// few pieces.
+    pub fn read_pieces(&self, inode: &Inode, sink: &mut PieceSink<'_>) -> Result<()> {
+        let size = inode.size;
+        let bs = u64::from(self.fs.block_size());
+        let map = self.block_map(inode)?;
+        let mut buf: Vec<u8> = Vec::new();
+        // The end of what was handed over or buffered.
+        let mut pos = 0u64;
+        for (&k, &pbn) in map.range(..size.div_ceil(bs)) {
+            let start = k * bs;
+            if start > pos {
+                if !buf.is_empty() {
+                    sink(Piece::Data(&buf))?;
+                    buf.clear();
+                }
+                sink(Piece::Hole(start - pos))?;
+            }
+            let n = bs.min(size - start) as usize;
+            buf.extend_from_slice(&self.fs.read_block(pbn)?[..n]);
+            pos = start + n as u64;
+            if buf.len() as u64 >= STREAM_CHUNK {
+                sink(Piece::Data(&buf))?;
+                buf.clear();
+            }
+        }
+        if !buf.is_empty() {
+            sink(Piece::Data(&buf))?;
+        }
+        if pos < size {
+            sink(Piece::Hole(size - pos))?;
+        }
+        Ok(())
+    }
+
     /// The entries of directory `inode`, in on-disk order, "." and ".."
     /// included.
+    ///
+    /// Every name is checked by [`name_fault`]: a name no path can carry is
+    /// a typed corruption naming the directory, its block and the offset,
+    /// never a path component handed to a caller.
     pub fn readdir(&self, inode: &Inode) -> Result<Vec<DirEntry>> {
+        self.readdir_of(None, inode)
+    }
+
+    /// [`Self::readdir`] of the directory inode `dir` (named in errors).
+    pub fn readdir_ino(&self, dir: Ino) -> Result<Vec<DirEntry>> {
+        let inode = self.inode(dir)?;
+        self.readdir_of(Some(dir), &inode)
+    }
+
+    fn readdir_of(&self, dir_ino: Option<Ino>, inode: &Inode) -> Result<Vec<DirEntry>> {
         if inode.file_type() != S_IFDIR {
             return Err(Error::errno(Errno::ENOTDIR, "readdir"));
         }
@@ -165,19 +239,40 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         let map = self.block_map(inode)?;
         let nblocks = inode.size.div_ceil(u64::from(bs));
         let mut out = Vec::new();
-        for b in 0..nblocks {
-            // A hole in a directory reads as an empty block to the kernel's
-            // page cache, which then fails nilfs_check_folio; we skip it.
-            let Some(&pbn) = map.get(&b) else { continue };
+        // Only the mapped blocks below i_size: a hole in a directory reads
+        // as an empty block to the kernel's page cache, which then fails
+        // nilfs_check_folio; we skip it. Iterating the map, not 0..nblocks,
+        // keeps a corrupt i_size of 2^63 from looping 2^53 times.
+        for (&b, &pbn) in map.range(..nblocks) {
             let data = self.fs.read_block(pbn)?;
-            for e in dir::parse_block(&data, bs).map_err(|e| e.at_block(pbn.0))? {
-                if e.ino.0 != 0 {
-                    out.push(DirEntry {
-                        name: e.name,
-                        ino: e.ino,
-                        file_type: e.file_type,
+            let mut offs = 0usize;
+            for (k, e) in dir::parse_block(&data, bs)
+                .map_err(|e| e.at_block(pbn.0))?
+                .into_iter()
+                .enumerate()
+            {
+                let here = offs;
+                offs += e.rec_len as usize;
+                if e.ino.0 == 0 {
+                    continue;
+                }
+                let position = if b == 0 { Some(k) } else { None };
+                if let Some(fault) = name_fault(&e.name, position) {
+                    let which = dir_ino.map_or_else(String::new, |i| format!(" {i}"));
+                    return Err(Error::Corrupt {
+                        what: "directory entry",
+                        blocknr: Some(pbn.0),
+                        detail: format!(
+                            "directory{which}, block {b}, offset {here}: name {:?} {fault}",
+                            String::from_utf8_lossy(&e.name)
+                        ),
                     });
                 }
+                out.push(DirEntry {
+                    name: e.name,
+                    ino: e.ino,
+                    file_type: e.file_type,
+                });
             }
         }
         Ok(out)
@@ -235,7 +330,7 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
                     return Err(Error::errno(Errno::ELOOP, shown()));
                 }
                 *budget -= 1;
-                let target = self.read_all(&next_inode)?;
+                let target = self.readlink(&next_inode)?;
                 (cur, cur_inode) = self.walk(parent, &target, true, budget)?;
             } else {
                 (cur, cur_inode) = (next, next_inode);
@@ -244,12 +339,22 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         Ok((cur, cur_inode))
     }
 
-    /// A symlink's target.
+    /// A symlink's target as the kernel reads it: `page_get_link` reads the
+    /// link's first page and ends the string at `min(i_size, PAGE_SIZE - 1)`
+    /// (`nd_terminate_link`), and `readlink` returns it up to its first NUL
+    /// (`readlink_copy`'s strlen). So a hostile `i_size` of 2^40 reads one
+    /// page, not 2^40 bytes. (`nilfs_symlink` never writes a longer target:
+    /// it refuses one longer than the block, and `symlink(2)` one longer than
+    /// `PATH_MAX`.)
     pub fn readlink(&self, inode: &Inode) -> Result<Vec<u8>> {
         if inode.file_type() != S_IFLNK {
             return Err(Error::errno(Errno::EINVAL, "readlink of a non-symlink"));
         }
-        self.read_all(inode)
+        let mut target = self.read(inode, 0, inode.size.min(LINK_PAGE_SIZE - 1))?;
+        if let Some(nul) = target.iter().position(|&c| c == 0) {
+            target.truncate(nul);
+        }
+        Ok(target)
     }
 
     /// Visit every entry below `dir` (depth first, on-disk order), with its
@@ -273,8 +378,7 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
                 format!("directory {dir_ino} is reachable twice"),
             ));
         }
-        let inode = self.inode(dir_ino)?;
-        for e in self.readdir(&inode)? {
+        for e in self.readdir_ino(dir_ino)? {
             if e.name == b"." || e.name == b".." {
                 continue;
             }
@@ -288,6 +392,34 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
             }
         }
         Ok(())
+    }
+}
+
+/// Why a live directory entry's name cannot be a path component, if it
+/// cannot. `position` is the record's index in the directory's first block
+/// (`None` in later blocks).
+///
+/// `nilfs_check_folio` checks no names, but the VFS does before any name
+/// reaches user space: `verify_dirent_name` (fs/readdir.c, Linux 5.5 on)
+/// fails getdents with EIO on an empty name or one containing `/`. We refuse
+/// those, and two more the kernel lets through to user space where they do
+/// harm: a NUL byte (no system call can name such an entry; user space sees
+/// the name cut short, another name), and `.`/`..` anywhere but the first
+/// two records of the first block, where `nilfs_make_empty` puts them (a
+/// second `..` would make a tree walker leave the tree).
+pub fn name_fault(name: &[u8], position: Option<usize>) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("is empty")
+    } else if name.contains(&b'/') {
+        Some("contains '/'")
+    } else if name.contains(&0) {
+        Some("contains a NUL byte")
+    } else if name == b"." && position != Some(0) {
+        Some("is \".\" outside the first record")
+    } else if name == b".." && position != Some(1) {
+        Some("is \"..\" outside the second record")
+    } else {
+        None
     }
 }
 

@@ -304,12 +304,19 @@ fn reading(log: &Log) -> bool {
     r
 }
 
+/// Stack of each modelled thread.
+pub const THREAD_STACK: usize = 8 << 20;
+
 fn spawn<T: Send + 'static>(
     name: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> thread::JoinHandle<T> {
+    // A cleaning request runs the whole construction path on this stack;
+    // the model checkers' default coroutine stacks are smaller than that
+    // path needs (it overflowed once Fs grew).
     thread::Builder::new()
         .name(name.to_string())
+        .stack_size(THREAD_STACK)
         .spawn(f)
         .unwrap()
 }
