@@ -16,6 +16,12 @@
 //!   ([`Mdt::discard_if_pristine`]), so that a prepare/abort pair leaves the
 //!   file exactly as it was. A pristine block holds only its initial
 //!   contents, which every reader treats like the hole it replaced.
+//!
+//! A store can also keep an undo journal ([`Mdt::begin_undo`]): while it is
+//! on, the first change to each block saves the block as it was, so that a
+//! failed segment construction can put the file back
+//! ([`Mdt::rollback`]) at the cost of the blocks it touched, not of the
+//! whole file.
 
 use crate::sync::StdArc as Arc;
 use std::collections::{BTreeMap, BTreeSet};
@@ -77,6 +83,20 @@ pub struct Mdt<'a> {
     /// Offsets deleted since the last [`Mdt::mark_clean`] (reported only
     /// while they are still holes).
     deleted: BTreeSet<u64>,
+    /// The undo journal, while one is kept.
+    undo: Option<Box<Undo<'a>>>,
+}
+
+/// What [`Mdt::rollback`] restores: each changed block's slot as it was
+/// before its first change, and the sets and loader of the moment the
+/// journal began. Blocks only loaded (read from the loader unchanged) are
+/// not journaled: they read the same before and after.
+#[derive(Clone)]
+struct Undo<'a> {
+    slots: BTreeMap<u64, Cached>,
+    dirty: BTreeSet<u64>,
+    deleted: BTreeSet<u64>,
+    loader: Option<Loader<'a>>,
 }
 
 impl std::fmt::Debug for Mdt<'_> {
@@ -99,6 +119,64 @@ impl<'a> Mdt<'a> {
             cache: BTreeMap::new(),
             dirty: BTreeSet::new(),
             deleted: BTreeSet::new(),
+            undo: None,
+        }
+    }
+
+    /// The same file with nothing cached and no journal: what a snapshot
+    /// of the typed file around it holds while the blocks stay here.
+    pub(crate) fn shell(&self) -> Mdt<'a> {
+        Mdt {
+            block_size: self.block_size,
+            loader: self.loader.clone(),
+            cache: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            deleted: BTreeSet::new(),
+            undo: None,
+        }
+    }
+
+    /// Start an undo journal (replacing any earlier one).
+    pub(crate) fn begin_undo(&mut self) {
+        self.undo = Some(Box::new(Undo {
+            slots: BTreeMap::new(),
+            dirty: self.dirty.clone(),
+            deleted: self.deleted.clone(),
+            loader: self.loader.clone(),
+        }));
+    }
+
+    /// Forget the journal: the changes stand.
+    pub(crate) fn end_undo(&mut self) {
+        self.undo = None;
+    }
+
+    /// Put every block changed since [`Mdt::begin_undo`] back as it was,
+    /// with the dirty and deleted sets and the loader of that moment, and
+    /// end the journal. Without a journal, nothing happens.
+    pub(crate) fn rollback(&mut self) {
+        let Some(u) = self.undo.take() else { return };
+        let Undo {
+            slots,
+            dirty,
+            deleted,
+            loader,
+        } = *u;
+        self.cache.extend(slots);
+        self.dirty = dirty;
+        self.deleted = deleted;
+        self.loader = loader;
+    }
+
+    /// Journal `blkoff`'s slot before its first change (it is in the cache:
+    /// callers load it first).
+    fn save(&mut self, blkoff: u64) {
+        if let Some(u) = self.undo.as_mut() {
+            if let std::collections::btree_map::Entry::Vacant(e) = u.slots.entry(blkoff) {
+                if let Some(slot) = self.cache.get(&blkoff) {
+                    e.insert(slot.clone());
+                }
+            }
         }
     }
 
@@ -206,6 +284,7 @@ impl<'a> Mdt<'a> {
             return self.get_block_init(blkoff, |_| {}).map(Some);
         }
         self.ensure_loaded(blkoff)?;
+        self.save(blkoff);
         Ok(match self.cache.get_mut(&blkoff) {
             Some(Cached::Block { data, .. }) => Some(data.as_mut_slice()),
             _ => None,
@@ -221,6 +300,7 @@ impl<'a> Mdt<'a> {
         init: impl FnOnce(&mut [u8]),
     ) -> Result<&mut [u8]> {
         self.ensure_loaded(blkoff)?;
+        self.save(blkoff);
         let bs = self.block_size as usize;
         let slot = self
             .cache
@@ -252,6 +332,7 @@ impl<'a> Mdt<'a> {
     /// Panics if the block is not present: dirtying a hole is a broken
     /// invariant of the caller.
     pub fn mark_dirty(&mut self, blkoff: u64) {
+        self.save(blkoff);
         match self.cache.get_mut(&blkoff) {
             Some(Cached::Block { pristine, .. }) => {
                 *pristine = false;
@@ -270,6 +351,7 @@ impl<'a> Mdt<'a> {
     /// block was there (the kernel's `-ENOENT` otherwise).
     pub fn delete_block(&mut self, blkoff: u64) -> Result<bool> {
         self.ensure_loaded(blkoff)?;
+        self.save(blkoff);
         let existed = matches!(self.cache.get(&blkoff), Some(Cached::Block { .. }));
         self.cache.insert(blkoff, Cached::Hole);
         self.dirty.remove(&blkoff);
@@ -283,6 +365,7 @@ impl<'a> Mdt<'a> {
     /// if it still holds exactly `initial`: it goes back to being the hole it
     /// was. Aborts use this so that prepare + abort changes nothing.
     pub fn discard_if_pristine(&mut self, blkoff: u64, initial: &[u8]) {
+        self.save(blkoff);
         if let Some(Cached::Block {
             data,
             pristine: true,
@@ -314,6 +397,13 @@ impl<'a> Mdt<'a> {
     pub fn mark_clean(&mut self) {
         self.dirty.clear();
         self.deleted.clear();
+        if let Some(u) = self.undo.as_mut() {
+            for (&b, slot) in &self.cache {
+                if matches!(slot, Cached::Block { pristine: true, .. }) {
+                    u.slots.entry(b).or_insert_with(|| slot.clone());
+                }
+            }
+        }
         for slot in self.cache.values_mut() {
             if let Cached::Block { pristine, .. } = slot {
                 *pristine = false;

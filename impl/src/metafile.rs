@@ -219,3 +219,54 @@ impl<'a, F: MetaStore<'a>> MetaFile<F> {
         Ok(())
     }
 }
+
+/// A metadata file as it was at [`MetaFile::savepoint`]: the typed file's
+/// own fields (counters, geometry) around an empty block store, the
+/// mapping and the raw inode; the blocks themselves are journaled in the
+/// live store.
+#[derive(Debug)]
+pub(crate) struct MetaSave<F> {
+    file: F,
+    bmap: Bmap,
+    raw: Inode,
+}
+
+impl<'a, F: MetaStore<'a> + Clone> MetaFile<F> {
+    /// Remember the file as it is now, so that [`MetaFile::rollback`] can
+    /// put it back: the typed file and mapping are copied (without the
+    /// blocks), and the block store starts an undo journal.
+    pub(crate) fn savepoint(&mut self) -> MetaSave<F> {
+        let mdt = self.file.mdt_mut(CRATE);
+        let shell = mdt.shell();
+        let blocks = std::mem::replace(mdt, shell);
+        let file = self.file.clone();
+        let mdt = self.file.mdt_mut(CRATE);
+        *mdt = blocks;
+        mdt.begin_undo();
+        MetaSave {
+            file,
+            bmap: self.bmap.clone(),
+            raw: self.raw.clone(),
+        }
+    }
+
+    /// Back to the savepoint: the typed file's fields, the mapping and the
+    /// raw inode as saved, every block changed since as it was.
+    pub(crate) fn rollback(&mut self, saved: MetaSave<F>) {
+        let MetaSave {
+            mut file,
+            bmap,
+            raw,
+        } = saved;
+        std::mem::swap(file.mdt_mut(CRATE), self.file.mdt_mut(CRATE));
+        file.mdt_mut(CRATE).rollback();
+        self.file = file;
+        self.bmap = bmap;
+        self.raw = raw;
+    }
+
+    /// The savepoint is not needed any more: the changes stand.
+    pub(crate) fn release(&mut self) {
+        self.file.mdt_mut(CRATE).end_undo();
+    }
+}

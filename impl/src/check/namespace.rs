@@ -23,7 +23,6 @@ use crate::format::inode::{
 use crate::format::palloc::PallocGeometry;
 use crate::format::{ino, Cno};
 
-
 const NONE: u32 = u32::MAX;
 
 /// What pass 7 keeps of an allocated inode.

@@ -88,9 +88,11 @@ impl<'a> Fs<'a> {
     ///
     /// EROFS on a read-only mount; EINVAL for a segment number out of
     /// range, for the log writer's current or next segment (a check the
-    /// kernel leaves to the cleaner), or a DAT block number 0. When preparing fails, the DAT is
-    /// as it was (the kernel's shadow map); deleted checkpoints stay
-    /// deleted, as in the kernel.
+    /// kernel leaves to the cleaner), or a DAT block number 0. When
+    /// preparing fails, the DAT is as it was (the kernel's shadow map);
+    /// deleted checkpoints stay deleted, as in the kernel. When the
+    /// construction fails, the whole call is undone (see the comment in
+    /// [`Fs::clean_segments_begin`]).
     pub fn clean_segments(&mut self, args: &CleanArgs, moved: MovedBlocks) -> Result<Option<Cno>> {
         match self.clean_segments_begin(args, moved)? {
             Some(c) => self.sync_finish(c),
@@ -105,7 +107,7 @@ impl<'a> Fs<'a> {
         &mut self,
         args: &CleanArgs,
         moved: MovedBlocks,
-    ) -> Result<Option<super::Construction>> {
+    ) -> Result<Option<super::Construction<'a>>> {
         self.begin(false)?;
         if let Some(s) = args
             .segnums
@@ -131,16 +133,24 @@ impl<'a> Fs<'a> {
         // nilfs_ioctl_clean_segments: a super block due for an update
         // makes the file system discontinued first.
         self.sbw.gc_clean_segments(self.now);
-        let saved = self.dat.clone();
+        // One savepoint serves both failures: preparing restores the DAT
+        // alone (the kernel's shadow map: deleted checkpoints stay
+        // deleted); a failed construction restores everything, preparation
+        // included. There the kernel retries the construction until it
+        // succeeds (the loop in nilfs_clean_segments), which cannot end on
+        // a device that keeps failing; returning the error with the mount
+        // as it was before the ioctl leaves the retry to the cleaner.
+        let save = self.savepoint(None);
         if let Err(e) = self.prepare_clean_segments(args) {
-            self.dat = saved;
+            self.roll_back_dat(save);
             return Err(e);
         }
         self.sc.request_gc(GcWork {
             moved,
             segnums: args.segnums.clone(),
         });
-        self.sync_begin()
+        self.sbw.log_writer_wakeup(self.now);
+        self.begin_construction(save).map(Some)
     }
 
     /// `nilfs_ioctl_prepare_clean_segments`.

@@ -113,6 +113,12 @@ impl Inodes {
         &self.dirty
     }
 
+    /// Put back the dirty list a failed construction took
+    /// (`nilfs_redirty_inodes`).
+    pub(crate) fn restore_dirty(&mut self, list: Vec<Ino>) {
+        self.dirty = list;
+    }
+
     /// Take the dirty list for a construction (`nilfs_segctor_collect_dirty_files`).
     pub(crate) fn take_dirty(&mut self) -> Vec<Ino> {
         std::mem::take(&mut self.dirty)

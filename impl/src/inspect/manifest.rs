@@ -55,11 +55,7 @@ fn line_of(
         _ => {
             let mut h = Sha256::new();
             contents(&mut |b| h.update(b))?;
-            let hex: String = h
-                .finalize()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
             let mut line = format!("{hex}  {size}  ").into_bytes();
             line.extend_from_slice(path);
             (path.to_vec(), line)

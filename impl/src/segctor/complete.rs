@@ -59,8 +59,6 @@ impl<'a> Fs<'a> {
         let free = self.free_blocks()?;
         self.sbw
             .set_log_cursor(last.start, last.header.seq, cno, free);
-        let w = self.sbw.after_super_root_log(self.now);
-        self.write_sb(w)?;
         for &i in &c.order {
             self.inodes.loaded_mut(i).mark_clean()?;
         }
@@ -69,6 +67,11 @@ impl<'a> Fs<'a> {
         self.sufile.mark_clean()?;
         self.dat.mark_clean()?;
         self.cpfile.file_mut().set_next_cno(Cno(cno.0 + 1));
+        // Last, with the construction complete in memory: a super block
+        // that cannot be written leaves the logs written and clean (the
+        // kernel only reports nilfs_commit_super's error).
+        let w = self.sbw.after_super_root_log(self.now);
+        self.write_sb(w)?;
         Ok(cno)
     }
 }

@@ -17,8 +17,23 @@ use crate::fs::Fs;
 use crate::Result;
 
 impl<'a> Fs<'a> {
-    /// Write file `i`'s dirty data blocks as a data-only construction.
+    /// Write file `i`'s dirty data blocks as a data-only construction;
+    /// one that fails is rolled back, as a full one is ([`super::abort`]).
     pub(crate) fn construct_dsync(&mut self, i: Ino) -> Result<()> {
+        let save = self.savepoint(Some(i));
+        match self.try_construct_dsync(i) {
+            Ok(()) => {
+                self.release(save);
+                Ok(())
+            }
+            Err(e) => {
+                self.roll_back(save);
+                Err(e)
+            }
+        }
+    }
+
+    fn try_construct_dsync(&mut self, i: Ino) -> Result<()> {
         let cno = self.cpfile.file().next_cno();
         let bs = self.bs;
         let ctime = self.now;

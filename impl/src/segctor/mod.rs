@@ -34,13 +34,15 @@
 //! cleaner's segments were freed, `nilfs_sufile_cancel_freev`), and the
 //! segments the layout allocated and dirtied, which its plans name (each
 //! log's segment and next: `nilfs_free_incomplete_logs`,
-//! `nilfs_cancel_segusage`). Rolling back (`nilfs_segctor_abort_construction`)
-//! is not implemented yet: today a failed construction returns its error
-//! and leaves the mount's memory as far as it got.
+//! `nilfs_cancel_segusage`). A construction that fails before its logs
+//! are on disk is rolled back as a whole (`nilfs_segctor_abort_construction`,
+//! [`abort`]): the mount's memory is as it was when it began, so the next
+//! one can succeed once there is room.
 
 pub mod layout;
 pub mod write;
 
+mod abort;
 mod assign;
 mod collect;
 mod complete;
@@ -126,6 +128,9 @@ pub(crate) struct SegCtor {
     have_delta: bool,
     /// A cleaning request for the next construction.
     gc: Option<GcWork>,
+    /// Known-bad: a failed construction is not rolled back (memory stays
+    /// as far as the attempt got, as before the abort path existed).
+    keep_failed: bool,
 }
 
 impl SegCtor {
@@ -153,7 +158,9 @@ pub(crate) enum Src {
 
 /// A construction between [`Fs::sync_begin`] and [`Fs::sync_finish`]:
 /// the token the stages pass on (the kernel's `nilfs_sc_info` of one run).
-pub struct Construction {
+pub struct Construction<'a> {
+    /// The mount as the construction found it, for an abort.
+    save: Option<abort::Savepoint<'a>>,
     stage: Stage,
     flags: Flags,
     cno: Cno,
@@ -170,7 +177,7 @@ pub struct Construction {
     cursor: Option<Cursor>,
 }
 
-impl Construction {
+impl Construction<'_> {
     /// The stage reached.
     pub fn stage(&self) -> Stage {
         self.stage
@@ -236,14 +243,25 @@ impl<'a> Fs<'a> {
     /// dirty blocks the layout did not take, which the finish then marks
     /// clean — a lost write. The split exists so that the known-bad
     /// variant can be tested.
-    pub fn sync_begin(&mut self) -> Result<Option<Construction>> {
+    pub fn sync_begin(&mut self) -> Result<Option<Construction<'a>>> {
         if self.read_only || !self.is_dirty() {
             return Ok(None);
         }
         // nilfs_segctor_thread on waking: a dirty super block that is due
         // for an update marks the file system discontinued.
         self.sbw.log_writer_wakeup(self.now);
+        let save = self.savepoint(None);
+        self.begin_construction(save).map(Some)
+    }
+
+    /// [`Fs::sync_begin`] from `save`, the mount as the construction
+    /// found it (the cleaner's takes it before its preparation).
+    pub(crate) fn begin_construction(
+        &mut self,
+        save: abort::Savepoint<'a>,
+    ) -> Result<Construction<'a>> {
         let mut c = Construction {
+            save: Some(save),
             stage: Stage::Init,
             flags: Flags::default(),
             cno: self.cpfile.file().next_cno(),
@@ -254,16 +272,40 @@ impl<'a> Fs<'a> {
             plans: Vec::new(),
             cursor: None,
         };
-        self.propagate_construction(&mut c)?;
-        self.collect_construction(&mut c)?;
-        Ok(Some(c))
+        let collected = self
+            .propagate_construction(&mut c)
+            .and_then(|()| self.collect_construction(&mut c));
+        if let Err(e) = collected {
+            self.abort_construction(c);
+            return Err(e);
+        }
+        Ok(c)
     }
 
     /// The second half: addresses, metadata, the checked write, completion.
-    pub fn sync_finish(&mut self, mut c: Construction) -> Result<Option<Cno>> {
-        self.assign_addresses(&mut c)?;
-        let filled = self.fill_in(&mut c)?;
-        self.write_logs(&mut c, filled)?;
+    /// A failure before the logs are all written rolls the construction
+    /// back ([`abort`]).
+    pub fn sync_finish(&mut self, mut c: Construction<'a>) -> Result<Option<Cno>> {
+        let written = self
+            .assign_addresses(&mut c)
+            .and_then(|()| self.fill_in(&mut c))
+            .and_then(|filled| self.write_logs(&mut c, filled));
+        if let Err(e) = written {
+            self.abort_construction(c);
+            return Err(e);
+        }
+        if let Some(s) = c.save.take() {
+            self.release(s);
+        }
         self.complete_construction(c).map(Some)
+    }
+
+    /// `nilfs_segctor_abort_construction`: back to the savepoint. The
+    /// cleaning request the construction served is dropped with it (the
+    /// kernel's `nilfs_remove_all_gcinodes`); the cleaner hears the error.
+    fn abort_construction(&mut self, mut c: Construction<'a>) {
+        if let Some(s) = c.save.take() {
+            self.roll_back(s);
+        }
     }
 }

@@ -1,0 +1,150 @@
+//! Aborting a construction (`nilfs_segctor_abort_construction`): a
+//! construction that fails before its logs are all on disk leaves the
+//! mount's memory as it was when it began, so that nothing dirty is lost
+//! and nothing it allocated stays taken.
+//!
+//! The kernel undoes piece by piece what the failed attempt did: it gives
+//! back the segments the logs were to use (`nilfs_free_incomplete_logs`,
+//! `nilfs_cancel_segusage`), cancels the cleaner's frees
+//! (`nilfs_sufile_cancel_freev` under `NILFS_CF_SUFREED`) and redirties the
+//! inodes it had taken (`nilfs_redirty_inodes` under
+//! `NILFS_CF_IFILE_STARTED`); what propagation did stays, guarded by the
+//! buffers' `volatile` flags, for the next attempt to reuse. Here the
+//! stages do not keep such flags, so the whole attempt is undone instead:
+//! a [`Savepoint`] taken as the construction begins holds the writer's
+//! cursor and counters, the dirty list, each dirty file's mapping and raw
+//! inode, and each metadata file's fields and mapping, and the metadata
+//! files' block stores journal the blocks the attempt changes. Its cost is
+//! the dirty files' mappings and the metadata blocks touched, not the
+//! size of the file system.
+//!
+//! After the first device write the attempt's logs may be partly on disk;
+//! they lie past the cursor, which is restored too, so the next
+//! construction writes over them, as the kernel's does.
+
+use std::collections::BTreeSet;
+
+use crate::bmap::write::Bmap;
+use crate::cpfile::Cpfile;
+use crate::dat::Dat;
+use crate::format::inode::Inode;
+use crate::format::Ino;
+use crate::fs::Fs;
+use crate::ifile::Ifile;
+use crate::metafile::MetaSave;
+use crate::sb_write::SbWriter;
+use crate::sufile::Sufile;
+
+use super::layout::Cursor;
+
+/// One dirty file as a construction found it.
+#[derive(Debug)]
+struct FileSave {
+    ino: Ino,
+    raw: Inode,
+    bmap: Bmap,
+    /// The offsets of its dirty blocks (propagation adds a directory's
+    /// dirty blocks to them; their contents do not change before the write).
+    dirty_keys: BTreeSet<u64>,
+}
+
+/// The mount's memory as a construction began (see the module comment).
+#[derive(Debug)]
+pub(crate) struct Savepoint<'a> {
+    cursor: Cursor,
+    inodes_count: u64,
+    blocks_count: u64,
+    nongc_ctime: u64,
+    have_delta: bool,
+    sbw: SbWriter,
+    dirty_list: Vec<Ino>,
+    files: Vec<FileSave>,
+    dat: MetaSave<Dat<'a>>,
+    cpfile: MetaSave<Cpfile<'a>>,
+    sufile: MetaSave<Sufile<'a>>,
+    ifile: MetaSave<Ifile<'a>>,
+}
+
+impl<'a> Fs<'a> {
+    /// A savepoint for a construction that writes the files on the dirty
+    /// list and, for a data-only one, `extra` too.
+    pub(crate) fn savepoint(&mut self, extra: Option<Ino>) -> Savepoint<'a> {
+        let dirty_list = self.inodes.dirty().to_vec();
+        let mut inos = dirty_list.clone();
+        inos.extend(extra.filter(|i| !dirty_list.contains(i)));
+        let files = inos
+            .into_iter()
+            .map(|ino| {
+                let f = self.inodes.loaded(ino);
+                FileSave {
+                    ino,
+                    raw: f.raw.clone(),
+                    bmap: f.bmap.clone(),
+                    dirty_keys: f.dirty.keys().copied().collect(),
+                }
+            })
+            .collect();
+        Savepoint {
+            cursor: self.cursor,
+            inodes_count: self.inodes_count,
+            blocks_count: self.blocks_count,
+            nongc_ctime: self.nongc_ctime,
+            have_delta: self.sc.have_delta,
+            sbw: self.sbw.clone(),
+            dirty_list,
+            files,
+            dat: self.dat.savepoint(),
+            cpfile: self.cpfile.savepoint(),
+            sufile: self.sufile.savepoint(),
+            ifile: self.ifile.savepoint(),
+        }
+    }
+
+    /// Known-bad, for the tests that show the rollback matters: failed
+    /// constructions keep what they changed.
+    #[doc(hidden)]
+    pub fn known_bad_keep_failed_constructions(&mut self) {
+        self.sc.keep_failed = true;
+    }
+
+    /// Put the mount back as `s` found it (the construction failed).
+    pub(crate) fn roll_back(&mut self, s: Savepoint<'a>) {
+        if self.sc.keep_failed {
+            return self.release(s);
+        }
+        self.cursor = s.cursor;
+        self.inodes_count = s.inodes_count;
+        self.blocks_count = s.blocks_count;
+        self.nongc_ctime = s.nongc_ctime;
+        self.sc.have_delta = s.have_delta;
+        self.sbw = s.sbw;
+        for fs in s.files {
+            let f = self.inodes.loaded_mut(fs.ino);
+            f.raw = fs.raw;
+            f.bmap = fs.bmap;
+            f.dirty.retain(|k, _| fs.dirty_keys.contains(k));
+        }
+        self.inodes.restore_dirty(s.dirty_list);
+        self.dat.rollback(s.dat);
+        self.cpfile.rollback(s.cpfile);
+        self.sufile.rollback(s.sufile);
+        self.ifile.rollback(s.ifile);
+    }
+
+    /// Restore the DAT alone from `s` (the cleaner's failed preparation:
+    /// `nilfs_mdt_restore_from_shadow_map`); everything else stands.
+    pub(crate) fn roll_back_dat(&mut self, s: Savepoint<'a>) {
+        self.cpfile.release();
+        self.sufile.release();
+        self.ifile.release();
+        self.dat.rollback(s.dat);
+    }
+
+    /// The construction is on disk: its changes stand.
+    pub(crate) fn release(&mut self, _s: Savepoint<'a>) {
+        self.dat.release();
+        self.cpfile.release();
+        self.sufile.release();
+        self.ifile.release();
+    }
+}
