@@ -299,6 +299,32 @@ impl SbWriter {
         self.last_cno = last_cno;
     }
 
+    /// `load_nilfs` when the log scan from `sbp[0]` failed and the spare
+    /// is tried ("trying rollback from an earlier position"): `sbp[1]` is
+    /// copied over `sbp[0]` (`memcpy(sbp[0], sbp[1], ns_sbsize)`; each
+    /// keeps its location), `ns_crc_seed` and `ns_sbwtime` come from it,
+    /// `nilfs_store_log_cursor` reads the cursor from it, and
+    /// `NILFS_VALID_FS` leaves the mount state so that recovery runs. Every
+    /// later write starts from the spare, never from the copy whose logs
+    /// could not be found. Fails if there is no spare.
+    pub fn fall_back_to_spare(&mut self) -> Result<()> {
+        let spare = self.sbp[1]
+            .as_ref()
+            .map(|s| s.sb.clone())
+            .ok_or_else(|| Error::corrupt("super block", "no spare super block to fall back to"))?;
+        let s0 = self.sbp[0].as_mut().expect("sbp[0] always exists");
+        s0.sb = spare.clone();
+        self.crc_seed = spare.crc_seed;
+        self.sbwtime = spare.wtime;
+        self.last_pseg = spare.last_pseg;
+        self.last_seq = spare.last_seq;
+        self.last_cno = spare.last_cno;
+        self.prev_seq = spare.last_seq;
+        self.free_blocks = spare.free_blocks_count;
+        self.mount_state &= !STATE_VALID_FS;
+        Ok(())
+    }
+
     /// `nilfs->ns_mount_state |= NILFS_VALID_FS`, as `load_nilfs` does after
     /// recovering an uncleanly unmounted file system (the next
     /// [`SbWriter::cleanup_at_unmount`] then records it as clean).

@@ -116,10 +116,15 @@ impl<'a> Fs<'a> {
         if read_only {
             return Ok(fs);
         }
+        if nilfs.rolled_back {
+            // load_nilfs found the logs only from the spare super block:
+            // the writer starts from the spare too, and recovery runs.
+            fs.sbw.fall_back_to_spare()?;
+        }
         // The end of nilfs_search_super_root: from here on the cursor is the
         // one the scan found (a salvage construction moves it again).
         fs.sbw.store_recovered_cursor(s.sr_pseg, s.seq, s.cno);
-        if nilfs.sb.state & STATE_VALID_FS == 0 {
+        if nilfs.sb.state & STATE_VALID_FS == 0 || nilfs.rolled_back {
             // load_nilfs: nilfs_salvage_orphan_logs (which runs, and may
             // find nothing, for every unclean mount), then mark clean and
             // nilfs_cleanup_super.

@@ -1,0 +1,127 @@
+//! Writing after a super block fallback (issue 13, item 2).
+//!
+//! When the log scan from the chosen super block fails, the mount falls
+//! back to the spare copy (`load_nilfs`: "trying rollback from an earlier
+//! position"). The kernel then copies the spare over the copy in use, takes
+//! its CRC seed and cursor, and runs recovery; every later super block
+//! write starts from the spare. Ours used to write both copies from the
+//! rejected one: after one mkcp the image had no good super block left and
+//! every command failed with a checksum mismatch.
+//!
+//! The damage: the chosen copy's `s_crc_seed` changed and its `s_sum`
+//! resealed, so it is a valid super block whose logs cannot be found.
+
+use nilfs::device::{BlockDevice, MemDevice};
+use nilfs::format::{ino, Cno};
+use nilfs::fs::Fs;
+use nilfs::inspect::manifest::manifest;
+use nilfs::posix::CheckpointView;
+use nilfs::the_nilfs::Nilfs;
+use nilfs_conformance::corrupt::{self, Recipe};
+
+const NOW: u64 = 1_900_000_000;
+
+fn latest_manifest(dev: &dyn BlockDevice) -> String {
+    let nilfs = Nilfs::open(dev).unwrap_or_else(|e| panic!("open: {e}"));
+    let view = CheckpointView::open(&nilfs, None).unwrap();
+    manifest(&view).unwrap()
+}
+
+/// The base image with its chosen super block's CRC seed changed, and
+/// the base's manifest.
+fn damaged() -> (MemDevice, String) {
+    let dev = corrupt::base("ours").unwrap();
+    let want = latest_manifest(&dev);
+    let chosen = Nilfs::open(&dev).unwrap().sb_choice.chosen;
+    let recipe = format!("sb{chosen}.s_crc_seed ^= 0x5a5a");
+    corrupt::apply(&dev, &Recipe::parse(&recipe).unwrap()).unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    assert!(
+        nilfs.rolled_back,
+        "the damage did not make the mount fall back to the spare"
+    );
+    (dev, want)
+}
+
+/// Each write command, as `nilref` runs it on a mount.
+fn write_commands() -> Vec<(&'static str, fn(&mut Fs<'_>))> {
+    vec![
+        ("mount and unmount", |_| {}),
+        ("mkcp", |fs| {
+            fs.mkcp(false).unwrap();
+        }),
+        ("mkcp -s, chcp cp, rmcp", |fs| {
+            let i = fs.create(ino::ROOT, b"one", 0o644).unwrap();
+            let c = fs.mkcp(true).unwrap();
+            fs.write(i, 0, b"1\n").unwrap();
+            fs.sync().unwrap();
+            fs.chcp(c, false).unwrap();
+            fs.rmcp(c).unwrap();
+        }),
+        ("write and sync", |fs| {
+            let i = fs.create(ino::ROOT, b"after-fallback", 0o644).unwrap();
+            fs.write(i, 0, b"written after the fallback\n").unwrap();
+            fs.sync().unwrap();
+        }),
+        ("clean", |fs| {
+            nilfs::cleaner::clean(fs, 0, 4).unwrap();
+        }),
+    ]
+}
+
+#[test]
+fn every_write_command_after_a_fallback_leaves_a_readable_image() {
+    for (what, command) in write_commands() {
+        let (base, want) = damaged();
+        let dev = base.duplicate();
+        {
+            let nilfs = Nilfs::open(&dev).unwrap();
+            let mut fs = Fs::mount(&nilfs, NOW).unwrap_or_else(|e| panic!("{what}: mount: {e}"));
+            command(&mut fs);
+            fs.unmount()
+                .unwrap_or_else(|e| panic!("{what}: unmount: {e}"));
+        }
+        let nilfs = Nilfs::open(&dev).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+        assert!(
+            !nilfs.rolled_back,
+            "{what}: the next mount still needs the spare"
+        );
+        let got = latest_manifest(&dev);
+        for line in want.lines() {
+            assert!(got.contains(line), "{what}: lost {line}\n{got}");
+        }
+        let r = nilfs::check::check_device(&dev, &Default::default());
+        assert!(r.is_clean(), "{what}: nilref check:\n{r}");
+        // Both copies now carry the spare's seed, the one the logs use.
+        let sb = &nilfs.sb_choice;
+        let seeds: Vec<u32> = sb
+            .copies
+            .iter()
+            .flatten()
+            .filter_map(|c| c.sb.as_ref().map(|s| s.crc_seed))
+            .collect();
+        assert!(
+            seeds.iter().all(|&s| s == nilfs.sb.crc_seed),
+            "{what}: seeds {seeds:x?}, logs use {:x}",
+            nilfs.sb.crc_seed
+        );
+    }
+}
+
+/// The checkpoint made after the fallback follows the spare's history.
+#[test]
+fn the_fallback_mount_continues_from_the_spare_cursor() {
+    let (dev, _) = damaged();
+    let before = Nilfs::open(&dev).unwrap().scan.cno;
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, NOW).unwrap();
+        fs.create(ino::ROOT, b"new", 0o644).unwrap();
+        let c = fs.mkcp(false).unwrap();
+        assert!(c > before, "mkcp made {c}, the spare's latest is {before}");
+        fs.unmount().unwrap();
+    }
+    let nilfs = Nilfs::open(&dev).unwrap();
+    assert!(nilfs.scan.cno > before);
+    assert!(nilfs.checkpoint(Cno(nilfs.scan.cno.0)).unwrap().is_some());
+}
