@@ -56,14 +56,16 @@ pub fn run(
     let text = std::fs::read_to_string(trace).map_err(|e| format!("{}: {e}", trace.display()))?;
     let lines =
         workload::parse(&text).map_err(|(n, m)| format!("{} line {n}: {m}", trace.display()))?;
-    let bytes = std::fs::read(image).map_err(|e| format!("{}: {e}", image.display()))?;
-    if !dry_run && bytes.starts_with(&XZ_MAGIC) {
+    let mut magic = [0u8; XZ_MAGIC.len()];
+    let n = std::fs::File::open(image)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    if !dry_run && n == magic.len() && magic == XZ_MAGIC {
         return Err(format!(
             "{}: xz-compressed; apply writes raw images back, so decompress it first or use --dry-run",
             image.display()
         ));
     }
-    drop(bytes);
     // A path no system call can pass (a C string ends at its NUL): refused
     // before anything runs, naming the line.
     for (n, v) in &lines {

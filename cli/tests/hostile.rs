@@ -581,3 +581,72 @@ fn apply_does_not_write_back_after_a_failed_sync() {
         "apply wrote the image"
     );
 }
+
+// postmortem: apply expanded a write's whole pattern before writing it, so
+// a pattern of 2^40 blocks asked for 4 PiB at once and aborted the process
+// (issue 13.4); the adapter now writes in 1 MiB pieces, as `nilref exec`
+// does on a kernel, and an 8 MiB device stops the write at ENOSPC.
+#[test]
+fn apply_writes_a_huge_pattern_in_pieces() {
+    let d = scratch("apply-huge-pattern");
+    let img = save(&image(|_| {}), &d);
+    let trace = "{\"op\":\"mount\"}\n{\"op\":\"create\",\"path\":\"/a\"}\n\
+         {\"op\":\"write\",\"path\":\"/a\",\"offset\":0,\"data\":{\"blk\":{\"tag\":\"h\",\"first\":0,\"count\":1099511627776}}}\n\
+         {\"op\":\"read\",\"path\":\"/a\",\"offset\":0,\"len\":1099511627776}\n";
+    let t = d.join("trace.jsonl");
+    std::fs::write(&t, trace).unwrap();
+    let o = d.join("observed.jsonl");
+    let script = format!(
+        "\"$NILREF\" apply --dry-run \"$1\" {} -o {}",
+        t.display(),
+        o.display()
+    );
+    let (code, _, err) = bounded(&script, &img);
+    assert_ne!(code, 124, "apply did not end within 60 s");
+    assert_eq!(code, 0, "{err}");
+    let observed = std::fs::read_to_string(&o).unwrap();
+    let written = observed
+        .lines()
+        .find(|l| l.contains("\"write\""))
+        .expect("the write line");
+    assert!(written.contains("\"written\""), "{written}");
+    assert!(
+        observed
+            .lines()
+            .any(|l| l.contains("\"read\"") && l.contains("sha256")),
+        "{observed}"
+    );
+}
+
+// postmortem: the write path's readlink and path walk read a symlink's
+// whole i_size, so a damaged symlink claiming 2^62 bytes made `apply`
+// spin through holes for ever (issue 13.4); a symlink is its first page,
+// as page_get_link reads it.
+#[test]
+fn apply_reads_a_symlink_as_one_page() {
+    let d = scratch("apply-huge-link");
+    let dev = image(|fs| {
+        fs.symlink(ROOT, b"l", b"target").unwrap();
+    });
+    corrupt::apply(
+        &dev,
+        &corrupt::Recipe::parse("inode[/l].i_size = 0x4000000000000000").unwrap(),
+    )
+    .unwrap();
+    let img = save(&dev, &d);
+    let trace = "{\"op\":\"mount\"}\n{\"op\":\"readlink\",\"path\":\"/l\"}\n\
+                 {\"op\":\"lstat\",\"path\":\"/l/x\"}\n{\"op\":\"umount\"}\n";
+    let t = d.join("trace.jsonl");
+    std::fs::write(&t, trace).unwrap();
+    let o = d.join("observed.jsonl");
+    let script = format!(
+        "\"$NILREF\" apply --dry-run \"$1\" {} -o {}",
+        t.display(),
+        o.display()
+    );
+    let (code, _, err) = bounded(&script, &img);
+    assert_ne!(code, 124, "apply did not end within 60 s");
+    assert_eq!(code, 0, "{err}");
+    let observed = std::fs::read_to_string(&o).unwrap();
+    assert!(observed.contains("\"target\":\"target\""), "{observed}");
+}

@@ -39,9 +39,16 @@ pub fn import_image_limited(path: &Path, declared: &DeclaredSize<'_>) -> Result<
     let r = if n == magic.len() && magic == XZ_MAGIC {
         import_xz(&mut std::io::BufReader::new(f), declared)
     } else {
-        let mut data = Vec::new();
-        f.read_to_end(&mut data).map_err(|e| host(path, e))?;
-        import_image_bytes(&data)
+        // Streamed like the xz stream: only the non-zero chunks are kept,
+        // so a sparse raw image costs what it holds, not its length.
+        let mut sink = SparseSink::new(declared);
+        let copied = std::io::copy(&mut std::io::BufReader::new(f), &mut sink);
+        match sink.refused.take() {
+            Some(e) => Err(e),
+            None => copied
+                .map_err(|e| host(path, e))
+                .and_then(|_| sink.finish()),
+        }
     };
     r.map_err(|e| match e {
         Error::Invalid(d) => host(path, d),

@@ -82,6 +82,18 @@ impl<'a> Fs<'a> {
         Ok(out)
     }
 
+    /// A symlink's target as `page_get_link` reads it: the first page, cut
+    /// at `i_size` and at `PAGE_SIZE - 1` bytes (`nd_terminate_link`), and
+    /// at a NUL. Bounded whatever a damaged inode's `i_size` says.
+    pub fn symlink_target(&mut self, i: Ino) -> Result<Vec<u8>> {
+        let size = self.file(i)?.raw.size;
+        let mut target = self.read(i, 0, size.min(crate::posix::LINK_PAGE_SIZE - 1))?;
+        if let Some(nul) = target.iter().position(|&c| c == 0) {
+            target.truncate(nul);
+        }
+        Ok(target)
+    }
+
     /// `nilfs_setattr` size change (`nilfs_truncate` and
     /// `block_truncate_page`): shrinking drops blocks past the end and
     /// zeroes the tail of the last one; growing leaves a hole.

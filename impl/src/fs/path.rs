@@ -84,7 +84,7 @@ impl<'a> Fs<'a> {
                     return Err(refuse(Errno::ELOOP, path));
                 }
                 *budget -= 1;
-                let target = self.read(next, 0, raw.size)?;
+                let target = self.symlink_target(next)?;
                 self.walk_from(dir, &target, true, budget)?
             } else {
                 next
@@ -230,7 +230,7 @@ impl Paths<'_, '_> {
         if raw.mode & S_IFMT != S_IFLNK {
             return Err(refuse(Errno::EINVAL, path));
         }
-        self.fs.read(i, 0, raw.size)
+        self.fs.symlink_target(i)
     }
 
     /// `mkdir`.

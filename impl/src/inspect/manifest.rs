@@ -125,9 +125,14 @@ pub fn live_manifest(fs: &mut Fs<'_>) -> Result<String> {
             if raw.file_type() == S_IFDIR {
                 stack.push((path.clone(), i));
             }
-            // A symlink's target is its data (`page_get_link`); read in
-            // pieces so a huge sparse file costs one piece of memory.
+            // A symlink's target is its first page (`page_get_link`); a
+            // file is read in pieces, so a huge sparse one costs one piece
+            // of memory.
             let contents = |sink: Sink<'_>| {
+                if raw.file_type() == S_IFLNK {
+                    sink(&fs.symlink_target(i)?);
+                    return Ok(());
+                }
                 let mut off = 0;
                 while off < raw.size {
                     let n = (raw.size - off).min(LIVE_PIECE);

@@ -24,7 +24,7 @@ const MAX_SYMLINKS: usize = 40;
 
 /// `PAGE_SIZE` of the kernel we follow (x86-64): a symlink is read as one
 /// page.
-const LINK_PAGE_SIZE: u64 = 4096;
+pub(crate) const LINK_PAGE_SIZE: u64 = 4096;
 
 /// The largest data piece [`CheckpointView::read_pieces`] hands over.
 pub const STREAM_CHUNK: u64 = 1 << 20;

@@ -26,7 +26,8 @@ use nilfs::fs::Fs;
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs_model::pattern::sha256_hex;
-use nilfs_model::{Errno, FileType, Op, Outcome, StatInfo};
+use nilfs_model::{Errno, FileType, Op, Outcome, Pattern, StatInfo};
+use sha2::{Digest, Sha256};
 
 /// Nanoseconds per second: the model's clock is in ns, `Fs`'s in seconds.
 pub const NS: i64 = 1_000_000_000;
@@ -55,6 +56,9 @@ pub trait Sut {
 }
 
 type R<T> = Result<T, Errno>;
+
+/// The piece a write or read is made in (as `nilref exec`'s runner does).
+const PIECE: u64 = 1 << 20;
 
 /// nilfs-ref under test: a device, the mounted `Fs` while mounted, and the
 /// snapshot mounts (`mount -o ro,cp=N`), each kept as the image it reads.
@@ -205,6 +209,55 @@ impl<'d> ImplUnderTest<'d> {
         r.map_err(|e| self.errno(e))
     }
 
+    /// A write as `nilref exec` makes it on a mounted file system: `pwrite`
+    /// in pieces of [`PIECE`] bytes, stopping at the first short or failed
+    /// piece (whose error is the answer only if nothing was written), so
+    /// memory stays one piece whatever the pattern's length.
+    fn write_pieces(&mut self, path: &str, offset: u64, data: &Pattern) -> R<u64> {
+        let total = data.len();
+        let mut buf = vec![0u8; total.min(PIECE) as usize];
+        let mut done = 0u64;
+        loop {
+            let n = (total - done).min(PIECE) as usize;
+            data.fill(done, &mut buf[..n]);
+            let at = offset.saturating_add(done);
+            match self.with(|fs| fs.paths().write(path.as_bytes(), at, &buf[..n])) {
+                Ok(k) => {
+                    done += k;
+                    if k < n as u64 || done == total {
+                        return Ok(done);
+                    }
+                }
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => {
+                    self.last_error = None;
+                    return Ok(done);
+                }
+            }
+        }
+    }
+
+    /// A read as `nilref exec` makes it: `pread` in pieces, hashed as they
+    /// come, so memory stays one piece whatever the length asked for.
+    fn read_pieces(&mut self, path: &str, offset: u64, len: u64) -> R<Outcome> {
+        let mut h = Sha256::new();
+        let mut got = 0u64;
+        loop {
+            let want = (len - got).min(PIECE);
+            let at = offset.saturating_add(got);
+            let d = self.with(|fs| fs.paths().read(path.as_bytes(), at, want))?;
+            h.update(&d);
+            got += d.len() as u64;
+            if d.is_empty() || got == len {
+                break;
+            }
+        }
+        Ok(Outcome::Data {
+            len: got,
+            sha256: h.finalize().iter().map(|b| format!("{b:02x}")).collect(),
+        })
+    }
+
     /// Executes one operation (those of the generated alphabet; see
     /// tests/tests/lockstep.rs for which).
     fn exec(&mut self, op: &Op) -> Result<Outcome, Stop> {
@@ -285,17 +338,13 @@ impl<'d> ImplUnderTest<'d> {
                 offset,
                 data,
                 at: None,
-            } => {
-                let bytes = data.to_bytes();
-                let n = self.with(|fs| fs.paths().write(path.as_bytes(), *offset, &bytes))?;
-                Outcome::Written(n)
-            }
+            } => Outcome::Written(self.write_pieces(path, *offset, data)?),
             Op::Read {
                 path,
                 offset,
                 len,
                 at: None,
-            } => data(&self.with(|fs| fs.paths().read(path.as_bytes(), *offset, *len))?),
+            } => self.read_pieces(path, *offset, *len)?,
             Op::Lstat { path, at: None } => Outcome::Stat(stat_info(
                 &self.with(|fs| fs.paths().lstat(path.as_bytes()))?,
             )),
