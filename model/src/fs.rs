@@ -404,13 +404,20 @@ impl Namespace {
     /// directory gives EISDIR (`do_open`: write access to a directory).
     pub fn create(&self, path: &str, perm: u32, excl: bool, now: i64) -> R<Namespace> {
         let (dir, name) = self.parent(path)?;
-        if self.entries(dir).contains_key(&name) {
+        if let Some(&id) = self.entries(dir).get(&name) {
             if excl {
                 return Err(Errno::EEXIST);
             }
-            let id = self.lookup(path, true)?;
-            return match self.get(id).kind {
+            return match &self.get(id).kind {
                 Kind::Dir { .. } => Err(Errno::EISDIR),
+                // A trailing symlink is followed (open_last_lookups ->
+                // step_into) and the walk goes on with its body, relative
+                // to the link's directory: a dangling link's target is
+                // created (the kernel campaign, seeds 415 and 469).
+                Kind::Symlink(target) => {
+                    let mut budget = SYMLINK_FOLLOW_MAX - 1;
+                    self.create_through(dir, target, perm, now, &mut budget)
+                }
                 _ => Ok(self.clone()),
             };
         }
@@ -424,6 +431,63 @@ impl Namespace {
         let id = ns.alloc(Kind::File(FileData::default()), perm & 0o7777, now);
         ns.add_entry(dir, &name, id, now);
         Ok(ns)
+    }
+
+    /// `open(O_CREAT)` without `O_EXCL` continued through a symlink whose
+    /// body is `target`, read in directory `start`: the body's parent is
+    /// walked (its symlinks followed), and its last component is opened —
+    /// followed again if it is a symlink, EISDIR for a directory — or
+    /// created if it does not exist. A body ending in `/` names a
+    /// directory, so creating a file there is EISDIR. Symlinks count
+    /// against one budget of 40 (`nd->depth`); the walk to the first link
+    /// is not counted against it.
+    fn create_through(
+        &self,
+        start: Id,
+        target: &str,
+        perm: u32,
+        now: i64,
+        budget: &mut u32,
+    ) -> R<Namespace> {
+        if target.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        let trimmed = target.trim_end_matches('/');
+        let (dir_path, name) = match trimmed.rfind('/') {
+            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+            None => ("", trimmed),
+        };
+        let dir = match (dir_path.is_empty(), target.starts_with('/')) {
+            (true, true) => ROOT,
+            (true, false) => start,
+            (false, _) => self.walk(start, dir_path, true, budget)?,
+        };
+        if !self.is_dir(dir) {
+            return Err(Errno::ENOTDIR);
+        }
+        if Self::special(name) {
+            return Err(Errno::EISDIR);
+        }
+        Self::name_fits(name)?;
+        match self.entries(dir).get(name).map(|&id| &self.get(id).kind) {
+            Some(Kind::Dir { .. }) => Err(Errno::EISDIR),
+            Some(Kind::Symlink(next)) => {
+                if *budget == 0 {
+                    return Err(Errno::ELOOP);
+                }
+                *budget -= 1;
+                self.create_through(dir, next, perm, now, budget)
+            }
+            Some(_) if trimmed.len() != target.len() => Err(Errno::ENOTDIR),
+            Some(_) => Ok(self.clone()),
+            None if trimmed.len() != target.len() => Err(Errno::EISDIR),
+            None => {
+                let mut ns = self.clone();
+                let id = ns.alloc(Kind::File(FileData::default()), perm & 0o7777, now);
+                ns.add_entry(dir, name, id, now);
+                Ok(ns)
+            }
+        }
     }
 
     /// `mkdir` (`nilfs_mkdir`; EMLINK from `vfs_mkdir` when the parent

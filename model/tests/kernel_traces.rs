@@ -100,3 +100,24 @@ fn a_cleaner_pass_may_remove_the_checkpoint_that_was_latest_when_it_began() {
     let r = check_trace_str(&no_latest).expect_err("the latest must be listed");
     assert_eq!(r.line, last_lscp, "{r}");
 }
+
+// postmortem: campaign kernel seeds 415 and 469, profile namespace. An
+// open(O_CREAT) without O_EXCL of a dangling symlink succeeded on Linux
+// and created the link's target; the model (and our path walk) followed
+// the link, found nothing and answered ENOENT. open_last_lookups follows a
+// trailing symlink (step_into) and goes on with its body, whose last
+// component do_open creates. The model and Paths::create now do the same.
+#[test]
+fn a_create_through_a_dangling_symlink_creates_its_target() {
+    let t = trace("create-through-a-dangling-symlink.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
+    let n = t
+        .lines()
+        .position(|l| l.contains("\"op\":\"create\",\"path\":\"/mmm"))
+        .expect("the create through the symlink")
+        + 1;
+    // The old belief: ENOENT. The model must reject it now.
+    let enoent = edit_line(&t, n, |v| v["out"] = serde_json::json!({"err": "ENOENT"}));
+    let r = check_trace_str(&enoent).expect_err("the old answer is accepted");
+    assert_eq!(r.line, n, "{r}");
+}

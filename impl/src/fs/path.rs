@@ -152,21 +152,84 @@ impl Paths<'_, '_> {
                 path,
             ));
         }
-        if self.fs.lookup(dir, &name)?.is_some() {
-            if excl {
-                return Err(refuse(Errno::EEXIST, path));
-            }
-            let i = self.fs.resolve(path)?;
-            if self.fs.stat(i)?.mode & S_IFMT == S_IFDIR {
-                return Err(refuse(Errno::EISDIR, path));
-            }
-            // may_open: write access on a read-only mount.
-            if self.fs.is_read_only() {
-                return Err(refuse(Errno::EROFS, path));
-            }
-            return Ok(i);
+        let Some(found) = self.fs.lookup(dir, &name)? else {
+            return self.fs.create(dir, &name, perm);
+        };
+        if excl {
+            return Err(refuse(Errno::EEXIST, path));
         }
-        self.fs.create(dir, &name, perm)
+        let mut budget = MAX_SYMLINKS - 1;
+        self.open_creating(dir, found, path, perm, &mut budget)
+    }
+
+    /// The last step of `open(O_CREAT)` without `O_EXCL` on `found`, an
+    /// existing entry of `dir`: a directory is EISDIR, a file is opened
+    /// (EROFS on a read-only mount, `may_open`), and a symlink is followed
+    /// (`open_last_lookups` -> `step_into`), the walk going on with its
+    /// body from `dir`: the body's last component is opened the same way,
+    /// or created when it does not exist, so a dangling link's target is
+    /// created. A body ending in `/` can only name a directory.
+    fn open_creating(
+        &mut self,
+        dir: Ino,
+        found: Ino,
+        path: &[u8],
+        perm: u16,
+        budget: &mut u32,
+    ) -> Result<Ino> {
+        let raw = self.fs.stat(found)?;
+        match raw.mode & S_IFMT {
+            S_IFDIR => return Err(refuse(Errno::EISDIR, path)),
+            S_IFLNK => {}
+            _ => {
+                if self.fs.is_read_only() {
+                    return Err(refuse(Errno::EROFS, path));
+                }
+                return Ok(found);
+            }
+        }
+        let body = self.fs.symlink_target(found)?;
+        if body.is_empty() {
+            return Err(refuse(Errno::ENOENT, path));
+        }
+        let end = body.iter().rposition(|&c| c != b'/').map_or(0, |k| k + 1);
+        let slash = end != body.len();
+        let (parent, name) = match body[..end].iter().rposition(|&c| c == b'/') {
+            Some(k) => (&body[..k], &body[k + 1..end]),
+            None => (&b""[..], &body[..end]),
+        };
+        let next_dir = if !parent.is_empty() {
+            self.fs.walk_from(dir, parent, true, budget)?
+        } else if body.starts_with(b"/") {
+            ino::ROOT
+        } else {
+            dir
+        };
+        if self.fs.stat(next_dir)?.mode & S_IFMT != S_IFDIR {
+            return Err(refuse(Errno::ENOTDIR, path));
+        }
+        if is_special(name) {
+            return Err(refuse(Errno::EISDIR, path));
+        }
+        if name.len() > NAME_LEN {
+            return Err(refuse(Errno::ENAMETOOLONG, name));
+        }
+        match self.fs.lookup(next_dir, name)? {
+            None if slash => Err(refuse(Errno::EISDIR, path)),
+            None => self.fs.create(next_dir, name, perm),
+            Some(next) => {
+                let kind = self.fs.stat(next)?.mode & S_IFMT;
+                if kind == S_IFLNK {
+                    if *budget == 0 {
+                        return Err(refuse(Errno::ELOOP, path));
+                    }
+                    *budget -= 1;
+                } else if slash && kind != S_IFDIR {
+                    return Err(refuse(Errno::ENOTDIR, path));
+                }
+                self.open_creating(next_dir, next, path, perm, budget)
+            }
+        }
     }
 
     /// `open(path, O_WRONLY)` then `pwrite`: EISDIR for a directory
