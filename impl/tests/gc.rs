@@ -218,7 +218,7 @@ fn after_enospc_deletions_and_the_cleaner_make_room_again() {
             .create(ino::ROOT, name.as_bytes(), 0o644)
             .and_then(|f| fs.write(f, 0, &data));
         match r {
-            Ok(()) => kept.push((name, data)),
+            Ok(_) => kept.push((name, data)),
             Err(Error::Errno {
                 errno: Errno::ENOSPC,
                 ..

@@ -22,7 +22,7 @@ fn the_kernel_mounts_an_image_we_filled() {
                 .create(ino::ROOT, format!("f{n}").as_bytes(), 0o644)
                 .and_then(|f| fs.write(f, 0, &data))
             {
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(nilfs::Error::Errno {
                     errno: nilfs::Errno::ENOSPC,
                     ..

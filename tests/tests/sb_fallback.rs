@@ -43,8 +43,11 @@ fn damaged() -> (MemDevice, String) {
     (dev, want)
 }
 
-/// Each write command, as `nilref` runs it on a mount.
-fn write_commands() -> Vec<(&'static str, fn(&mut Fs<'_>))> {
+/// A write command, as `nilref` runs it on a mount.
+type Command = fn(&mut Fs<'_>);
+
+/// Each write command, by name.
+fn write_commands() -> Vec<(&'static str, Command)> {
     vec![
         ("mount and unmount", |_| {}),
         ("mkcp", |fs| {

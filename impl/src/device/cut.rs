@@ -1,6 +1,6 @@
 //! A fault-injecting device for crash tests: it stores block writes until
 //! its budget runs out and fails every write after that, as power loss
-//! would. The write that exhausts the budget can be torn (only its first
+//! would; it can also fail one chosen read, once (a medium error). The write that exhausts the budget can be torn (only its first
 //! sector lands), and one write can be silently lost (acknowledged, never
 //! stored: the known-bad disk cache that crash checkers must catch). It
 //! records where every block write it accepted went, so a test can choose
@@ -21,6 +21,9 @@ pub struct CutDevice {
     lose: Option<u64>,
     /// Byte offset of every block write accepted, in order.
     offsets: Mutex<Vec<u64>>,
+    /// Reads made so far, and the one (0-based) that fails, once.
+    reads: AtomicU64,
+    fail_read: Option<u64>,
 }
 
 impl CutDevice {
@@ -36,7 +39,27 @@ impl CutDevice {
             written: AtomicU64::new(0),
             lose: None,
             offsets: Mutex::new(Vec::new()),
+            reads: AtomicU64::new(0),
+            fail_read: None,
         }
+    }
+
+    /// Fail read number `index` (0-based, counting every `read_at`) with
+    /// an I/O error, once: a medium error the next read of the same
+    /// place does not repeat.
+    pub fn failing_read(mut self, index: u64) -> Self {
+        self.fail_read = Some(index);
+        self
+    }
+
+    /// The read that fails, if one does.
+    pub fn fails_at(&self) -> Option<u64> {
+        self.fail_read
+    }
+
+    /// Reads made so far (the failed one included).
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::SeqCst)
     }
 
     /// Tear the write that exhausts the budget: its first sector lands.
@@ -74,6 +97,13 @@ impl BlockDevice for CutDevice {
         self.inner.size_bytes()
     }
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        let index = self.reads.fetch_add(1, Ordering::SeqCst);
+        if self.fail_read == Some(index) {
+            return Err(Error::Io {
+                blocknr: off / self.block_size,
+                detail: "injected read error".into(),
+            });
+        }
         self.inner.read_at(off, buf)
     }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {

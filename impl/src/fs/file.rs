@@ -7,15 +7,23 @@ use crate::format::inode::{Inode, S_IFDIR, S_IFMT, S_IFREG};
 use crate::format::Ino;
 use crate::{Errno, Error, Result};
 
+/// The kernel's `PAGE_SIZE` (x86-64): the unit a buffered write goes in.
+const PAGE_SIZE: u64 = 4096;
+
 impl<'a> Fs<'a> {
-    /// Write `data` at `offset` of regular file `i` (beyond EOF leaves a hole).
-    pub fn write(&mut self, i: Ino, offset: u64, data: &[u8]) -> Result<()> {
+    /// Write `data` at `offset` of regular file `i` (beyond EOF leaves a
+    /// hole); returns the bytes written. As `generic_perform_write`, the
+    /// write goes page by page: a page whose blocks cannot be read (an I/O
+    /// error while `block_write_begin` reads the part of it not
+    /// overwritten) ends the write there, and the bytes before it are the
+    /// answer — the error only if it was the first page.
+    pub fn write(&mut self, i: Ino, offset: u64, data: &[u8]) -> Result<u64> {
         if self.file(i)?.raw.mode & S_IFMT != S_IFREG {
             return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
         }
         // generic_write_checks: a zero-length write changes nothing.
         if data.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         // __generic_file_write_iter calls file_update_time before any page
         // is written, so the times change (I_DIRTY_SYNC: the inode for the
@@ -31,20 +39,20 @@ impl<'a> Fs<'a> {
             self.inodes.touch(i);
         }
         self.begin(true)?;
-        let bs = u64::from(self.bs);
         let end = offset
             .checked_add(data.len() as u64)
             .ok_or_else(|| Error::errno(Errno::EFBIG, "write"))?;
-        for (key, within, n) in block_spans(offset, end, bs) {
-            let mut block = if within == 0 && n as u64 == bs {
-                vec![0u8; bs as usize]
-            } else {
-                self.read_file_block(i, key)?
-            };
-            let from = (key * bs + within as u64 - offset) as usize;
-            block[within..within + n].copy_from_slice(&data[from..from + n]);
-            self.inodes.loaded_mut(i).dirty.insert(key, block);
+        let mut pos = offset;
+        while pos < end {
+            let page_end = ((pos / PAGE_SIZE + 1) * PAGE_SIZE).min(end);
+            match self.page_blocks(i, offset, data, pos, page_end) {
+                Ok(blocks) => self.inodes.loaded_mut(i).dirty.extend(blocks),
+                Err(e) if pos == offset => return Err(e),
+                Err(_) => break,
+            }
+            pos = page_end;
         }
+        let end = pos;
         let now = self.now;
         let f = self.inodes.loaded_mut(i);
         if end > f.raw.size {
@@ -57,7 +65,34 @@ impl<'a> Fs<'a> {
         f.inode_dirty = true;
         f.pages_dirty = true; // nilfs_write_end -> nilfs_set_file_dirty
         self.inodes.touch(i);
-        Ok(())
+        Ok(end - offset)
+    }
+
+    /// The blocks of `[from, to)` (within one page) of file `i` with the
+    /// bytes of `data` (which starts at `offset`) copied in, each read
+    /// first unless it is overwritten whole; nothing changes if a read
+    /// fails.
+    fn page_blocks(
+        &mut self,
+        i: Ino,
+        offset: u64,
+        data: &[u8],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        let bs = u64::from(self.bs);
+        let mut out = Vec::new();
+        for (key, within, n) in block_spans(from, to, bs) {
+            let mut block = if within == 0 && n as u64 == bs {
+                vec![0u8; bs as usize]
+            } else {
+                self.read_file_block(i, key)?
+            };
+            let at = (key * bs + within as u64 - offset) as usize;
+            block[within..within + n].copy_from_slice(&data[at..at + n]);
+            out.push((key, block));
+        }
+        Ok(out)
     }
 
     /// The raw inode of `i` as it stands now (`stat`).
@@ -98,6 +133,10 @@ impl<'a> Fs<'a> {
     /// `block_truncate_page`): shrinking drops blocks past the end and
     /// zeroes the tail of the last one; growing leaves a hole.
     pub fn truncate(&mut self, i: Ino, size: u64) -> Result<()> {
+        self.atomically(|fs| fs.truncate_now(i, size))
+    }
+
+    fn truncate_now(&mut self, i: Ino, size: u64) -> Result<()> {
         // vfs_truncate: the file's type before write access to the mount.
         if self.file(i)?.raw.mode & S_IFMT != S_IFREG {
             return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));

@@ -15,7 +15,7 @@ use crate::format::{Ino, VBlockNr};
 use crate::{Errno, Error, Result};
 
 /// A user file or directory in memory.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct FileState {
     pub(crate) raw: Inode,
     pub(crate) bmap: Bmap,
@@ -76,9 +76,53 @@ impl FileState {
 pub(crate) struct Inodes {
     files: BTreeMap<Ino, FileState>,
     dirty: Vec<Ino>,
+    /// While an operation runs under [`Fs::atomically`]: each file's
+    /// state before the operation first changed it (`None`: not in
+    /// memory), and the dirty list then.
+    journal: Option<Journal>,
+}
+
+#[derive(Debug, Default)]
+struct Journal {
+    pre: BTreeMap<Ino, Option<FileState>>,
+    dirty: Vec<Ino>,
 }
 
 impl Inodes {
+    /// Start journaling (see [`Fs::atomically`]).
+    pub(crate) fn begin_journal(&mut self) {
+        self.journal = Some(Journal {
+            pre: BTreeMap::new(),
+            dirty: self.dirty.clone(),
+        });
+    }
+
+    /// Put every file the journal saw back as it was, and the dirty list.
+    pub(crate) fn roll_back(&mut self) {
+        let Some(j) = self.journal.take() else { return };
+        for (i, pre) in j.pre {
+            match pre {
+                Some(f) => self.files.insert(i, f),
+                None => self.files.remove(&i),
+            };
+        }
+        self.dirty = j.dirty;
+    }
+
+    /// Stop journaling: the changes stand.
+    pub(crate) fn commit(&mut self) {
+        self.journal = None;
+    }
+
+    /// Journal `i` before its first change.
+    fn save(&mut self, i: Ino) {
+        if let Some(j) = self.journal.as_mut() {
+            if let std::collections::btree_map::Entry::Vacant(e) = j.pre.entry(i) {
+                e.insert(self.files.get(&i).cloned());
+            }
+        }
+    }
+
     pub(crate) fn contains(&self, i: Ino) -> bool {
         self.files.contains_key(&i)
     }
@@ -92,12 +136,14 @@ impl Inodes {
 
     /// The same, mutably.
     pub(crate) fn loaded_mut(&mut self, i: Ino) -> &mut FileState {
+        self.save(i);
         self.files
             .get_mut(&i)
             .unwrap_or_else(|| panic!("fs: inode {i} is not loaded"))
     }
 
     fn insert(&mut self, i: Ino, f: FileState) {
+        self.save(i);
         self.files.insert(i, f);
     }
 
@@ -133,6 +179,7 @@ impl Inodes {
     }
 
     fn evict(&mut self, i: Ino) {
+        self.save(i);
         self.files.remove(&i);
         self.dirty.retain(|&x| x != i);
     }
@@ -261,7 +308,8 @@ impl<'a> Fs<'a> {
     /// ownership change): ctime, dirty, needing a full construction.
     pub(crate) fn mark(&mut self, i: Ino) {
         let now = self.now;
-        if let Some(f) = self.inodes.files.get_mut(&i) {
+        if self.inodes.contains(i) {
+            let f = self.inodes.loaded_mut(i);
             f.raw.ctime = now;
             f.inode_dirty = true;
             f.inode_sync = true;

@@ -30,6 +30,7 @@ use crate::segctor::SegCtor;
 use crate::sufile::Sufile;
 use crate::{Errno, Error, Result};
 
+mod atomic;
 mod clean;
 mod file;
 mod inode;
@@ -78,6 +79,9 @@ pub struct Fs<'a> {
     pub(crate) nongc_ctime: u64,
     /// The constructor's own state between constructions.
     pub(crate) sc: SegCtor,
+    /// Known-bad: a failed operation keeps what it changed (see
+    /// [`Fs::known_bad_keep_failed_operations`]).
+    keep_failed_ops: bool,
 }
 
 /// Sectors per block, the unit the kernel keeps `i_blocks` in.

@@ -112,6 +112,7 @@ impl<'a> Fs<'a> {
             sb,
             nongc_ctime: sr.nongc_ctime,
             sc: SegCtor::default(),
+            keep_failed_ops: false,
         };
         if read_only {
             return Ok(fs);

@@ -55,6 +55,10 @@ impl<'a> Fs<'a> {
 
     /// `nilfs_create`: a new empty regular file `name` in `parent`.
     pub fn create(&mut self, parent: Ino, name: &[u8], perm: u16) -> Result<Ino> {
+        self.atomically(|fs| fs.create_now(parent, name, perm))
+    }
+
+    fn create_now(&mut self, parent: Ino, name: &[u8], perm: u16) -> Result<Ino> {
         self.check_name(parent, name)?;
         self.begin(true)?;
         let mode = S_IFREG | (perm & 0o7777);
@@ -65,6 +69,10 @@ impl<'a> Fs<'a> {
 
     /// `nilfs_mkdir`: a new directory with "." and "..".
     pub fn mkdir(&mut self, parent: Ino, name: &[u8], perm: u16) -> Result<Ino> {
+        self.atomically(|fs| fs.mkdir_now(parent, name, perm))
+    }
+
+    fn mkdir_now(&mut self, parent: Ino, name: &[u8], perm: u16) -> Result<Ino> {
         self.check_name(parent, name)?;
         self.begin(true)?;
         if self.file(parent)?.raw.links_count >= crate::format::LINK_MAX as u16 {
@@ -98,6 +106,10 @@ impl<'a> Fs<'a> {
     /// `nilfs_unlink`: remove `name` from `parent`; the inode goes with its
     /// last link. EISDIR for a directory.
     pub fn unlink(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.atomically(|fs| fs.unlink_now(parent, name))
+    }
+
+    fn unlink_now(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
         self.begin(false)?;
         let found = self.find_entry(parent, name)?;
         if self.file(found.ino)?.raw.mode & S_IFMT == S_IFDIR {
@@ -118,6 +130,10 @@ impl<'a> Fs<'a> {
     /// `nilfs_rmdir`: remove the empty directory `name` (ENOTDIR,
     /// ENOTEMPTY as the kernel gives them).
     pub fn rmdir(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.atomically(|fs| fs.rmdir_now(parent, name))
+    }
+
+    fn rmdir_now(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
         self.begin(false)?;
         let found = self.find_entry(parent, name)?;
         if self.file(found.ino)?.raw.mode & S_IFMT != S_IFDIR {
@@ -139,6 +155,10 @@ impl<'a> Fs<'a> {
     /// `nilfs_link`: another name for `target` (EPERM for a directory,
     /// EMLINK at the link limit).
     pub fn link(&mut self, target: Ino, parent: Ino, name: &[u8]) -> Result<()> {
+        self.atomically(|fs| fs.link_now(target, parent, name))
+    }
+
+    fn link_now(&mut self, target: Ino, parent: Ino, name: &[u8]) -> Result<()> {
         // do_linkat looks the new name up (EEXIST) before vfs_link refuses
         // a directory (EPERM) or a full link count (EMLINK).
         self.check_name(parent, name)?;
@@ -159,6 +179,10 @@ impl<'a> Fs<'a> {
     /// `nilfs_symlink`: a symlink whose target is stored as file data
     /// (ENAMETOOLONG when it does not fit in one block with its NUL).
     pub fn symlink(&mut self, parent: Ino, name: &[u8], target: &[u8]) -> Result<Ino> {
+        self.atomically(|fs| fs.symlink_now(parent, name, target))
+    }
+
+    fn symlink_now(&mut self, parent: Ino, name: &[u8], target: &[u8]) -> Result<Ino> {
         if target.len() + 1 > self.bs as usize {
             return Err(Error::errno(
                 Errno::ENAMETOOLONG,
@@ -204,6 +228,10 @@ impl<'a> Fs<'a> {
     /// `nilfs_rename` (with the VFS's checks): move `oname` of `odir` to
     /// `nname` of `ndir`, replacing what is there.
     pub fn rename(&mut self, odir: Ino, oname: &[u8], ndir: Ino, nname: &[u8]) -> Result<()> {
+        self.atomically(|fs| fs.rename_now(odir, oname, ndir, nname))
+    }
+
+    fn rename_now(&mut self, odir: Ino, oname: &[u8], ndir: Ino, nname: &[u8]) -> Result<()> {
         self.begin(true)?;
         let shown = || String::from_utf8_lossy(oname).into_owned();
         let old = self

@@ -257,8 +257,7 @@ impl Paths<'_, '_> {
         }
         let room = MAX_FILE_SIZE - offset;
         let data = &data[..room.min(data.len() as u64) as usize];
-        self.fs.write(i, offset, data)?;
-        Ok(data.len() as u64)
+        self.fs.write(i, offset, data)
     }
 
     /// `pread`.
