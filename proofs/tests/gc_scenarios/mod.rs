@@ -413,7 +413,7 @@ pub fn cleaner_vs_writer(lab: &'static Lab, tx: TxRule, gc: GcRule) {
     let w = lab.base.w;
     let writer = spawn("writer", move || {
         for (off, data) in [(0u64, &b"v1"[..]), (1024, &b"w1"[..])] {
-            let op = |fs: &mut Fs<'static>| fs.write(w, off, data);
+            let op = |fs: &mut Fs<'static>| fs.write(w, off, data).map(|_| ());
             match s.try_op(op) {
                 Some(r) => r.unwrap(),
                 None => {
