@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::bmap::{self, DiskNodes, Translate};
+use crate::bmap::{self, DiskNodes, NodeSource, Translate};
 use crate::device::{read_block, BlockDevice};
 use crate::format::cpfile::{Checkpoint, CpfileGeometry, CpfileHeader};
 use crate::format::dat::DatEntry;
@@ -160,17 +160,27 @@ impl<'d> Nilfs<'d> {
         }
     }
 
+    /// Run `body` with the node source of metadata file `f`'s B-tree: the
+    /// DAT's nodes are at disk addresses, every other file's are virtual
+    /// and translated through the DAT.
+    fn with_mdt_nodes<T>(
+        &self,
+        f: MetaFile<'_>,
+        body: impl FnOnce(&mut dyn NodeSource) -> Result<T>,
+    ) -> Result<T> {
+        let bs = self.geo.block_size;
+        if matches!(f, MetaFile::Dat) {
+            return body(&mut DiskNodes::physical(self.dev, bs));
+        }
+        let mut dat = self;
+        body(&mut DiskNodes::translated(self.dev, bs, &mut dat))
+    }
+
     /// Block `blkoff` of a metadata file; `Ok(None)` for a hole.
     pub fn mdt_block(&self, f: MetaFile<'_>, blkoff: FileBlk) -> Result<Option<Vec<u8>>> {
         let inode = self.inode_of(f);
         let physical = matches!(f, MetaFile::Dat);
-        let mut dat = self;
-        let mut src = if physical {
-            DiskNodes::physical(self.dev, self.geo.block_size)
-        } else {
-            DiskNodes::translated(self.dev, self.geo.block_size, &mut dat)
-        };
-        let ptr = bmap::lookup(&inode.bmap, blkoff.0, &mut src)?;
+        let ptr = self.with_mdt_nodes(f, |src| bmap::lookup(&inode.bmap, blkoff.0, src))?;
         let Some(ptr) = ptr else { return Ok(None) };
         let pbn = if physical {
             BlockNr(ptr)
@@ -184,19 +194,14 @@ impl<'d> Nilfs<'d> {
     /// its bmap; as many entries as the file has blocks on disk).
     pub fn mdt_mapped_blocks(&self, f: MetaFile<'_>) -> Result<Vec<u64>> {
         let inode = self.inode_of(f);
-        let physical = matches!(f, MetaFile::Dat);
-        let mut dat = self;
-        let mut src = if physical {
-            DiskNodes::physical(self.dev, self.geo.block_size)
-        } else {
-            DiskNodes::translated(self.dev, self.geo.block_size, &mut dat)
-        };
         let mut out = Vec::new();
-        bmap::for_each(&inode.bmap, &mut src, &mut |k, p| {
-            if p != 0 {
-                out.push(k);
-            }
-            Ok(())
+        self.with_mdt_nodes(f, |src| {
+            bmap::for_each(&inode.bmap, src, &mut |k, p| {
+                if p != 0 {
+                    out.push(k);
+                }
+                Ok(())
+            })
         })?;
         Ok(out)
     }

@@ -19,18 +19,51 @@ use crate::Result;
 
 use super::Fs;
 
+/// The four metadata files' savepoints ([`crate::metafile::MetaFile::savepoint`]),
+/// shared by an operation's journal and a construction's savepoint.
+#[derive(Debug)]
+pub(crate) struct MetaSaves<'a> {
+    pub(crate) dat: MetaSave<Dat<'a>>,
+    pub(crate) cpfile: MetaSave<Cpfile<'a>>,
+    pub(crate) sufile: MetaSave<Sufile<'a>>,
+    pub(crate) ifile: MetaSave<Ifile<'a>>,
+}
+
 /// What [`Fs::atomically`] restores besides the journaled inode table.
 struct OpSave<'a> {
     inodes_count: u64,
     blocks_count: u64,
     generation: u32,
-    dat: MetaSave<Dat<'a>>,
-    cpfile: MetaSave<Cpfile<'a>>,
-    sufile: MetaSave<Sufile<'a>>,
-    ifile: MetaSave<Ifile<'a>>,
+    meta: MetaSaves<'a>,
 }
 
 impl<'a> Fs<'a> {
+    /// Savepoints of the four metadata files; their stores start journaling.
+    pub(crate) fn save_metadata(&mut self) -> MetaSaves<'a> {
+        MetaSaves {
+            dat: self.dat.savepoint(),
+            cpfile: self.cpfile.savepoint(),
+            sufile: self.sufile.savepoint(),
+            ifile: self.ifile.savepoint(),
+        }
+    }
+
+    /// The four metadata files back as `s` saved them.
+    pub(crate) fn restore_metadata(&mut self, s: MetaSaves<'a>) {
+        self.dat.rollback(s.dat);
+        self.cpfile.rollback(s.cpfile);
+        self.sufile.rollback(s.sufile);
+        self.ifile.rollback(s.ifile);
+    }
+
+    /// The metadata files' changes stand; their journals end.
+    pub(crate) fn release_metadata(&mut self) {
+        self.dat.release();
+        self.cpfile.release();
+        self.sufile.release();
+        self.ifile.release();
+    }
+
     /// Known-bad, for the tests that show the journal matters: a failed
     /// operation keeps whatever it changed before it failed.
     #[doc(hidden)]
@@ -44,28 +77,19 @@ impl<'a> Fs<'a> {
             inodes_count: self.inodes_count,
             blocks_count: self.blocks_count,
             generation: self.generation,
-            dat: self.dat.savepoint(),
-            cpfile: self.cpfile.savepoint(),
-            sufile: self.sufile.savepoint(),
-            ifile: self.ifile.savepoint(),
+            meta: self.save_metadata(),
         };
         self.inodes.begin_journal();
         let r = op(self);
         if r.is_ok() || self.keep_failed_ops {
             self.inodes.commit();
-            self.dat.release();
-            self.cpfile.release();
-            self.sufile.release();
-            self.ifile.release();
+            self.release_metadata();
         } else {
             self.inodes.roll_back();
             self.inodes_count = save.inodes_count;
             self.blocks_count = save.blocks_count;
             self.generation = save.generation;
-            self.dat.rollback(save.dat);
-            self.cpfile.rollback(save.cpfile);
-            self.sufile.rollback(save.sufile);
-            self.ifile.rollback(save.ifile);
+            self.restore_metadata(save.meta);
         }
         r
     }

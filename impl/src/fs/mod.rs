@@ -40,6 +40,7 @@ mod namei;
 pub mod path;
 
 pub use crate::segctor::Construction;
+pub(crate) use atomic::MetaSaves;
 pub use clean::SuStat;
 pub(crate) use inode::Inodes;
 

@@ -25,15 +25,10 @@
 use std::collections::BTreeSet;
 
 use crate::bmap::write::Bmap;
-use crate::cpfile::Cpfile;
-use crate::dat::Dat;
 use crate::format::inode::Inode;
 use crate::format::Ino;
-use crate::fs::Fs;
-use crate::ifile::Ifile;
-use crate::metafile::MetaSave;
+use crate::fs::{Fs, MetaSaves};
 use crate::sb_write::SbWriter;
-use crate::sufile::Sufile;
 
 use super::layout::Cursor;
 
@@ -59,10 +54,7 @@ pub(crate) struct Savepoint<'a> {
     sbw: SbWriter,
     dirty_list: Vec<Ino>,
     files: Vec<FileSave>,
-    dat: MetaSave<Dat<'a>>,
-    cpfile: MetaSave<Cpfile<'a>>,
-    sufile: MetaSave<Sufile<'a>>,
-    ifile: MetaSave<Ifile<'a>>,
+    meta: MetaSaves<'a>,
 }
 
 impl<'a> Fs<'a> {
@@ -93,10 +85,7 @@ impl<'a> Fs<'a> {
             sbw: self.sbw.clone(),
             dirty_list,
             files,
-            dat: self.dat.savepoint(),
-            cpfile: self.cpfile.savepoint(),
-            sufile: self.sufile.savepoint(),
-            ifile: self.ifile.savepoint(),
+            meta: self.save_metadata(),
         }
     }
 
@@ -125,26 +114,19 @@ impl<'a> Fs<'a> {
             f.dirty.retain(|k, _| fs.dirty_keys.contains(k));
         }
         self.inodes.restore_dirty(s.dirty_list);
-        self.dat.rollback(s.dat);
-        self.cpfile.rollback(s.cpfile);
-        self.sufile.rollback(s.sufile);
-        self.ifile.rollback(s.ifile);
+        self.restore_metadata(s.meta);
     }
 
     /// Restore the DAT alone from `s` (the cleaner's failed preparation:
     /// `nilfs_mdt_restore_from_shadow_map`); everything else stands.
     pub(crate) fn roll_back_dat(&mut self, s: Savepoint<'a>) {
-        self.cpfile.release();
-        self.sufile.release();
-        self.ifile.release();
-        self.dat.rollback(s.dat);
+        // The DAT first, while its journal is still on.
+        self.dat.rollback(s.meta.dat);
+        self.release_metadata();
     }
 
     /// The construction is on disk: its changes stand.
     pub(crate) fn release(&mut self, _s: Savepoint<'a>) {
-        self.dat.release();
-        self.cpfile.release();
-        self.sufile.release();
-        self.ifile.release();
+        self.release_metadata();
     }
 }
