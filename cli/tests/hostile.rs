@@ -13,24 +13,11 @@ use nilfs::mkfs::{mkfs, MkfsOptions};
 use nilfs::the_nilfs::Nilfs;
 use nilfs_conformance::corrupt;
 
-fn nilref(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nilref"))
-        .args(args)
-        .output()
-        .expect("run nilref");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::nilref;
 
 fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("hostile-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch("hostile", name)
 }
 
 /// A fresh 8 MiB image (1 KiB blocks) with what `build` makes in it,

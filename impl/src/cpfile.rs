@@ -27,7 +27,8 @@
 //!   snapshot is success.
 
 use crate::format::cpfile::{
-    Checkpoint, CpfileGeometry, CpfileHeader, CP_INVALID, CP_MINOR, CP_SNAPSHOT,
+    check_snapshot_step, Checkpoint, CpfileGeometry, CpfileHeader, CP_INVALID, CP_MINOR,
+    CP_SNAPSHOT,
 };
 use crate::format::inode::Inode;
 use crate::format::le::{put_u32, put_u64, u32_at, u64_at};
@@ -436,11 +437,13 @@ impl<'a> Cpfile<'a> {
             return Ok((out, from));
         };
         while out.len() < max {
+            let at = curr;
             curr = u64::MAX;
             if cp.is_invalid() || !cp.is_snapshot() {
                 break;
             }
             let next = cp.snapshot_next.0;
+            check_snapshot_step(at, next, true)?;
             out.push(cp);
             if next == 0 {
                 break;
@@ -543,14 +546,22 @@ impl<'a> Cpfile<'a> {
         // last one below it (0 = the header).
         let mut curr = 0u64;
         let mut prev = self.header()?.snapshot_prev.0;
-        let mut steps = 0u64;
         while prev > cno.0 {
-            steps += 1;
-            if steps > self.cno.0 {
-                return Err(Error::corrupt("cpfile", "snapshot list does not end"));
-            }
             curr = prev;
             prev = self.list_get(curr)?.1;
+            check_snapshot_step(curr, prev, false)?;
+        }
+        // The neighbours must point at each other, or linking cno in
+        // between would cut the list.
+        let (after_prev, _) = self.list_get(prev)?;
+        if after_prev != curr {
+            return Err(Error::corrupt(
+                "snapshot list",
+                format!(
+                    "ssl_next of {} is {after_prev}, but {curr}'s ssl_prev names it; expected {curr}",
+                    list_name(prev)
+                ),
+            ));
         }
         // Every block involved must be readable before anything changes.
         self.list_get(prev)?;
@@ -578,8 +589,22 @@ impl<'a> Cpfile<'a> {
             return Ok(());
         }
         let (next, prev) = self.list_get(cno.0)?;
-        self.list_get(next)?;
-        self.list_get(prev)?;
+        check_snapshot_step(cno.0, next, true)?;
+        check_snapshot_step(cno.0, prev, false)?;
+        // Unlinking cno joins its neighbours; they must name it, or the
+        // join would lose part of the list.
+        let back = self.list_get(next)?.1;
+        let fwd = self.list_get(prev)?.0;
+        if back != cno.0 || fwd != cno.0 {
+            return Err(Error::corrupt(
+                "snapshot list",
+                format!(
+                    "snapshot {cno} lies between {} and {}, whose links name {fwd} and {back}; expected {cno} both",
+                    list_name(prev),
+                    list_name(next)
+                ),
+            ));
+        }
         self.list_set(next, None, Some(prev))?;
         self.list_set(prev, Some(next), None)?;
         self.list_set(cno.0, Some(0), Some(0))?;
@@ -618,5 +643,14 @@ pub fn block_init(geo: CpfileGeometry, b: &mut [u8]) {
     let esz = usize::from(geo.entry_size);
     for i in 0..geo.checkpoints_per_block() as usize {
         put_u32(b, i * esz + CP_FLAGS, CP_INVALID);
+    }
+}
+
+/// A snapshot list node in messages: 0 is the cpfile header.
+fn list_name(cno: u64) -> String {
+    if cno == 0 {
+        "the cpfile header".to_string()
+    } else {
+        format!("checkpoint {cno}")
     }
 }

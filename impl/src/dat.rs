@@ -21,6 +21,7 @@
 
 use crate::alloc::{AllocReq, FreeReq, Palloc};
 use crate::format::dat::DatEntry;
+use crate::format::geometry::SegGeometry;
 use crate::format::palloc::PallocGeometry;
 use crate::format::{BlockNr, Cno, Ino, VBlockNr};
 use crate::mdt::Mdt;
@@ -109,6 +110,9 @@ impl DatUpdateReq {
 pub struct Dat<'a> {
     /// The allocator (and through it the file's blocks).
     palloc: Palloc<'a>,
+    /// Where entries may point, once the mount knows it
+    /// ([`Dat::limit_to`]).
+    area: Option<SegGeometry>,
 }
 
 impl<'a> Dat<'a> {
@@ -123,6 +127,7 @@ impl<'a> Dat<'a> {
         }
         Ok(Dat {
             palloc: Palloc::new(mdt, geo),
+            area: None,
         })
     }
 
@@ -379,8 +384,15 @@ impl<'a> Dat<'a> {
         self.put_entry(v.0, &e)
     }
 
+    /// Refuse translations to blocks outside `geo`'s segment area
+    /// ([`SegGeometry::dat_block`]).
+    pub fn limit_to(&mut self, geo: SegGeometry) {
+        self.area = Some(geo);
+    }
+
     /// `nilfs_dat_translate`: the disk block of `v`; ENOENT if its entry
-    /// block is a hole or it has none (`de_blocknr == 0`).
+    /// block is a hole or it has none (`de_blocknr == 0`); corruption if it
+    /// names a block outside the segment area ([`Dat::limit_to`]).
     pub fn translate(&mut self, v: VBlockNr) -> Result<BlockNr> {
         let e = match self.entry_bytes(v.0)? {
             Some(b) => DatEntry::decode(b)?,
@@ -392,7 +404,10 @@ impl<'a> Dat<'a> {
                 format!("vblocknr {v}: no block"),
             ));
         }
-        Ok(e.blocknr)
+        match &self.area {
+            Some(area) => area.dat_block(v.0, e.blocknr),
+            None => Ok(e.blocknr),
+        }
     }
 
     /// `nilfs_dat_freev` (GC): release dead numbers in a batch; entry

@@ -80,6 +80,25 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Name the file a corruption report is about, when it does not yet.
+    #[must_use]
+    pub fn of_inode(self, ino: u64) -> Self {
+        match self {
+            Error::Corrupt {
+                what,
+                blocknr,
+                detail,
+            } if !detail.starts_with("inode ") => Error::Corrupt {
+                what,
+                blocknr,
+                detail: format!("inode {ino}: {detail}"),
+            },
+            other => other,
+        }
+    }
+}
+
 struct BlockSuffix(Option<u64>);
 
 impl fmt::Display for BlockSuffix {

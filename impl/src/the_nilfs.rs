@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::bmap::{self, DiskNodes, NodeSource, Translate};
 use crate::device::{read_block, BlockDevice};
-use crate::format::cpfile::{Checkpoint, CpfileGeometry, CpfileHeader};
+use crate::format::cpfile::{check_snapshot_step, Checkpoint, CpfileGeometry, CpfileHeader};
 use crate::format::dat::DatEntry;
 use crate::format::inode::Inode;
 use crate::format::palloc::PallocGeometry;
@@ -240,10 +240,10 @@ impl<'d> Nilfs<'d> {
     /// that is a hole or has no block is corruption, as in the kernel.
     pub fn dat_translate(&self, v: VBlockNr) -> Result<BlockNr> {
         match self.dat_entry(v)? {
-            Some(e) if e.blocknr.0 != 0 => Ok(e.blocknr),
-            _ => Err(Error::corrupt(
+            Some(e) => self.geo.dat_block(v.0, e.blocknr),
+            None => Err(Error::corrupt(
                 "DAT entry",
-                format!("virtual block {v} has no disk block"),
+                format!("virtual block {v} lies in a DAT hole"),
             )),
         }
     }
@@ -335,7 +335,8 @@ impl<'d> Nilfs<'d> {
 
     /// The snapshot list, walked from the header as
     /// `nilfs_cpfile_do_get_ssinfo` does; stops at the first entry that is
-    /// not a valid snapshot. Bounded by the number of checkpoints.
+    /// not a valid snapshot. A step that does not go up is corruption
+    /// ([`check_snapshot_step`]).
     pub fn snapshots(&self) -> Result<Vec<Checkpoint>> {
         let mut out = Vec::new();
         let mut curr = self.cpfile_header()?.snapshot_next.0;
@@ -346,6 +347,7 @@ impl<'d> Nilfs<'d> {
             if cp.is_invalid() || !cp.is_snapshot() {
                 break;
             }
+            check_snapshot_step(curr, cp.snapshot_next.0, true)?;
             curr = cp.snapshot_next.0;
             out.push(cp);
         }

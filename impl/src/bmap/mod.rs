@@ -87,13 +87,26 @@ impl<'t> DiskNodes<'t> {
 }
 
 impl NodeSource for DiskNodes<'_> {
-    fn node(&mut self, ptr: u64, _level: u8) -> Result<BtreeNode> {
+    /// The node block at `ptr`, checked where it was read so that a refusal
+    /// names the block: its level must be `level`, the one its parent
+    /// implies, and its keys ascending (our own check: the kernel
+    /// binary-searches whatever is there and reads the wrong blocks).
+    fn node(&mut self, ptr: u64, level: u8) -> Result<BtreeNode> {
         let pbn = match &mut self.pointers {
             Pointers::Physical => BlockNr(ptr),
             Pointers::Virtual(dat) => dat.translate(VBlockNr(ptr))?,
         };
         let b = read_block(self.dev, self.block_size, pbn.0)?;
-        BtreeNode::decode_block(&b, self.block_size).map_err(|e| e.at_block(pbn.0))
+        let node = BtreeNode::decode_block(&b, self.block_size).map_err(|e| e.at_block(pbn.0))?;
+        if node.level != level {
+            return Err(Error::Corrupt {
+                what: "btree node",
+                blocknr: Some(pbn.0),
+                detail: format!("level mismatch: expected {level}, found {}", node.level),
+            });
+        }
+        node.check_keys_sorted().map_err(|e| e.at_block(pbn.0))?;
+        Ok(node)
     }
 }
 

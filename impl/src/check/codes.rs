@@ -103,7 +103,7 @@ codes! {
     LogBinfo = "log-binfo", 2, Error, "nilfs_scan_dsync_log",
         "a finfo names a valid inode number and a non-DAT binfo a nonzero virtual block";
     LogDsync = "log-dsync", 2, Error, "nilfs_recover_dsync_blocks",
-        "a data-sync log after the last super root holds data blocks of an inode the latest checkpoint has";
+        "a data-sync log after the last super root holds data blocks of an inode the latest checkpoint has, inside its size";
     LogSrCno = "log-sr-cno", 2, Error, "nilfs_segctor_fill_in_super_root",
         "the latest super root's log carries the checkpoint number the scan gives it";
     // Pass 3: B-trees of every file and metadata file.

@@ -78,7 +78,7 @@ struct SegWalk {
 
 /// Inodes that data-sync logs after the latest super root write to (the
 /// latest checkpoint must have them), with the log that names each.
-pub(crate) type DsyncInodes = Vec<(u64, u64)>;
+pub(crate) type DsyncInodes = Vec<(u64, u64, Option<u64>)>;
 
 impl Ck<'_, '_> {
     /// Walk every used segment's logs, then the logs after the latest
@@ -517,7 +517,15 @@ impl Ck<'_, '_> {
                             "data blocks of a regular inode only",
                         );
                     }
-                    dsync.push((f.finfo.ino.0, pseg));
+                    let last = f
+                        .binfos
+                        .iter()
+                        .filter_map(|b| match b {
+                            Binfo::DataV { blkoff, .. } => Some(blkoff.0),
+                            _ => None,
+                        })
+                        .max();
+                    dsync.push((f.finfo.ino.0, pseg, last));
                 }
             }
         }

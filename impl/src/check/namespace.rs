@@ -30,6 +30,8 @@ struct Info {
     ino: u64,
     mode: u16,
     links: u16,
+    /// `i_size`.
+    size: u64,
     /// Entries naming it.
     refs: u32,
     /// The directory whose entry (not '.' or '..') names it, for directories.
@@ -96,6 +98,7 @@ impl Ck<'_, '_> {
                     ino: nr,
                     mode: inode.mode,
                     links: inode.links_count,
+                    size: inode.size,
                     refs: 0,
                     parent: NONE,
                     dotdot: 0,
@@ -130,9 +133,25 @@ impl Ck<'_, '_> {
             );
         }
         if latest {
-            for &(i, pseg) in dsync {
-                let ok = find(&infos, i)
-                    .is_some_and(|k| infos[k].links > 0 && infos[k].mode & S_IFMT == S_IFREG);
+            for &(i, pseg, last) in dsync {
+                let k = find(&infos, i);
+                let ok = k.is_some_and(|k| infos[k].links > 0 && infos[k].mode & S_IFMT == S_IFREG);
+                if let (true, Some(k), Some(last)) = (ok, k, last) {
+                    // fdatasync writes a data-only log only while the inode
+                    // is clean, so its blocks lie inside the size the latest
+                    // checkpoint records; our roll-forward drops one that
+                    // does not (the kernel maps it past the end).
+                    let size = infos[k].size;
+                    if last >= size.div_ceil(u64::from(self.bs)) {
+                        self.find(
+                            Code::LogDsync,
+                            format!("data-sync log at block {pseg}"),
+                            Some(pseg),
+                            format!("data block {last} of inode {i}, past its size {size}"),
+                            "data blocks inside the file's size",
+                        );
+                    }
+                }
                 if !ok {
                     self.find(
                         Code::LogDsync,

@@ -224,3 +224,38 @@ impl CpfileGeometry {
         ))
     }
 }
+
+/// The snapshot list is kept sorted by checkpoint number
+/// (`nilfs_cpfile_set_snapshot` links each snapshot between the largest
+/// below it and the smallest above it), so every forward step `from ->
+/// next` must go up and every backward step `from -> prev` down, the
+/// header (0) ending both ways. A step that does not is corruption — a
+/// cycle, or a list a mode change would make worse — and every walk of the
+/// list, ours and the tools', refuses it here, which also bounds each walk
+/// by the number of checkpoints. The kernel checks none of this: its
+/// `GET_CPINFO` walk of a cycle returns the same snapshot until the
+/// caller's count runs out.
+pub fn check_snapshot_step(from: u64, next: u64, forward: bool) -> Result<()> {
+    let ok = if forward {
+        next == 0 || next > from
+    } else {
+        next < from || from == 0
+    };
+    if ok {
+        return Ok(());
+    }
+    let (field, rule) = if forward {
+        ("ssl_next", "above")
+    } else {
+        ("ssl_prev", "below")
+    };
+    let at = if from == 0 {
+        "the cpfile header".to_string()
+    } else {
+        format!("checkpoint {from}")
+    };
+    Err(Error::corrupt(
+        "snapshot list",
+        format!("at {at}: {field} {next}; expected 0 or a snapshot {rule} {from}"),
+    ))
+}

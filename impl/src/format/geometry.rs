@@ -36,6 +36,44 @@ impl SegGeometry {
         SegNum(b.0 / self.blocks_per_segment)
     }
 
+    /// Whether block `b` lies in the segment area: from `s_first_data_block`
+    /// to the end of the last full segment. A DAT entry or a physical B-tree
+    /// pointer outside it names no log block (block 1, for one, is the super
+    /// block); the kernel reads whatever is there, we refuse it.
+    pub fn holds(&self, b: BlockNr) -> bool {
+        b.0 >= self.first_data_block && b.0 / self.blocks_per_segment < self.nsegments
+    }
+
+    /// The segment area as a half-open range of blocks, for messages.
+    pub fn area(&self) -> (u64, u64) {
+        (
+            self.first_data_block,
+            self.nsegments.saturating_mul(self.blocks_per_segment),
+        )
+    }
+
+    /// The disk block of virtual block `v` from its DAT entry's
+    /// `de_blocknr`: 0 (no block) and blocks outside the segment area are
+    /// corruption naming `v`.
+    pub fn dat_block(&self, v: u64, blocknr: BlockNr) -> Result<BlockNr> {
+        if blocknr.0 == 0 {
+            return Err(crate::Error::corrupt(
+                "DAT entry",
+                format!("virtual block {v} has no disk block (de_blocknr 0)"),
+            ));
+        }
+        if !self.holds(blocknr) {
+            let (lo, hi) = self.area();
+            return Err(crate::Error::corrupt(
+                "DAT entry",
+                format!(
+                    "virtual block {v}: de_blocknr {blocknr} is outside the segment area [{lo}, {hi})"
+                ),
+            ));
+        }
+        Ok(blocknr)
+    }
+
     /// `nilfs_get_segment_range`: first and last block of segment `s`.
     pub fn range(&self, s: SegNum) -> (BlockNr, BlockNr) {
         let start = s.0.saturating_mul(self.blocks_per_segment);

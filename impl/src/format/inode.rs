@@ -132,4 +132,30 @@ impl Inode {
     pub fn has_bmap(&self) -> bool {
         matches!(self.file_type(), S_IFREG | S_IFDIR | S_IFLNK)
     }
+
+    /// Whether `i_mode` names one of the seven file types.
+    pub fn has_valid_type(&self) -> bool {
+        matches!(
+            self.file_type(),
+            S_IFREG | S_IFDIR | S_IFLNK | S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK
+        )
+    }
+
+    /// The check `nilfs_iget` makes of a file's type before giving the inode
+    /// to anyone: a mode outside the seven types is corruption. Linux 6.1's
+    /// `__nilfs_read_inode` hands such a mode to `init_special_inode`, which
+    /// only logs "bogus i_mode" and leaves the inode without file operations
+    /// (a read of it fails); ext4, erofs and hfsplus refuse it with EIO, and
+    /// so do we, naming the inode. Metadata-file inodes are not checked here:
+    /// the kernel never asks their type.
+    pub fn check_type(&self, ino: u64) -> Result<()> {
+        if self.has_valid_type() {
+            Ok(())
+        } else {
+            Err(crate::Error::corrupt(
+                "inode",
+                format!("inode {ino}: i_mode {:#o} is no file type", self.mode),
+            ))
+        }
+    }
 }

@@ -194,7 +194,8 @@ impl<'a> Fs<'a> {
             if raw.links_count == 0 {
                 return Err(Error::errno(Errno::ESTALE, format!("inode {i}")));
             }
-            let bmap = Bmap::open(&raw.bmap, self.bs)?;
+            raw.check_type(i.0)?;
+            let bmap = Bmap::open(&raw.bmap, self.bs).map_err(|e| e.of_inode(i.0))?;
             self.inodes.insert(i, FileState::new(raw, bmap, false));
         }
         Ok(self.inodes.loaded_mut(i))

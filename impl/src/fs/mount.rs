@@ -85,7 +85,8 @@ impl<'a> Fs<'a> {
         // detaches them (`Fs::detach_metadata_loaders`).
         let image = StdArc::new(nilfs.clone());
         let mdt = |file| Mdt::from_shared_image(image.clone(), file);
-        let dat = Dat::new(mdt(ImageFile::Dat), u32::from(sb.dat_entry_size))?;
+        let mut dat = Dat::new(mdt(ImageFile::Dat), u32::from(sb.dat_entry_size))?;
+        dat.limit_to(nilfs.geo);
         let cpfile = Cpfile::new(mdt(ImageFile::Cpfile), sb.checkpoint_size, nilfs.next_cno())?;
         let sufile = Sufile::new(mdt(ImageFile::Sufile), sb.segment_usage_size, sb.nsegments)?;
         let ifile = Ifile::new(
@@ -206,13 +207,39 @@ impl<'a> Fs<'a> {
                     }
                     let sum = crate::format::segsum::Summary::decode(&buf, bs)
                         .map_err(|e| e.at_block(pseg.0))?;
+                    let first = u64::from(self.sb.first_ino);
                     for e in sum.block_entries(bs) {
+                        // nilfs_recover_dsync_blocks -> nilfs_iget: a
+                        // metadata file's number reads a reserved ifile
+                        // slot, the iget fails, and with it the
+                        // roll-forward and the mount.
+                        if e.ino.0 < first && e.ino != crate::format::ino::ROOT {
+                            return Err(Error::corrupt(
+                                "segment summary",
+                                format!(
+                                    "a data-sync log holds blocks of inode {}, a metadata file, which roll-forward cannot load",
+                                    e.ino
+                                ),
+                            )
+                            .at_block(pseg.0));
+                        }
                         if let Binfo::DataV { blkoff, .. } = e.binfo {
                             pending.push((e.ino, blkoff.0, BlockNr(pseg.0 + e.index)));
                         }
                     }
                     if h.flags & crate::format::segsum::SS_LOGEND != 0 {
-                        salvaged += self.recover_dsync_blocks(std::mem::take(&mut pending))?;
+                        // "error %d roll-forwarding partial segment at
+                        // blocknr = %llu" (nilfs_do_roll_forward).
+                        salvaged += self
+                            .recover_dsync_blocks(std::mem::take(&mut pending))
+                            .map_err(|e| match e {
+                                Error::Corrupt { .. } | Error::Io { .. } => e,
+                                other => Error::corrupt(
+                                    "segment summary",
+                                    format!("roll-forward of the data-sync log: {other}"),
+                                )
+                                .at_block(pseg.0),
+                            })?;
                         in_dsync = false;
                     }
                 }

@@ -50,6 +50,7 @@ use crate::cache::{BtnodeCache, BufFlag, BufRef, BufferCache, BufferRules};
 use crate::device::sim::MAX_BIO_PAGES;
 use crate::device::{Bio, BioHandle, SimDevice};
 use crate::format::dat::DatEntry;
+use crate::format::geometry::SegGeometry;
 use crate::format::inode::Inode;
 use crate::format::palloc::PallocGeometry;
 use crate::format::{BlockNr, Cno, Ino, INODE_BMAP_SIZE};
@@ -136,6 +137,8 @@ struct DatReader {
     nodes: BtnodeCache,
     blocks: BufferCache,
     geo: PallocGeometry,
+    /// Where DAT entries may point.
+    area: SegGeometry,
     ra_blocks: u32,
     bios: Cell<u64>,
     ra_bios: Cell<u64>,
@@ -250,13 +253,7 @@ impl DatReader {
         let entry = self
             .read_block(blk)?
             .read_data(|d| DatEntry::decode(d.get(off..).unwrap_or(&[])))?;
-        if entry.blocknr.0 == 0 {
-            return Err(Error::corrupt(
-                "DAT entry",
-                format!("virtual block {v} has no disk block"),
-            ));
-        }
-        Ok(entry.blocknr)
+        self.area.dat_block(v, entry.blocknr)
     }
 }
 
@@ -336,6 +333,7 @@ impl CachedFs {
             nodes: BtnodeCache::new(dev.clone(), bs, BufferRules::default())?,
             blocks: BufferCache::new(bs, Some(dev.clone()), BufferRules::default())?,
             geo,
+            area: nilfs.geo,
             ra_blocks: params.mdt_ra_blocks,
             bios: Cell::new(0),
             ra_bios: Cell::new(0),

@@ -12,6 +12,7 @@ pub mod cached;
 use std::collections::BTreeMap;
 
 use crate::bmap::{self, DiskNodes};
+use crate::format::bmap::BmapRoot;
 use crate::format::cpfile::Checkpoint;
 use crate::format::dir;
 use crate::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFREG};
@@ -88,7 +89,9 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
 
     /// The inode `ino`, checked as `nilfs_iget` does: a valid inode number
     /// (`s_first_ino` or above, or a reserved one the kernel loads), present
-    /// in the ifile, with links (0 links means deleted: `ESTALE`).
+    /// in the ifile, with links (0 links means deleted: `ESTALE`), of one
+    /// of the seven file types, with a sound mapping root; corruption names
+    /// the inode.
     pub fn inode(&self, i: Ino) -> Result<Inode> {
         let first = u64::from(self.fs.sb.first_ino);
         let valid = i.0 >= first || [2, 3, 4, 5, 6, 7, 10].contains(&i.0);
@@ -106,6 +109,12 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
             })?;
         if inode.links_count == 0 {
             return Err(Error::errno(Errno::ESTALE, format!("inode {i} is deleted")));
+        }
+        inode.check_type(i.0)?;
+        // `nilfs_read_inode_common` -> `nilfs_bmap_read`: the mapping's root
+        // is checked when the inode is loaded (`nilfs_btree_root_broken`).
+        if inode.has_bmap() {
+            BmapRoot::decode(&inode.bmap).map_err(|e| e.of_inode(i.0))?;
         }
         Ok(inode)
     }
