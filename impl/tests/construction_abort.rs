@@ -9,6 +9,10 @@
 //!   cleaning step: the operation fails with the device's error, the mount
 //!   reads as before, and once the device works again the next sync
 //!   leaves an image identical to the one an undisturbed run leaves.
+//! - The same with the failing write torn (its first sector lands, the
+//!   rest does not), and with each cache flush of the operation failing
+//!   instead: nothing synced before is lost and the retried operation
+//!   leaves an image that checks clean and reads as the undisturbed one.
 
 mod common;
 use common::pattern;
@@ -214,14 +218,21 @@ fn is_super_block(dev: &dyn BlockDevice, off: u64) -> bool {
     off == 1024 || off >= (dev.size_bytes() & !4095) - 4096
 }
 
-/// Fails the operation at each of its block writes in turn.
-fn fail_at_every_write(op: Op) {
+/// Fails the operation at each of its block writes in turn (torn: the
+/// failing write's first sector reaches the medium).
+fn fail_at_every_write(op: Op, torn: bool) {
     let (before, offsets, live, want) = reference(op);
     let during = offsets.len() as u64 - before;
     assert!(during > 4, "{op:?} wrote only {during} blocks");
     for k in 0..during {
-        let ctx = format!("{op:?}, write {k} of {during} failing");
-        let cut = CutDevice::new(base_image(), BS, before + k);
+        let ctx = format!("{op:?}, write {k} of {during} failing (torn: {torn})");
+        // A tearing device tears the write that uses up its budget; a
+        // plain one refuses the first write past it.
+        let cut = if torn {
+            CutDevice::new(base_image(), BS, before + k + 1).tearing()
+        } else {
+            CutDevice::new(base_image(), BS, before + k)
+        };
         {
             let nilfs = Nilfs::open(&cut).unwrap();
             let mut fs = Fs::mount(&nilfs, NOW).unwrap();
@@ -257,12 +268,84 @@ fn fail_at_every_write(op: Op) {
 
 #[test]
 fn a_sync_failing_at_any_write_is_rolled_back() {
-    fail_at_every_write(Op::Sync);
+    fail_at_every_write(Op::Sync, false);
 }
 
 #[test]
 fn an_fdatasync_failing_at_any_write_is_rolled_back() {
-    fail_at_every_write(Op::Fdatasync);
+    fail_at_every_write(Op::Fdatasync, false);
+}
+
+#[test]
+fn a_sync_torn_at_any_write_is_rolled_back() {
+    fail_at_every_write(Op::Sync, true);
+}
+
+#[test]
+fn an_fdatasync_torn_at_any_write_is_rolled_back() {
+    fail_at_every_write(Op::Fdatasync, true);
+}
+
+/// Fails each cache flush the operation makes, in turn: the operation
+/// reports the device's error and reads stay as they were; the retry and
+/// the unmount succeed, and the image checks clean and holds what the
+/// undisturbed run's holds.
+fn fail_at_every_flush(op: Op) {
+    let flushes = |fail: Option<u64>| -> (u64, u64) {
+        let cut = CutDevice::new(base_image(), BS, u64::MAX);
+        let cut = match fail {
+            Some(k) => cut.failing_flush(k),
+            None => cut,
+        };
+        let nilfs = Nilfs::open(&cut).unwrap();
+        let mut fs = Fs::mount(&nilfs, NOW).unwrap();
+        let w = prepare(&mut fs);
+        change(&mut fs, &w);
+        let before = cut.flushes();
+        run(op, &mut fs, &w).unwrap();
+        (before, cut.flushes() - before)
+    };
+    let (before, during) = flushes(None);
+    assert!(during >= 1, "{op:?} made no flush");
+    let (.., want) = reference(op);
+    let want_manifest = {
+        let dev = MemDevice::new(want.len() as u64);
+        dev.write_at(0, &want).unwrap();
+        latest_manifest(&dev)
+    };
+    for k in 0..during {
+        let ctx = format!("{op:?}, flush {k} of {during} failing");
+        let cut = CutDevice::new(base_image(), BS, u64::MAX).failing_flush(before + k);
+        {
+            let nilfs = Nilfs::open(&cut).unwrap();
+            let mut fs = Fs::mount(&nilfs, NOW).unwrap();
+            let w = prepare(&mut fs);
+            change(&mut fs, &w);
+            let live = live_manifest(&mut fs).unwrap();
+            let e = run(op, &mut fs, &w).expect_err(&ctx);
+            assert!(matches!(e, Error::Io { .. }), "{ctx}: {e}");
+            assert_eq!(
+                live_manifest(&mut fs).unwrap(),
+                live,
+                "{ctx}: reads changed"
+            );
+            run(op, &mut fs, &w).unwrap_or_else(|e| panic!("{ctx}: the retry: {e}"));
+            fs.unmount()
+                .unwrap_or_else(|e| panic!("{ctx}: unmount: {e}"));
+        }
+        assert_checks_clean(&cut, &ctx);
+        assert_eq!(latest_manifest(&cut), want_manifest, "{ctx}");
+    }
+}
+
+#[test]
+fn a_sync_whose_flush_fails_loses_nothing() {
+    fail_at_every_flush(Op::Sync);
+}
+
+#[test]
+fn an_fdatasync_whose_flush_fails_loses_nothing() {
+    fail_at_every_flush(Op::Fdatasync);
 }
 
 /// The cleaner's construction failing at each write: the cleaning step

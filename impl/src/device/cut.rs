@@ -24,6 +24,9 @@ pub struct CutDevice {
     /// Reads made so far, and the one (0-based) that fails, once.
     reads: AtomicU64,
     fail_read: Option<u64>,
+    /// Flushes made so far, and the one (0-based) that fails, once.
+    flushes: AtomicU64,
+    fail_flush: Option<u64>,
 }
 
 impl CutDevice {
@@ -41,6 +44,8 @@ impl CutDevice {
             offsets: Mutex::new(Vec::new()),
             reads: AtomicU64::new(0),
             fail_read: None,
+            flushes: AtomicU64::new(0),
+            fail_flush: None,
         }
     }
 
@@ -50,6 +55,19 @@ impl CutDevice {
     pub fn failing_read(mut self, index: u64) -> Self {
         self.fail_read = Some(index);
         self
+    }
+
+    /// Fail flush number `index` (0-based) with an I/O error, once: the
+    /// writes before it are stored, but the device could not say they are
+    /// durable (a cache flush that failed).
+    pub fn failing_flush(mut self, index: u64) -> Self {
+        self.fail_flush = Some(index);
+        self
+    }
+
+    /// Flushes made so far (the failed one included).
+    pub fn flushes(&self) -> u64 {
+        self.flushes.load(Ordering::SeqCst)
     }
 
     /// The read that fails, if one does.
@@ -134,6 +152,13 @@ impl BlockDevice for CutDevice {
         Ok(())
     }
     fn flush(&self) -> Result<()> {
+        let index = self.flushes.fetch_add(1, Ordering::SeqCst);
+        if self.fail_flush == Some(index) {
+            return Err(Error::Io {
+                blocknr: 0,
+                detail: "injected flush error".into(),
+            });
+        }
         Ok(())
     }
 }
