@@ -168,12 +168,33 @@ impl Ck<'_, '_> {
             .push(format!("{chosen} in use: {}", choice.reason));
         if let (Some(a), Some(b)) = (
             choice.copies[0].as_ref().and_then(|c| c.sb.as_ref()),
+            // A copy with a good checksum is compared even when the load
+            // dropped it (its own geometry puts it inside its segment area:
+            // nilfs_sb2_bad_offset), since a later mount may keep it.
             choice.copies[1]
                 .as_ref()
-                .filter(|c| c.valid.is_ok())
-                .and_then(|c| c.sb.as_ref()),
+                .and_then(|c| c.sb.as_ref())
+                .filter(|sb| sb.check_valid().is_ok()),
         ) {
-            let fields: [(&str, u64, u64); 12] = [
+            // Fields the kernel never changes in one copy alone (resize
+            // changes the geometry in both): a copy that differs is damaged,
+            // and a later mount that picks it (the copies take turns holding
+            // the newer cursor) fails or reads another file system.
+            let fields: [(&str, u64, u64); 18] = [
+                ("s_nsegments", a.nsegments, b.nsegments),
+                ("s_dev_size", a.dev_size, b.dev_size),
+                (
+                    "s_r_segments_percentage",
+                    a.r_segments_percentage.into(),
+                    b.r_segments_percentage.into(),
+                ),
+                ("s_feature_compat", a.feature_compat, b.feature_compat),
+                (
+                    "s_feature_compat_ro",
+                    a.feature_compat_ro,
+                    b.feature_compat_ro,
+                ),
+                ("s_feature_incompat", a.feature_incompat, b.feature_incompat),
                 ("s_rev_level", a.rev_level.into(), b.rev_level.into()),
                 ("s_crc_seed", a.crc_seed.into(), b.crc_seed.into()),
                 (
