@@ -73,6 +73,7 @@ impl<'a> Fs<'a> {
             }
         }
         let (plans, cursor) = layout.finish(&mut Segs(self.sufile.file_mut()))?;
+        self.check_reused_segments(&plans)?;
         c.plans = plans;
         c.cursor = Some(cursor);
         Ok(())

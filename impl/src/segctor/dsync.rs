@@ -80,6 +80,7 @@ impl<'a> Fs<'a> {
             layout.restart(true);
         }
         let (plans, cursor) = layout.finish(&mut Segs(self.sufile.file_mut()))?;
+        self.check_reused_segments(&plans)?;
         // nilfs_segctor_update_segusage runs for data-only logs too: the
         // segments' usage (in memory until the next checkpoint) says they
         // hold blocks written now, so the cleaner neither picks them as

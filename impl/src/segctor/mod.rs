@@ -48,6 +48,7 @@ mod collect;
 mod complete;
 mod dsync;
 mod propagate;
+mod reuse;
 
 use std::collections::BTreeSet;
 
