@@ -290,3 +290,21 @@ fn a_write_never_reuses_a_clean_segment_that_holds_live_blocks() {
         "the refused write changed the image"
     );
 }
+
+// postmortem: found by the hostile sweep: an i_size with the top bit set
+// (2^63 + 18) made `cat` and `manifest` stream 2^63 bytes, for ever. The
+// kernel's signed loff_t reads such a file as empty; we refuse it at iget.
+#[test]
+fn a_size_past_the_largest_file_is_refused() {
+    let (_d, img) = damaged(
+        "size",
+        "ours",
+        &["inode[/small].i_size |= 0x8000000000000000"],
+    );
+    for cmd in [&["cat", &img, "/small"][..], &["manifest", &img]] {
+        refused(
+            &run(cmd),
+            &["corrupt inode", "inode 12", "past the largest file size"],
+        );
+    }
+}

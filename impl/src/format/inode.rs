@@ -141,21 +141,34 @@ impl Inode {
         )
     }
 
-    /// The check `nilfs_iget` makes of a file's type before giving the inode
+    /// The checks `nilfs_iget` makes of a file's type before giving the inode
     /// to anyone: a mode outside the seven types is corruption. Linux 6.1's
     /// `__nilfs_read_inode` hands such a mode to `init_special_inode`, which
     /// only logs "bogus i_mode" and leaves the inode without file operations
     /// (a read of it fails); ext4, erofs and hfsplus refuse it with EIO, and
     /// so do we, naming the inode. Metadata-file inodes are not checked here:
     /// the kernel never asks their type.
-    pub fn check_type(&self, ino: u64) -> Result<()> {
-        if self.has_valid_type() {
-            Ok(())
-        } else {
-            Err(crate::Error::corrupt(
+    ///
+    /// And a size past `MAX_FILE_SIZE` (`s_maxbytes`, `i64::MAX`) is
+    /// corruption too: the kernel stores `i_size` in a signed `loff_t`, so
+    /// such a file reads there as empty while stat reports a negative size;
+    /// we refuse it rather than stream 2^63 bytes.
+    pub fn check_loadable(&self, ino: u64) -> Result<()> {
+        if !self.has_valid_type() {
+            return Err(crate::Error::corrupt(
                 "inode",
                 format!("inode {ino}: i_mode {:#o} is no file type", self.mode),
-            ))
+            ));
         }
+        if self.size > MAX_FILE_SIZE {
+            return Err(crate::Error::corrupt(
+                "inode",
+                format!(
+                    "inode {ino}: i_size {} is past the largest file size {MAX_FILE_SIZE}",
+                    self.size
+                ),
+            ));
+        }
+        Ok(())
     }
 }

@@ -194,7 +194,7 @@ impl<'a> Fs<'a> {
             if raw.links_count == 0 {
                 return Err(Error::errno(Errno::ESTALE, format!("inode {i}")));
             }
-            raw.check_type(i.0)?;
+            raw.check_loadable(i.0)?;
             let bmap = Bmap::open(&raw.bmap, self.bs).map_err(|e| e.of_inode(i.0))?;
             self.inodes.insert(i, FileState::new(raw, bmap, false));
         }

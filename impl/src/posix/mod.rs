@@ -110,7 +110,7 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         if inode.links_count == 0 {
             return Err(Error::errno(Errno::ESTALE, format!("inode {i} is deleted")));
         }
-        inode.check_type(i.0)?;
+        inode.check_loadable(i.0)?;
         // `nilfs_read_inode_common` -> `nilfs_bmap_read`: the mapping's root
         // is checked when the inode is loaded (`nilfs_btree_root_broken`).
         if inode.has_bmap() {
