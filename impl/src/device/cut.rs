@@ -104,6 +104,12 @@ impl CutDevice {
         lock(&self.offsets).clone()
     }
 
+    /// Accept `n` more block writes, then refuse every one (the device
+    /// dying again after it came back).
+    pub fn cut_after(&self, n: u64) {
+        self.budget.store(n, Ordering::SeqCst);
+    }
+
     /// Power back: no more budget limit (for mounting what was left).
     pub fn restore(&self) {
         self.budget.store(u64::MAX, Ordering::SeqCst);
