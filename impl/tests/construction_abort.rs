@@ -224,6 +224,7 @@ fn fail_at_every_write(op: Op, torn: bool) {
     let (before, offsets, live, want) = reference(op);
     let during = offsets.len() as u64 - before;
     assert!(during > 4, "{op:?} wrote only {during} blocks");
+    println!("{op:?}: failing each of its {during} block writes (torn: {torn})");
     for k in 0..during {
         let ctx = format!("{op:?}, write {k} of {during} failing (torn: {torn})");
         // A tearing device tears the write that uses up its budget; a
@@ -307,6 +308,7 @@ fn fail_at_every_flush(op: Op) {
     };
     let (before, during) = flushes(None);
     assert!(during >= 1, "{op:?} made no flush");
+    println!("{op:?}: failing each of its {during} flushes");
     let (.., want) = reference(op);
     let want_manifest = {
         let dev = MemDevice::new(want.len() as u64);
@@ -382,6 +384,7 @@ fn a_cleaning_step_failing_at_any_write_loses_nothing() {
         fs.unmount().unwrap();
         (before, during, latest_manifest(&cut))
     };
+    println!("cleaning step: failing each of its {during} block writes");
     for k in 0..during {
         let ctx = format!("cleaning, write {k} of {during} failing");
         let cut = CutDevice::new(base_image(), BS, before + k);
