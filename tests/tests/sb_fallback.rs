@@ -74,12 +74,32 @@ fn write_commands() -> Vec<(&'static str, Command)> {
 
 #[test]
 fn every_write_command_after_a_fallback_leaves_a_readable_image() {
+    every_write_command_after_a_fallback(false);
+}
+
+/// The known-bad mount the test above exists to catch: writing on from
+/// the copy the scan rejected leaves images that no longer read.
+#[test]
+fn keeping_the_rejected_super_block_is_caught() {
+    let caught = std::panic::catch_unwind(|| every_write_command_after_a_fallback(true));
+    assert!(
+        caught.is_err(),
+        "the known-bad mount passed: this test no longer tells the two apart"
+    );
+}
+
+fn every_write_command_after_a_fallback(known_bad: bool) {
     for (what, command) in write_commands() {
         let (base, want) = damaged();
         let dev = base.duplicate();
         {
             let nilfs = Nilfs::open(&dev).unwrap();
-            let mut fs = Fs::mount(&nilfs, NOW).unwrap_or_else(|e| panic!("{what}: mount: {e}"));
+            let mounted = if known_bad {
+                Fs::mount_keeping_rejected_super_block(&nilfs, NOW)
+            } else {
+                Fs::mount(&nilfs, NOW)
+            };
+            let mut fs = mounted.unwrap_or_else(|e| panic!("{what}: mount: {e}"));
             command(&mut fs);
             fs.unmount()
                 .unwrap_or_else(|e| panic!("{what}: unmount: {e}"));

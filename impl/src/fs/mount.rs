@@ -20,13 +20,18 @@ use crate::sync::StdArc;
 use crate::the_nilfs::Nilfs;
 use crate::{Errno, Error, Result};
 
-/// Whether a mount replays the data-only logs after the last super root.
+/// How a read-write mount recovers: as the kernel does, or one of the
+/// known-bad variants its checkers must catch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RollForward {
+enum Recovery {
     /// As the kernel does.
     Kernel,
-    /// The known-bad recovery.
-    Forgotten,
+    /// Known-bad: the data-only logs after the last super root are not
+    /// replayed.
+    ForgetRollForward,
+    /// Known-bad: after the scan fell back to the spare super block, the
+    /// writer keeps the copy the scan rejected (issue 13.2's bug).
+    KeepRejectedSuperBlock,
 }
 
 impl<'a> Fs<'a> {
@@ -34,7 +39,7 @@ impl<'a> Fs<'a> {
     /// block is written and no recovery runs (as with `norecovery`); every
     /// change is EROFS.
     pub fn mount_read_only(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
-        Self::mount_with(nilfs, now, true, RollForward::Kernel)
+        Self::mount_with(nilfs, now, true, Recovery::Kernel)
     }
 
     /// Mount the latest checkpoint of `nilfs` read-write at time `now`
@@ -43,7 +48,7 @@ impl<'a> Fs<'a> {
     /// an unclean file system is rolled forward first. The mount keeps a
     /// copy of what it needs from `nilfs`, which the caller may drop.
     pub fn mount(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
-        Self::mount_with(nilfs, now, false, RollForward::Kernel)
+        Self::mount_with(nilfs, now, false, Recovery::Kernel)
     }
 
     /// Known-bad: a read-write mount whose recovery forgets the roll-forward
@@ -51,14 +56,22 @@ impl<'a> Fs<'a> {
     /// made durable after the last checkpoint is lost. Kept so that the
     /// demo's and the crash checkers' judgement can be shown to catch it.
     pub fn mount_forgetting_roll_forward(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
-        Self::mount_with(nilfs, now, false, RollForward::Forgotten)
+        Self::mount_with(nilfs, now, false, Recovery::ForgetRollForward)
+    }
+
+    /// Known-bad: a read-write mount that, after the log scan fell back to
+    /// the spare super block, goes on writing from the copy the scan
+    /// rejected (`SbWriter::fall_back_to_spare` skipped). Kept so that the
+    /// fallback test can be shown to catch it.
+    pub fn mount_keeping_rejected_super_block(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
+        Self::mount_with(nilfs, now, false, Recovery::KeepRejectedSuperBlock)
     }
 
     fn mount_with(
         nilfs: &Nilfs<'a>,
         now: u64,
         read_only: bool,
-        roll_forward: RollForward,
+        recovery: Recovery,
     ) -> Result<Self> {
         let dev = nilfs.device();
         let sb = nilfs.sb.clone();
@@ -118,7 +131,7 @@ impl<'a> Fs<'a> {
         if read_only {
             return Ok(fs);
         }
-        if nilfs.rolled_back {
+        if nilfs.rolled_back && recovery != Recovery::KeepRejectedSuperBlock {
             // load_nilfs found the logs only from the spare super block:
             // the writer starts from the spare too, and recovery runs.
             fs.sbw.fall_back_to_spare()?;
@@ -130,7 +143,7 @@ impl<'a> Fs<'a> {
             // load_nilfs: nilfs_salvage_orphan_logs (which runs, and may
             // find nothing, for every unclean mount), then mark clean and
             // nilfs_cleanup_super.
-            if roll_forward == RollForward::Kernel {
+            if recovery != Recovery::ForgetRollForward {
                 fs.salvage_orphan_logs(nilfs)?;
             }
             fs.sbw.set_mount_state_valid();
