@@ -296,6 +296,18 @@ pub fn search_super_root(
         ));
     }
     let (mut seg_start, mut seg_end) = g.range(segnum);
+    // The kernel checks only the segment number (nilfs_store_log_cursor);
+    // a cursor in segment 0 but before s_first_data_block would make the
+    // log offset it derives (pseg + nblocks - seg_start) wrap.
+    if pseg < seg_start {
+        return Err(Error::corrupt(
+            "super block",
+            format!(
+                "s_last_pseg {pseg} lies before the first data block {}",
+                seg_start
+            ),
+        ));
+    }
     let mut visits = Vec::new();
     let mut found: Option<ScanResult> = None;
     let mut scan_newer = false;

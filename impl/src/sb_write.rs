@@ -618,9 +618,18 @@ fn copy_head(dst: &mut SuperBlock, src: &SuperBlock, n: usize) {
     *dst = SuperBlock::decode(&d).expect("a 1024-byte buffer decodes");
 }
 
-/// `s_sum = crc32_le(ns_crc_seed, sbp, ns_sbsize)` with `s_sum` zeroed.
-fn seal(sb: &mut SuperBlock, seed: u32, n: usize) {
+/// `s_sum = crc32_le(ns_crc_seed, sbp, ns_sbsize)` with `s_sum` zeroed —
+/// except that the length is the copy's own `s_bytes`, where the kernel
+/// uses `ns_sbsize` (the chosen copy's at mount) for both. The two agree on
+/// every consistent image. When the copies disagree (damage), the kernel's
+/// choice writes a checksum the copy's own `s_bytes` cannot verify, and a
+/// recovery mount on Linux 6.1, whose salvage commit swaps the copies
+/// before `nilfs_setup_super` copies one over the other, leaves both
+/// unreadable: finding K14 (docs/findings.md,
+/// tests/tests/kernel_k14_sb_bytes.rs). We do not copy that.
+fn seal(sb: &mut SuperBlock, seed: u32, _ns_sbsize: usize) {
     sb.sum = 0;
     let b = sb.encode();
-    sb.sum = crc32_le(seed, &b[..n.min(SuperBlock::SIZE)]);
+    let n = usize::from(sb.bytes).min(SuperBlock::SIZE);
+    sb.sum = crc32_le(seed, &b[..n]);
 }

@@ -9,6 +9,31 @@
 //!   takes its geometry from the primary super block without a CRC check,
 //!   as libnilfs does; a patched `s_blocks_per_segment` made it allocate
 //!   48 GiB for one segment. The read is now bounded by the device first.
+//! - image/regress-002-cursor-before-the-first-data-block: found by the
+//!   campaign's corpus replayed here with overflow checks on (the fuzz
+//!   build had them off): `s_last_pseg` inside segment 0 but before
+//!   `s_first_data_block`, with a sound log resealed there, made the
+//!   scan's log offset (pseg + nblocks - seg_start) wrap. The kernel checks
+//!   only the segment number; the scan now refuses such a cursor.
+//! - image_ops/regress-001-secondary-reserves-no-segments: the secondary
+//!   copy, resealed with `s_r_segments_percentage` 0, was not the one in
+//!   use, and `check` compared only a few fields of the two copies, so it
+//!   called the image clean; after a workload the copies' turns made the
+//!   secondary the newer one and the image no longer opened (as in the
+//!   kernel, whose nilfs_store_disk_layout refuses 0). `check` now compares
+//!   every field the kernel never changes in one copy alone.
+//! - image_ops/regress-002-dropped-secondary-differs: a secondary whose own
+//!   geometry puts it inside its segment area is dropped by the load
+//!   (nilfs_sb2_bad_offset) and was then not compared at all; once a write
+//!   made the primary the newer copy, the load kept the secondary and
+//!   `check` reported what it had missed. A copy with a good checksum is
+//!   now compared whether or not the load kept it.
+//! - image_ops/regress-003-recovery-seals-over-the-other-copys-size: the
+//!   primary copy resealed with `s_bytes` 282 (the secondary has 280) on an
+//!   image needing roll-forward; the salvage's commit swapped the copies,
+//!   one was copied over the other and both were sealed over 282 bytes,
+//!   so neither verified afterwards. Linux 6.1 does the same (finding K14);
+//!   our writer now seals each copy over its own `s_bytes`.
 
 use std::path::PathBuf;
 

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh — the fuzzing campaign (issue 13): each cargo-fuzz target
+# runs from its committed corpus for --runs executions (default 10,000,000)
+# or --time seconds, whichever ends first; crashes land in
+# fuzz/artifacts/TARGET/; then, with --minimize, the corpus found is merged
+# back into fuzz/corpus/TARGET keeping only inputs that add coverage
+# (`cargo fuzz cmin`). One line of figures per target goes to stdout and to
+# fuzz/stats/TARGET.txt.
+#
+# Usage: scripts/fuzz.sh [--runs N] [--time S] [--minimize] [TARGET...]
+#   default targets: every fuzz/fuzz_targets/*.rs
+# Needs cargo-fuzz (installed if missing). It builds with the stable
+# toolchain and no sanitizer (`-s none`): the code under test is safe Rust,
+# so what the fuzzer hunts is panics, hangs (-timeout) and allocations past
+# -rss_limit_mb, not memory errors; with a nightly toolchain, set
+# FUZZ_TOOLCHAIN=nightly FUZZ_SANITIZER=address to add ASan.
+# Replay one input: cargo fuzz run TARGET FILE (or plain `cargo test`, which
+# replays every committed corpus file through tests/tests/fuzz_corpus.rs).
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+
+runs=10000000 time=0 minimize=0 targets=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --runs) runs=$2; shift 2 ;;
+    --time) time=$2; shift 2 ;;
+    --minimize) minimize=1; shift ;;
+    -*) sed -n '2,20p' "$0" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in fuzz_targets/*.rs; do targets+=("$(basename "$f" .rs)"); done
+fi
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+tc=${FUZZ_TOOLCHAIN:-stable} san=${FUZZ_SANITIZER:-none}
+mkdir -p stats
+for t in "${targets[@]}"; do
+  # -a: debug assertions and overflow checks on, as in `cargo test`.
+  cargo "+$tc" fuzz build -O -a -s "$san" "$t"
+  work=$(mktemp -d)
+  cp corpus/"$t"/* "$work"/
+  log=stats/$t.log
+  start=$SECONDS
+  set +e
+  cargo "+$tc" fuzz run -O -a -s "$san" "$t" "$work" -- \
+    -runs="$runs" -max_total_time="$time" -timeout=30 -rss_limit_mb=3072 \
+    -print_final_stats=1 >"$log" 2>&1
+  rc=$?
+  set -e
+  secs=$((SECONDS - start))
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  crashes=$(find artifacts/"$t" -type f 2>/dev/null | wc -l)
+  if [ "$minimize" = 1 ]; then
+    # Named inputs (seed-*, regress-* with their postmortems in
+    # tests/tests/fuzz_corpus.rs) stay; the rest is replaced by the
+    # minimized set.
+    cargo "+$tc" fuzz cmin -O -a -s "$san" "$t" "$work" >>"$log" 2>&1
+    find corpus/"$t" -type f ! -name 'seed-*' ! -name 'regress-*' -delete
+    for f in "$work"/*; do
+      cp "$f" corpus/"$t"/
+    done
+  fi
+  kept=$(find corpus/"$t" -type f | wc -l)
+  line="$t: ${execs:-0} executions in ${secs} s (${rate:-0} exec/s), exit $rc, corpus $kept files, artifacts $crashes"
+  echo "$line" | tee stats/"$t".txt
+  rm -rf "$work"
+done
