@@ -113,4 +113,21 @@ fn main() {
         "dat-patch",
         &[0, 0, 1, 0x00, 0x2c, 0x00, 0xff, 0x08, 0x2c, 0x00, 0x01],
     );
+    // image_ops: a head byte (bit 0 the base, bits 1-2 the reseal mode),
+    // then 12-byte damages (field index u16, operation, value kind, u64).
+    write("image_ops", "tree-undamaged", &[6]);
+    write("image_ops", "rollforward-undamaged", &[7]);
+    let damages: [(u8, u16, u8, u8, u64); 4] = [
+        (6, 5, 0, 2, 3),
+        (6, 300, 5, 1, 0x40),
+        (7, 40, 1, 3, 7),
+        (4, 200, 0, 0, 1 << 40),
+    ];
+    for (k, (head, field, op, kind, value)) in damages.into_iter().enumerate() {
+        let mut v = vec![head];
+        v.extend_from_slice(&field.to_le_bytes());
+        v.extend_from_slice(&[op, kind]);
+        v.extend_from_slice(&value.to_le_bytes());
+        write("image_ops", &format!("one-field-{k}"), &v);
+    }
 }

@@ -166,17 +166,51 @@ pub struct Applied {
 
 /// Damage `dev` as `recipe` says.
 pub fn apply(dev: &dyn BlockDevice, recipe: &Recipe) -> R<Applied> {
-    let site = locate(dev, &recipe.target)?;
+    let field = prepare(dev, &recipe.target)?;
     let v = match &recipe.value {
         Value::Num(n) => *n,
         Value::Of(t) => read_site(dev, &locate(dev, t)?)?,
     };
-    // The logs as they were, to know which one to reseal.
-    let (logs, bs) = if recipe.reseal != Reseal::None && site.super_block.is_none() {
-        (log_ranges(dev)?, block_size(dev)?)
-    } else {
-        (Vec::new(), 0)
-    };
+    apply_at(dev, &field, recipe.op, v, recipe.reseal)
+}
+
+/// A located field and the log that holds it, found once and applied many
+/// times (the structure-aware image fuzzer damages fields of a base image
+/// it located when it built it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// Where the field is.
+    pub site: Site,
+    /// The log holding it (first block, blocks), if it is in one.
+    pub log: Option<(u64, u64)>,
+}
+
+/// Locate `target` on `dev` (see the module documentation) with the log a
+/// reseal must recompute.
+pub fn prepare(dev: &dyn BlockDevice, target: &str) -> R<Field> {
+    let site = locate(dev, target)?;
+    // A super block field needs neither (and a damaged super block may
+    // already keep the image from opening).
+    if site.super_block.is_some() {
+        return Ok(Field { site, log: None });
+    }
+    let bs = block_size(dev)?;
+    let pbn = site.byte / bs;
+    let log = log_ranges(dev)?
+        .into_iter()
+        .find(|&(p, n)| p <= pbn && pbn < p + n);
+    Ok(Field { site, log })
+}
+
+/// Apply `op v` to a prepared field, then reseal as `reseal` says.
+pub fn apply_at(
+    dev: &dyn BlockDevice,
+    field: &Field,
+    op: Op,
+    v: u64,
+    reseal: Reseal,
+) -> R<Applied> {
+    let site = field.site;
     let sector = site.byte - site.byte % 512;
     let within = (site.byte - sector) as usize;
     let mut buf = vec![0u8; 1024];
@@ -190,7 +224,7 @@ pub fn apply(dev: &dyn BlockDevice, recipe: &Recipe) -> R<Applied> {
     } else {
         old_word
     };
-    let mut new = match recipe.op {
+    let mut new = match op {
         Op::Set => v,
         Op::Add => old.wrapping_add(v),
         Op::Sub => old.wrapping_sub(v),
@@ -209,15 +243,11 @@ pub fn apply(dev: &dyn BlockDevice, recipe: &Recipe) -> R<Applied> {
     };
     buf[within..within + width].copy_from_slice(&word.to_le_bytes()[..width]);
     dev.write_at(sector, &buf).map_err(s)?;
-    if recipe.reseal != Reseal::None {
-        match site.super_block {
-            Some(off) => reseal_super_block(dev, off)?,
-            None => {
-                let pbn = site.byte / bs;
-                if let Some(&(p, n)) = logs.iter().find(|(p, n)| *p <= pbn && pbn < p + n) {
-                    reseal_log(dev, p, n, recipe.reseal == Reseal::Data)?;
-                }
-            }
+    if reseal != Reseal::None {
+        match (site.super_block, field.log) {
+            (Some(off), _) => reseal_super_block(dev, off)?,
+            (None, Some((p, n))) => reseal_log(dev, p, n, reseal == Reseal::Data)?,
+            (None, None) => {}
         }
     }
     Ok(Applied { site, old, new })
