@@ -3,26 +3,12 @@
 //! `nilref oracle check`, and the image shows the workload's tree.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn nilref(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nilref"))
-        .args(args)
-        .output()
-        .expect("run nilref");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::nilref;
 
 fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("apply-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch("apply", name)
 }
 
 fn s(p: &Path) -> &str {

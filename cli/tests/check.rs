@@ -2,25 +2,16 @@
 //! NILFS2), the text report, one JSON object per finding with `--json`.
 
 use std::path::PathBuf;
-use std::process::Command;
+
+mod common;
 
 fn nilref(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nilref"))
-        .args(args)
-        .output()
-        .expect("run nilref");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    let r = common::run(args);
+    (r.code, r.out)
 }
 
 fn scratch() -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("cli-check-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch("cli", "check")
 }
 
 #[test]

@@ -3,19 +3,8 @@
 //! keeps the two equal), and a seeded bug in the write path's recovery —
 //! one that forgets to roll data-only logs forward — makes it fail.
 
-use std::process::Command;
-
-fn nilref(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nilref"))
-        .args(args)
-        .output()
-        .expect("run nilref");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::nilref;
 
 /// The README's copy of the demo's output (between the markers).
 fn readme_output() -> String {
