@@ -135,15 +135,9 @@ pub fn image(data: &[u8]) {
     };
     let bs = 1024u64 << (head[0] % 3);
     let bps = 16u64 << (head[1] % 3);
-    let dev = MemDevice::new(bs * bps * 20 + 8192);
-    let o = nilfs::mkfs::MkfsOptions {
-        block_size: bs,
-        blocks_per_segment: bps,
-        ..Default::default()
-    };
-    if nilfs::mkfs::mkfs(&dev, &o).is_err() {
+    let Some(dev) = mkfs_image(bs, bps) else {
         return;
-    }
+    };
     // Patches land in the first two segments, where mkfs wrote.
     let span = 2 * bps * bs;
     for p in patches.chunks_exact(4) {
@@ -169,6 +163,28 @@ pub fn image(data: &[u8]) {
     let _ = nilfs::inspect::tools::lssu(&dev, &Default::default());
     let _ = nilfs::inspect::tools::dumpseg(&dev, &[0, 1]);
     let _ = nilfs::inspect::tools::tune_list(&dev);
+}
+
+/// A fresh mkfs image of this geometry (20 segments), made once per process
+/// and copied: mkfs is deterministic, and making it was half of each run.
+fn mkfs_image(bs: u64, bps: u64) -> Option<MemDevice> {
+    type Cache = std::collections::BTreeMap<(u64, u64), Option<MemDevice>>;
+    static CACHE: std::sync::Mutex<Cache> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    cache
+        .entry((bs, bps))
+        .or_insert_with(|| {
+            let dev = MemDevice::new(bs * bps * 20 + 8192);
+            let o = nilfs::mkfs::MkfsOptions {
+                block_size: bs,
+                blocks_per_segment: bps,
+                ..Default::default()
+            };
+            nilfs::mkfs::mkfs(&dev, &o).ok().map(|_| dev)
+        })
+        .as_ref()
+        .map(MemDevice::duplicate)
 }
 
 /// Recompute the primary super block's CRC and the first log's checksums,
