@@ -355,7 +355,8 @@ fn manifest_reads_one_page_of_a_huge_symlink() {
 
 // postmortem: readdir looped over 0..i_size/block_size, so a root with
 // i_size 2^63 made manifest spin 2^53 times (issue 13.4); it now visits the
-// directory's mapped blocks only.
+// directory's mapped blocks only. (A size past i64::MAX is now refused at
+// iget, so the test uses 2^62, which is a size a file may have.)
 #[test]
 fn manifest_of_a_root_with_a_huge_size_ends() {
     let d = scratch("dir-big");
@@ -365,7 +366,7 @@ fn manifest_of_a_root_with_a_huge_size_ends() {
     });
     corrupt::apply(
         &dev,
-        &corrupt::Recipe::parse("inode[/].i_size = 0x8000000000000000").unwrap(),
+        &corrupt::Recipe::parse("inode[/].i_size = 0x4000000000000000").unwrap(),
     )
     .unwrap();
     let img = save(&dev, &d);
