@@ -34,6 +34,11 @@
 //!   one was copied over the other and both were sealed over 282 bytes,
 //!   so neither verified afterwards. Linux 6.1 does the same (finding K14);
 //!   our writer now seals each copy over its own `s_bytes`.
+//! - image_ops/regress-004-free-blocks-overflow: `sh_ncleansegs`
+//!   0x7301000000000000 overflowed `ncleansegs * blocks_per_segment` in
+//!   the free block count the unmount writes (a panic under overflow
+//!   checks). The kernel's `nilfs_count_free_blocks` multiplies in
+//!   unsigned arithmetic, and so do we now; `check` reports the count.
 
 use std::path::PathBuf;
 

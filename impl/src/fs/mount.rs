@@ -342,9 +342,16 @@ impl<'a> Fs<'a> {
         self.dev.flush()
     }
 
-    /// `nilfs_count_free_blocks`: clean segments times blocks per segment.
+    /// `nilfs_count_free_blocks`: clean segments times blocks per segment,
+    /// in the kernel's unsigned arithmetic (a damaged `sh_ncleansegs`
+    /// wraps there, as it does here, instead of stopping the mount; `check`
+    /// reports the count as `su-clean-count`).
     pub(crate) fn free_blocks(&mut self) -> Result<u64> {
-        Ok(self.sufile.file_mut().ncleansegs()? * self.geo.blocks_per_segment)
+        Ok(self
+            .sufile
+            .file_mut()
+            .ncleansegs()?
+            .wrapping_mul(self.geo.blocks_per_segment))
     }
 
     /// `nilfs_cleanup_super`, with the free block count of now.
