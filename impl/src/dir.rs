@@ -62,8 +62,26 @@ impl DirFile {
     /// A directory from its blocks (each `block_size` long), validated with
     /// the kernel's directory checks.
     pub fn from_blocks(block_size: u32, blocks: Vec<Vec<u8>>) -> Result<Self> {
-        for b in &blocks {
-            parse_block(b, block_size)?;
+        Self::load(block_size, blocks.len() as u64, |k| {
+            Ok(blocks[k as usize].clone())
+        })
+    }
+
+    /// A directory of `n` blocks read one by one with `read`, each checked
+    /// as it arrives: a block that fails the kernel's directory checks (an
+    /// unmapped one reads as zeros, whose first record is too short) ends
+    /// the load there, so a damaged `i_size` costs no more than the
+    /// directory's real blocks.
+    pub fn load(
+        block_size: u32,
+        n: u64,
+        mut read: impl FnMut(u64) -> Result<Vec<u8>>,
+    ) -> Result<Self> {
+        let mut blocks = Vec::new();
+        for k in 0..n {
+            let b = read(k)?;
+            parse_block(&b, block_size).map_err(|e| e.of_inode_block(k))?;
+            blocks.push(b);
         }
         Ok(DirFile {
             block_size,

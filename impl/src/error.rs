@@ -81,6 +81,23 @@ impl Error {
 }
 
 impl Error {
+    /// Say which block of a file a corruption report is about.
+    #[must_use]
+    pub fn of_inode_block(self, k: u64) -> Self {
+        match self {
+            Error::Corrupt {
+                what,
+                blocknr,
+                detail,
+            } => Error::Corrupt {
+                what,
+                blocknr,
+                detail: format!("file block {k}: {detail}"),
+            },
+            other => other,
+        }
+    }
+
     /// Name the file a corruption report is about, when it does not yet.
     #[must_use]
     pub fn of_inode(self, ino: u64) -> Self {

@@ -39,6 +39,12 @@
 //!   the free block count the unmount writes (a panic under overflow
 //!   checks). The kernel's `nilfs_count_free_blocks` multiplies in
 //!   unsigned arithmetic, and so do we now; `check` reports the count.
+//! - image_ops/regress-005-directory-size-loads-every-block: the root's
+//!   `i_size` set to 5 * 10^17 made the mount's first lookup load every
+//!   block below it, holes as zeros, into memory (past 3 GiB). A directory
+//!   now loads block by block, each checked as it arrives (`DirFile::load`);
+//!   the first hole fails the directory checks, as the kernel's
+//!   `nilfs_check_folio` fails a zeroed page.
 
 use std::path::PathBuf;
 

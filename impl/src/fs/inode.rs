@@ -259,11 +259,9 @@ impl<'a> Fs<'a> {
         }
         if f.dir.is_none() {
             let n = f.raw.size.div_ceil(u64::from(self.bs));
-            let mut blocks = Vec::new();
-            for b in 0..n {
-                blocks.push(self.read_file_block(i, b)?);
-            }
-            let d = DirFile::from_blocks(self.bs, blocks)?;
+            let bs = self.bs;
+            let d = DirFile::load(bs, n, |b| self.read_file_block(i, b))
+                .map_err(|e| e.of_inode(i.0))?;
             self.inodes.loaded_mut(i).dir = Some(d);
         }
         let f = self.inodes.loaded_mut(i);
