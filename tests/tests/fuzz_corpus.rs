@@ -45,6 +45,11 @@
 //!   now loads block by block, each checked as it arrives (`DirFile::load`);
 //!   the first hole fails the directory checks, as the kernel's
 //!   `nilfs_check_folio` fails a zeroed page.
+//! - image_ops/regress-006-first-data-block-past-segment-0: the secondary
+//!   copy (in use) says `s_first_data_block` 0x6d with 32-block segments,
+//!   which the kernel mounts; `check`'s length of segment 0 underflowed
+//!   (a panic under overflow checks). Segment 0 now holds no block then,
+//!   in `check` and in the layout of a construction.
 
 use std::path::PathBuf;
 

@@ -92,7 +92,9 @@ impl Ck<'_, '_> {
                 continue;
             }
             let (start, end) = self.geo.range(SegNum(seg));
-            let seg_len = end.0 + 1 - start.0;
+            // Segment 0 holds no block when s_first_data_block lies past
+            // it (the kernel mounts such a super block).
+            let seg_len = (end.0 + 1).saturating_sub(start.0);
             let mut limit = u64::from(su.nblocks);
             if limit > seg_len {
                 self.find(

@@ -188,7 +188,7 @@ impl Layout {
             fseg_start,
             fseg_end,
             pseg_start: BlockNr(pseg_start),
-            rest_blocks: fseg_end.0 + 1 - pseg_start,
+            rest_blocks: (fseg_end.0 + 1).saturating_sub(pseg_start),
             seq: cursor.seq,
             nextnum,
             flags: 0,
@@ -234,7 +234,9 @@ impl Layout {
                 fseg_start,
                 fseg_end,
                 pseg_start: fseg_start,
-                rest_blocks: fseg_end.0 + 1 - fseg_start.0,
+                // Saturating: segment 0 holds nothing when a damaged
+                // s_first_data_block lies past it.
+                rest_blocks: (fseg_end.0 + 1).saturating_sub(fseg_start.0),
                 seq,
                 nextnum,
                 flags: 0,
