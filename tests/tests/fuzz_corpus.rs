@@ -50,6 +50,10 @@
 //!   which the kernel mounts; `check`'s length of segment 0 underflowed
 //!   (a panic under overflow checks). Segment 0 now holds no block then,
 //!   in `check` and in the layout of a construction.
+//! - image_ops/regress-007-inodes-count-overflow: `cp_inodes_count` of the
+//!   latest checkpoint set to 2^64 - 1; the first create overflowed the
+//!   mount's count (a panic under overflow checks). The kernel's
+//!   `atomic64_inc` wraps, and so does ours (and the block count).
 
 use std::path::PathBuf;
 

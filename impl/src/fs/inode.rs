@@ -215,7 +215,8 @@ impl<'a> Fs<'a> {
         };
         let bmap = Bmap::new_empty(self.bs)?;
         self.inodes.insert(i, FileState::new(raw, bmap, true));
-        self.inodes_count += 1;
+        // atomic64_inc(&root->inodes_count): wraps on a damaged count.
+        self.inodes_count = self.inodes_count.wrapping_add(1);
         self.inodes.touch(i);
         Ok(i)
     }

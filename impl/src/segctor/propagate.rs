@@ -232,7 +232,8 @@ impl<'a> Fs<'a> {
             target,
         };
         let out = propagate(self.dat.file_mut(), dev, bs, cno, map, &keys, nodes)?;
-        self.blocks_count += out.added;
+        // nilfs_inode_add_blocks (atomic64): wraps on a damaged count.
+        self.blocks_count = self.blocks_count.wrapping_add(out.added);
         Ok((keys, out))
     }
 
