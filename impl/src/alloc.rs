@@ -327,7 +327,7 @@ impl<'a> Palloc<'a> {
                 .flatten()
                 .expect("palloc: descriptor of a prepared entry is cached");
             let n = le32(desc, doff);
-            put_le32(desc, doff, n + 1);
+            put_le32(desc, doff, n.wrapping_add(1)); // le32_add_cpu wraps
         }
         let zero = vec![0u8; self.geo.block_size as usize];
         self.mdt.discard_if_pristine(bblk, &zero);
@@ -370,7 +370,7 @@ impl<'a> Palloc<'a> {
             .get_block_init(dblk, |b| b.copy_from_slice(&init))
             .expect("palloc: descriptor block of a cached bitmap");
         let n = le32(desc, doff);
-        put_le32(desc, doff, n + 1);
+        put_le32(desc, doff, n.wrapping_add(1)); // le32_add_cpu wraps
         self.mdt.mark_dirty(dblk);
         self.mdt.mark_dirty(bblk);
     }

@@ -387,7 +387,7 @@ pub fn search_super_root(
                             used_segments: Vec::new(),
                             super_root_updated: scan_newer,
                         });
-                        cno = Cno(cno.0 + 1);
+                        cno = Cno(cno.0.wrapping_add(1)); // u64 in the kernel too
                         lsegs_start = None;
                         lsegs_end = None;
                         used.clear();

@@ -54,6 +54,13 @@
 //!   latest checkpoint set to 2^64 - 1; the first create overflowed the
 //!   mount's count (a panic under overflow checks). The kernel's
 //!   `atomic64_inc` wraps, and so does ours (and the block count).
+//! - image_ops/regress-008-group-free-count-overflow,
+//!   regress-009-last-cno-overflow, regress-010-i-blocks-overflow: the
+//!   DAT group's `pg_nfrees` at 2^32 - 1, the super block's `s_last_cno`
+//!   at 2^64 - 1 and the cpfile's `i_blocks` at 2^64 - 1 overflowed the
+//!   next free, the scan's next checkpoint number and the block count
+//!   (panics under overflow checks); the kernel's `le32_add_cpu`, u64
+//!   `cno++` and `inode_add_bytes` wrap, and so do ours.
 
 use std::path::PathBuf;
 

@@ -104,7 +104,7 @@ pub(crate) fn propagate(
             map.bmap.mark_data_dirty(k, src)?;
             out.ptrs.push(ptr);
         }
-        map.raw.blocks += out.added * sectors(bs);
+        map.raw.blocks = map.raw.blocks.wrapping_add(out.added * sectors(bs));
         return Ok(out);
     }
     for &key in keys {
@@ -132,7 +132,9 @@ pub(crate) fn propagate(
             .mark_data_dirty(key, &mut DiskNodes::translated(dev, bs, dat))?;
         out.ptrs.push(ptr.0);
     }
-    map.raw.blocks += out.added * sectors(bs);
+    // nilfs_inode_add_blocks: i_blocks wraps on a damaged count, as in
+    // the kernel's inode_add_bytes.
+    map.raw.blocks = map.raw.blocks.wrapping_add(out.added * sectors(bs));
     if nodes == Nodes::Assign {
         // A construction that grows may dirty more nodes after a first
         // pass: only those not yet assigned in this log get numbers.
