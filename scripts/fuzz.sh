@@ -7,8 +7,10 @@
 # (`cargo fuzz cmin`). One line of figures per target goes to stdout and to
 # fuzz/stats/TARGET.txt.
 #
-# Usage: scripts/fuzz.sh [--runs N] [--time S] [--minimize] [TARGET...]
+# Usage: scripts/fuzz.sh [--runs N] [--time S] [--minimize] [--keep-going] [TARGET...]
 #   default targets: every fuzz/fuzz_targets/*.rs
+#   --keep-going: libFuzzer's fork mode, which goes on past a crash and
+#   collects every one found (artifacts/TARGET/) instead of stopping.
 # Needs cargo-fuzz (installed if missing). It builds with the stable
 # toolchain and no sanitizer (`-s none`): the code under test is safe Rust,
 # so what the fuzzer hunts is panics, hangs (-timeout) and allocations past
@@ -19,12 +21,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
-runs=10000000 time=0 minimize=0 targets=()
+runs=10000000 time=0 minimize=0 fork=() targets=()
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) runs=$2; shift 2 ;;
     --time) time=$2; shift 2 ;;
     --minimize) minimize=1; shift ;;
+    --keep-going) fork=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1); shift ;;
     -*) sed -n '2,20p' "$0" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -45,12 +48,15 @@ for t in "${targets[@]}"; do
   set +e
   cargo "+$tc" fuzz run -O -a -s "$san" "$t" "$work" -- \
     -runs="$runs" -max_total_time="$time" -timeout=30 -rss_limit_mb=3072 \
-    -print_final_stats=1 >"$log" 2>&1
+    -print_final_stats=1 "${fork[@]}" >"$log" 2>&1
   rc=$?
   set -e
   secs=$((SECONDS - start))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  # Fork mode prints no final stats: take the last "#N: cov ..." line.
+  [ -n "$execs" ] || execs=$(sed -n 's/^#\([0-9]*\): cov.*/\1/p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  [ -n "$rate" ] || rate=$(( ${execs:-0} / (secs > 0 ? secs : 1) ))
   crashes=$(find artifacts/"$t" -type f 2>/dev/null | wc -l)
   if [ "$minimize" = 1 ]; then
     # Named inputs (seed-*, regress-* with their postmortems in

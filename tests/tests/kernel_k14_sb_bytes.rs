@@ -47,7 +47,12 @@ fn ours_stays_readable_where_the_kernel_loses_both_super_blocks() {
     export_image(&damaged(), &img).unwrap();
     let script = "mount -t nilfs2 /dev/vda /mnt\necho @@FIRST; manifest /mnt\numount /mnt\n\
                   echo @@SECOND; if mount -t nilfs2 -o ro /dev/vda /mnt; then echo mounted; umount /mnt; else echo refused; fi 2>&1\n";
-    let secs = sections(&kernel_run(std::slice::from_ref(&img), script, &dir, "k14.sh"));
+    let secs = sections(&kernel_run(
+        std::slice::from_ref(&img),
+        script,
+        &dir,
+        "k14.sh",
+    ));
     assert_eq!(secs["FIRST"], ours, "the kernel's recovery reads as ours");
     assert!(
         secs["SECOND"].trim_end().ends_with("refused"),
