@@ -143,7 +143,7 @@ impl<'d> Nilfs<'d> {
 
     /// `ns_cno`: the checkpoint number the next construction would create.
     pub fn next_cno(&self) -> Cno {
-        Cno(self.scan.cno.0 + 1)
+        Cno(self.scan.cno.0.wrapping_add(1)) // u64 in the kernel (ns_cno)
     }
 
     /// Read physical block `b`.

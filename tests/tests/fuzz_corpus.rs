@@ -61,6 +61,12 @@
 //!   next free, the scan's next checkpoint number and the block count
 //!   (panics under overflow checks); the kernel's `le32_add_cpu`, u64
 //!   `cno++` and `inode_add_bytes` wrap, and so do ours.
+//! - image_ops/regress-011-next-cno-overflow,
+//!   regress-012-next-cno-overflow-after-roll-forward: the copy in use
+//!   with `s_last_cno` 2^64 - 1 (and 2^64 - 2 on the base awaiting
+//!   roll-forward) overflowed `ns_cno = cno + 1`; the kernel's u64 wraps,
+//!   and so does ours. Found by the fork-mode run with five inputs of the
+//!   one bug.
 
 use std::path::PathBuf;
 
