@@ -187,12 +187,7 @@ fn sweep_one(class: &str, dev: &MemDevice, dir: &Path, t: &mut Tally) {
                 let o = dir.join("observed.jsonl");
                 vec!["apply".into(), s(&copy), s(&trace), "-o".into(), s(&o)]
             }
-            _ => vec![cmd.into(), s(&copy), "--time".into(), "1900000000".into()],
-        };
-        let args = if cmd == "mkcp" {
-            vec!["mkcp".into(), s(&copy)]
-        } else {
-            args
+            _ => vec![cmd.into(), s(&copy)],
         };
         let end = bounded(&args);
         t.count(class, cmd, end);

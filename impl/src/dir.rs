@@ -59,14 +59,6 @@ fn put_rec_len(b: &mut [u8], off: usize, len: usize) {
 }
 
 impl DirFile {
-    /// A directory from its blocks (each `block_size` long), validated with
-    /// the kernel's directory checks.
-    pub fn from_blocks(block_size: u32, blocks: Vec<Vec<u8>>) -> Result<Self> {
-        Self::load(block_size, blocks.len() as u64, |k| {
-            Ok(blocks[k as usize].clone())
-        })
-    }
-
     /// A directory of `n` blocks read one by one with `read`, each checked
     /// as it arrives: a block that fails the kernel's directory checks (an
     /// unmapped one reads as zeros, whose first record is too short) ends

@@ -530,22 +530,23 @@ impl SbWriter {
 
     /// `nilfs_commit_super`: `ns_sbwtime = s_wtime = now` and a fresh `s_sum`
     /// on `sbp[0]` (and on `sbp[1]` for [`Commit::All`]), computed with
-    /// `ns_crc_seed` over `ns_sbsize` bytes; clear `SB_DIRTY`; write.
+    /// `ns_crc_seed` over each copy's `s_bytes` ([`seal`]); clear `SB_DIRTY`;
+    /// write.
     fn commit_super(
         &mut self,
         flag: Commit,
         now: u64,
         io: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        let (seed, n) = (self.crc_seed, self.sbsize);
+        let seed = self.crc_seed;
         self.sbwtime = now;
         let s0 = self.sbp0();
         s0.wtime = now;
-        seal(s0, seed, n);
+        seal(s0, seed);
         if flag == Commit::All {
             if let Some(s1) = self.sbp[1].as_mut() {
                 s1.sb.wtime = now;
-                seal(&mut s1.sb, seed, n);
+                seal(&mut s1.sb, seed);
             }
         }
         self.sb_dirty = false;
@@ -627,7 +628,7 @@ fn copy_head(dst: &mut SuperBlock, src: &SuperBlock, n: usize) {
 /// before `nilfs_setup_super` copies one over the other, leaves both
 /// unreadable: finding K14 (docs/findings.md,
 /// tests/tests/kernel_k14_sb_bytes.rs). We do not copy that.
-fn seal(sb: &mut SuperBlock, seed: u32, _ns_sbsize: usize) {
+fn seal(sb: &mut SuperBlock, seed: u32) {
     sb.sum = 0;
     let b = sb.encode();
     let n = usize::from(sb.bytes).min(SuperBlock::SIZE);
