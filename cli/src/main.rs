@@ -687,8 +687,10 @@ fn run(cli: Cli) -> Result<String, String> {
         Cmd::Campaign {
             cmd: CampaignCmd::Grub(a),
         } => {
+            // GRUB's reader shows neither owners nor special files.
             let features = nilfs_model::gen::Features {
                 crash: false,
+                attrs: false,
                 ..nilfs_model::gen::Features::ALL
             };
             let workloads = campaign_workloads(&a, features)?;

@@ -134,14 +134,23 @@ pub enum Kind {
         parent: Id,
     },
     Symlink(String),
+    /// A FIFO, a socket, or a character or block device (`nilfs_mknod`,
+    /// `init_special_inode`): no data; a device's number `[major, minor]`
+    /// (`[0, 0]` for a FIFO or a socket, whose number the kernel drops).
+    Special {
+        file_type: FileType,
+        rdev: [u32; 2],
+    },
 }
 
-/// An inode: kind, permission bits, link count and times (nanoseconds of the
-/// injected clock).
+/// An inode: kind, permission bits (the 12 of `S_IALLUGO`), owner, link
+/// count and times (nanoseconds of the injected clock).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Inode {
     pub kind: Kind,
     pub perm: u32,
+    pub uid: u32,
+    pub gid: u32,
     pub nlink: u32,
     pub mtime: i64,
     pub ctime: i64,
@@ -154,7 +163,27 @@ pub enum FileType {
     File,
     Dir,
     Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
 }
+
+impl FileType {
+    /// A FIFO, socket or device: what only `mknod` makes.
+    pub fn is_special(self) -> bool {
+        matches!(
+            self,
+            FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice
+        )
+    }
+}
+
+/// The largest major and minor numbers `new_encode_dev` keeps (12 and 20
+/// bits: the kernel's `dev_t` is `MAJOR << 20 | MINOR`, what nilfs2 stores
+/// in `i_device_code`).
+pub const RDEV_MAJOR_MAX: u32 = (1 << 12) - 1;
+pub const RDEV_MINOR_MAX: u32 = (1 << 20) - 1;
 
 /// What `lstat` reports (the inode number is the kernel's choice and is not
 /// part of it; the times are compared within a bound, see `step`).
@@ -167,6 +196,17 @@ pub struct StatInfo {
     pub perm: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtime: Option<i64>,
+    /// Compared like `mtime`, when both sides report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctime: Option<i64>,
+    /// Owner and group, compared when both sides report them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid: Option<u32>,
+    /// A device's `[major, minor]` (reported for devices only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdev: Option<[u32; 2]>,
 }
 
 /// A whole tree of inodes.
@@ -193,6 +233,8 @@ impl Namespace {
                 parent: ROOT,
             },
             perm: 0o755,
+            uid: 0,
+            gid: 0,
             nlink: 2,
             mtime: now,
             ctime: now,
@@ -230,6 +272,11 @@ impl Namespace {
             Inode {
                 kind,
                 perm,
+                // The model's caller is root (uid 0, gid 0), and nilfs2
+                // takes the owner from `inode_init_owner`: the caller's
+                // uid, and the caller's gid unless the directory is setgid.
+                uid: 0,
+                gid: 0,
                 nlink,
                 mtime: now,
                 ctime: now,
@@ -717,8 +764,19 @@ impl Namespace {
         match &self.get(id).kind {
             Kind::File(f) => Ok((id, f)),
             Kind::Dir { .. } => Err(Errno::EISDIR),
+            // truncate(2) of a FIFO or device: do_sys_truncate's
+            // `!S_ISREG` (reads and writes of one are not meaningful to
+            // the model: `step` refuses them before they get here).
+            Kind::Special { .. } => Err(Errno::EINVAL),
             Kind::Symlink(_) => unreachable!("lookup followed the link"),
         }
+    }
+
+    /// The path names a FIFO, socket or device (after symlinks): opening
+    /// one blocks or reaches a driver, which the model does not describe.
+    pub fn is_special(&self, path: &str) -> bool {
+        self.lookup(path, true)
+            .is_ok_and(|id| matches!(self.get(id).kind, Kind::Special { .. }))
     }
 
     /// `pwrite(path, data, offset)` on a file opened `O_WRONLY` (no
@@ -849,6 +907,14 @@ impl Namespace {
             // non-zero multiple of the block size (`outcome_matches`).
             Kind::Dir { .. } => (FileType::Dir, 0),
             Kind::Symlink(t) => (FileType::Symlink, t.len() as u64),
+            Kind::Special { file_type, .. } => (*file_type, 0),
+        };
+        let rdev = match &ino.kind {
+            Kind::Special {
+                file_type: FileType::CharDevice | FileType::BlockDevice,
+                rdev,
+            } => Some(*rdev),
+            _ => None,
         };
         StatInfo {
             file_type,
@@ -856,6 +922,10 @@ impl Namespace {
             nlink: ino.nlink,
             perm: ino.perm,
             mtime: Some(ino.mtime),
+            ctime: Some(ino.ctime),
+            uid: Some(ino.uid),
+            gid: Some(ino.gid),
+            rdev,
         }
     }
 
@@ -867,6 +937,112 @@ impl Namespace {
             Kind::Dir { entries, .. } => Ok(entries.keys().cloned().collect()),
             _ => Err(Errno::ENOTDIR),
         }
+    }
+
+    // ------------------------------------------------------------ setattr
+
+    /// `chmod(path, mode)` (`chmod_common`: the 12 bits of `S_IALLUGO`
+    /// replaced, ATTR_MODE | ATTR_CTIME; `setattr_copy` keeps S_ISGID for
+    /// a caller with CAP_FSETID, which the model's root has). Follows a
+    /// trailing symlink.
+    pub fn chmod(&self, path: &str, perm: u32, now: i64) -> R<Namespace> {
+        let id = self.lookup(path, true)?;
+        let mut ns = self.clone();
+        let ino = ns.get_mut(id);
+        ino.perm = perm & 0o7777;
+        ino.ctime = now;
+        Ok(ns)
+    }
+
+    /// `fchownat(path, uid, gid, follow ? 0 : AT_SYMLINK_NOFOLLOW)`, an
+    /// absent id meaning -1 (`chown_common`). ctime is always set, even
+    /// when neither id changes. On anything but a directory,
+    /// `chown_common` adds ATTR_KILL_SUID | ATTR_KILL_SGID and
+    /// `notify_change` clears S_ISUID, and S_ISGID when S_IXGRP is also
+    /// set (a setgid bit without group execute is mandatory locking, kept).
+    pub fn chown(
+        &self,
+        path: &str,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        follow: bool,
+        now: i64,
+    ) -> R<Namespace> {
+        let id = self.lookup(path, follow)?;
+        let mut ns = self.clone();
+        let ino = ns.get_mut(id);
+        if let Some(u) = uid {
+            ino.uid = u;
+        }
+        if let Some(g) = gid {
+            ino.gid = g;
+        }
+        if !matches!(ino.kind, Kind::Dir { .. }) {
+            ino.perm &= !0o4000;
+            if ino.perm & 0o2010 == 0o2010 {
+                ino.perm &= !0o2000;
+            }
+        }
+        ino.ctime = now;
+        Ok(ns)
+    }
+
+    /// `utimensat(path, {UTIME_OMIT, mtime or UTIME_NOW}, flags)`
+    /// (`utimes_common`: ATTR_MTIME, with ATTR_MTIME_SET for a given time,
+    /// and ATTR_CTIME). nilfs2's time granularity is one nanosecond.
+    pub fn utimes(&self, path: &str, mtime: Option<i64>, follow: bool, now: i64) -> R<Namespace> {
+        let id = self.lookup(path, follow)?;
+        let mut ns = self.clone();
+        let ino = ns.get_mut(id);
+        ino.mtime = mtime.unwrap_or(now);
+        ino.ctime = now;
+        Ok(ns)
+    }
+
+    /// `mknod(path, type | perm, makedev(major, minor))` (`do_mknodat`,
+    /// `nilfs_mknod`). `may_mknod` refuses a directory (EPERM) and a
+    /// symlink type (EINVAL) before the path is looked at; a regular type
+    /// makes an empty file. `filename_create`: EEXIST for an existing name
+    /// (or "/", ".", ".."), then ENOENT for a trailing slash. A FIFO's or
+    /// socket's number is dropped (`init_special_inode`).
+    pub fn mknod(
+        &self,
+        path: &str,
+        file_type: FileType,
+        perm: u32,
+        rdev: [u32; 2],
+        now: i64,
+    ) -> R<Namespace> {
+        match file_type {
+            FileType::Dir => return Err(Errno::EPERM),
+            FileType::Symlink => return Err(Errno::EINVAL),
+            _ => {}
+        }
+        let (dir, name) = self.creatable(path)?;
+        if path.ends_with('/') {
+            return Err(Errno::ENOENT);
+        }
+        let kind = match file_type {
+            FileType::File => Kind::File(FileData::default()),
+            FileType::CharDevice | FileType::BlockDevice => Kind::Special { file_type, rdev },
+            _ => Kind::Special {
+                file_type,
+                rdev: [0, 0],
+            },
+        };
+        let mut ns = self.clone();
+        let id = ns.alloc(kind, perm & 0o7777, now);
+        ns.add_entry(dir, &name, id, now);
+        Ok(ns)
+    }
+
+    /// The inodes in use as `statfs`'s `f_files - f_ffree` counts them:
+    /// the root's `inodes_count` (`cp_inodes_count`; mkfs.nilfs2 counts
+    /// the root and `.nilfs`, not the reserved inode numbers below
+    /// `NILFS_USER_INO`; `nilfs_new_inode` adds one, the eviction of a
+    /// deleted inode takes one away).
+    pub fn inodes_used(&self) -> u64 {
+        self.inodes.len() as u64
     }
 
     /// `readlink(path)` (EINVAL for a non-symlink).

@@ -52,16 +52,22 @@ pub enum Profile {
     /// CrashMonkey's shape: one to three operations, then an fsync-family
     /// call (and, where the implementation can be cut, a power loss).
     Crash,
+    /// Attributes and special files: chmod (setuid and setgid bits
+    /// included), chown and lchown, utimensat, mknod of FIFOs, sockets and
+    /// devices, statfs and O_APPEND writes, among creations, links, renames
+    /// and syncs.
+    Attrs,
 }
 
 impl Profile {
-    pub const ALL: [Profile; 6] = [
+    pub const ALL: [Profile; 7] = [
         Profile::Mixed,
         Profile::Namespace,
         Profile::Data,
         Profile::Checkpoints,
         Profile::Enospc,
         Profile::Crash,
+        Profile::Attrs,
     ];
 
     pub fn name(self) -> &'static str {
@@ -72,6 +78,7 @@ impl Profile {
             Profile::Checkpoints => "checkpoints",
             Profile::Enospc => "enospc",
             Profile::Crash => "crash",
+            Profile::Attrs => "attrs",
         }
     }
 
@@ -119,6 +126,9 @@ pub struct Features {
     pub clock: bool,
     /// The cleaner (`nilfs-clean -p 0`).
     pub clean: bool,
+    /// chmod, chown, utimensat, mknod, statfs and O_APPEND (a reader that
+    /// shows no owners or special files, GRUB's, leaves them out).
+    pub attrs: bool,
 }
 
 impl Features {
@@ -131,6 +141,7 @@ impl Features {
         snapshot_mounts: true,
         clock: true,
         clean: false,
+        attrs: true,
     };
     /// A mounted file system driven by system calls and the nilfs-tools
     /// (`nilref exec` without `--device`): no mounts, no clock, no crash.
@@ -140,6 +151,7 @@ impl Features {
         snapshot_mounts: false,
         clock: false,
         clean: true,
+        attrs: true,
     };
     /// A device the runner may mount and unmount (`nilref exec --device`).
     pub const DEVICE: Features = Features {
@@ -148,6 +160,7 @@ impl Features {
         snapshot_mounts: true,
         clock: false,
         clean: true,
+        attrs: true,
     };
 }
 
@@ -301,6 +314,12 @@ enum Action {
     Manifest,
     Fill,
     Core,
+    Chmod,
+    Chown,
+    Utimes,
+    Mknod,
+    Statfs,
+    Append,
 }
 
 use Action as A;
@@ -397,12 +416,38 @@ fn table(p: Profile) -> &'static [(Action, u64)] {
             (A::Remount, 1),
         ],
         Profile::Crash => &[(A::Core, 8), (A::Sync, 1), (A::Crash, 2)],
+        Profile::Attrs => &[
+            (A::Create, 3),
+            (A::Mkdir, 1),
+            (A::Symlink, 1),
+            (A::Link, 1),
+            (A::Unlink, 1),
+            (A::Rename, 1),
+            (A::Write, 2),
+            (A::Append, 3),
+            (A::Truncate, 1),
+            (A::Chmod, 4),
+            (A::Chown, 3),
+            (A::Utimes, 3),
+            (A::Mknod, 3),
+            (A::Statfs, 2),
+            (A::Lstat, 4),
+            (A::Readdir, 1),
+            (A::Fsync, 1),
+            (A::Fdatasync, 1),
+            (A::Sync, 2),
+            (A::Remount, 1),
+            (A::Crash, 1),
+            (A::Tick, 1),
+            (A::Manifest, 1),
+        ],
     }
 }
 
 const DIR_NAMES: [&str; 3] = ["d0", "d1", "d2"];
 const FILE_NAMES: [&str; 5] = ["f0", "f1", "f2", "f3", "f4"];
 const LINK_NAMES: [&str; 2] = ["s0", "s1"];
+const SPECIAL_NAMES: [&str; 3] = ["p0", "p1", "n0"];
 
 struct Generator<'c> {
     cfg: &'c GenConfig,
@@ -417,6 +462,9 @@ struct Generator<'c> {
     /// Files written or changed lately (fsync targets), newest last.
     touched: Vec<String>,
     fills: u64,
+    /// The last path chmod changed: chown often follows it there, to see
+    /// the setuid and setgid bits cleared.
+    chmodded: Option<String>,
 }
 
 impl<'c> Generator<'c> {
@@ -430,6 +478,7 @@ impl<'c> Generator<'c> {
             lscp: None,
             touched: Vec::new(),
             fills: 0,
+            chmodded: None,
         }
     }
 
@@ -653,6 +702,7 @@ impl<'c> Generator<'c> {
                         len: self.bs() * 3 + 5,
                     };
                     self.emit(Op::Write {
+                        append: false,
                         path: p.into(),
                         offset: 0,
                         data,
@@ -680,6 +730,7 @@ impl<'c> Generator<'c> {
                 A::SnapshotMount => f.snapshot_mounts,
                 A::Tick => f.clock,
                 A::Clean => f.clean,
+                A::Chmod | A::Chown | A::Utimes | A::Mknod | A::Statfs | A::Append => f.attrs,
                 _ => true,
             };
             if allowed {
@@ -746,6 +797,7 @@ impl<'c> Generator<'c> {
                 let data = self.data();
                 if self
                     .emit(Op::Write {
+                        append: false,
                         path: path.clone(),
                         offset,
                         data,
@@ -855,6 +907,124 @@ impl<'c> Generator<'c> {
             }
             A::Fill => self.fill(),
             A::Core => self.core(),
+            A::Chmod => {
+                let path = self.target(|_| true, &FILE_NAMES);
+                // Setuid, setgid and sticky bits too, so that chown's
+                // clearing of them is seen.
+                let perm = *self
+                    .rng
+                    .pick(&[
+                        0o600u32, 0o644, 0o755, 0o000, 0o4755, 0o2755, 0o2645, 0o6711, 0o1777,
+                    ])
+                    .expect("non-empty");
+                self.emit(Op::Chmod {
+                    path: path.clone(),
+                    perm,
+                    at: None,
+                });
+                self.chmodded = Some(path.clone());
+                self.look_at(path);
+                // A set-id file given away: chown clears the bits.
+                if perm & 0o6000 != 0 && self.rng.chance(50) {
+                    self.act(A::Chown);
+                }
+            }
+            A::Chown => {
+                let path = match self.chmodded.take() {
+                    Some(p) if self.rng.chance(80) => p,
+                    _ => self.target(|_| true, &FILE_NAMES),
+                };
+                let id = |g: &mut Self| *g.rng.pick(&[0u32, 1, 1000, 65534]).expect("non-empty");
+                let (uid, gid) = match self.rng.below(4) {
+                    0 => (Some(id(self)), None),
+                    1 => (None, Some(id(self))),
+                    2 => (None, None),
+                    _ => (Some(id(self)), Some(id(self))),
+                };
+                let follow = self.rng.chance(70);
+                self.emit(Op::Chown {
+                    path: path.clone(),
+                    uid,
+                    gid,
+                    follow,
+                    at: None,
+                });
+                self.look_at(path);
+            }
+            A::Utimes => {
+                let path = self.target(|_| true, &FILE_NAMES);
+                // A time of its own, with nanoseconds (nilfs2 keeps them),
+                // or the clock (UTIME_NOW).
+                let mtime = self.rng.chance(70).then(|| {
+                    (self.rng.below(2_000_000_000) as i64) * NS + self.rng.below(NS as u64) as i64
+                });
+                let follow = self.rng.chance(80);
+                self.emit(Op::Utimes {
+                    path: path.clone(),
+                    mtime,
+                    follow,
+                    at: None,
+                });
+                self.look_at(path);
+            }
+            A::Mknod => {
+                use crate::fs::FileType as T;
+                let path = self.fresh(&SPECIAL_NAMES);
+                let file_type = *self
+                    .rng
+                    .pick(&[
+                        T::Fifo,
+                        T::Socket,
+                        T::CharDevice,
+                        T::BlockDevice,
+                        T::Fifo,
+                        T::Dir,
+                    ])
+                    .expect("non-empty");
+                let rdev = [
+                    self.rng.below(1 << 12) as u32,
+                    *self
+                        .rng
+                        .pick(&[0u32, 3, 255, 256, (1 << 20) - 1])
+                        .expect("non-empty"),
+                ];
+                let perm = *self.rng.pick(&[0o644u32, 0o600, 0o666]).expect("non-empty");
+                self.emit(Op::Mknod {
+                    path,
+                    file_type,
+                    perm,
+                    rdev,
+                    at: None,
+                });
+            }
+            A::Statfs => {
+                self.emit(Op::Statfs { at: None });
+            }
+            A::Append => {
+                let path = self.any_file();
+                let data = self.data();
+                if self
+                    .emit(Op::Write {
+                        append: true,
+                        path: path.clone(),
+                        offset: 0,
+                        data,
+                        at: None,
+                    })
+                    .is_some_and(|o| matches!(o, Outcome::Written(_)))
+                {
+                    self.touch(&path);
+                }
+            }
+        }
+    }
+
+    /// Half the time, an lstat of `path` right after a change to its
+    /// attributes, so that what the change did is observed before later
+    /// operations change it again.
+    fn look_at(&mut self, path: String) {
+        if self.rng.chance(50) {
+            self.emit(Op::Lstat { path, at: None });
         }
     }
 
@@ -1024,6 +1194,7 @@ impl<'c> Generator<'c> {
             len,
         };
         self.emit(Op::Write {
+            append: false,
             path: path.clone(),
             offset,
             data,

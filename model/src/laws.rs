@@ -39,7 +39,11 @@ fn is_modifying(op: &Op) -> Option<Option<u64>> {
         | Op::Rmdir { at, .. }
         | Op::Rename { at, .. }
         | Op::Write { at, .. }
-        | Op::Truncate { at, .. } => Some(*at),
+        | Op::Truncate { at, .. }
+        | Op::Chmod { at, .. }
+        | Op::Chown { at, .. }
+        | Op::Utimes { at, .. }
+        | Op::Mknod { at, .. } => Some(*at),
         _ => None,
     }
 }
@@ -110,24 +114,119 @@ pub fn check_transition(
         }
     }
     // Law 6: write then read returns the data.
+    // With O_APPEND the data went to the end: it ends at the new size.
     if let (
         Op::Write {
             path,
             offset,
             data,
+            append,
             at: None,
         },
         Outcome::Written(n),
     ) = (op, outcome)
     {
+        let offset = if *append {
+            let id = after
+                .live
+                .lookup(path, true)
+                .map_err(|e| format!("law 6: the appended file is gone: {e:?}"))?;
+            file_data(after, id).map_or(0, |f| f.size) - n
+        } else {
+            *offset
+        };
         let got = after
             .live
-            .read(path, *offset, *n)
+            .read(path, offset, *n)
             .map_err(|e| format!("law 6: read after write: {e:?}"))?;
         let mut want = vec![0; *n as usize];
         data.fill(0, &mut want);
         if got != want {
             return Err(format!("law 6: read after {op:?} returned other bytes"));
+        }
+    }
+    // Law 8: chmod, chown and utimensat change one inode's attributes and
+    // nothing else: no other inode, no contents, no link count, no name;
+    // what they set is what stat then shows.
+    if let (
+        Op::Chmod { path, .. } | Op::Chown { path, .. } | Op::Utimes { path, .. },
+        Outcome::Ok,
+    ) = (op, outcome)
+    {
+        let follow = match op {
+            Op::Chown { follow, .. } | Op::Utimes { follow, .. } => *follow,
+            _ => true,
+        };
+        let id = after
+            .live
+            .lookup(path, follow)
+            .map_err(|e| format!("law 8: {op:?} lost its file: {e:?}"))?;
+        for (i, b) in before.live.inodes.iter() {
+            let a = after.live.inodes.get(i);
+            let same = a.is_some_and(|a| {
+                if *i == id {
+                    a.kind == b.kind && a.nlink == b.nlink
+                } else {
+                    a == b
+                }
+            });
+            if !same {
+                return Err(format!(
+                    "law 8: {op:?} changed inode {i} beyond its attributes"
+                ));
+            }
+        }
+        if after.live.inodes.len() != before.live.inodes.len() {
+            return Err(format!("law 8: {op:?} added an inode"));
+        }
+        let st = after.live.stat_of(id);
+        let shows = match op {
+            Op::Chmod { perm, .. } => st.perm == perm & 0o7777,
+            Op::Chown { uid, gid, .. } => {
+                uid.is_none_or(|u| st.uid == Some(u)) && gid.is_none_or(|g| st.gid == Some(g))
+            }
+            Op::Utimes { mtime, .. } => st.mtime == Some(mtime.unwrap_or(after.clock)),
+            _ => true,
+        };
+        if !shows || st.ctime != Some(after.clock) {
+            return Err(format!("law 8: stat after {op:?} does not show it: {st:?}"));
+        }
+    }
+    // Law 9: mknod adds one inode of its type (a device with its number)
+    // under its name, with one link and no data, and changes no other file.
+    if let (
+        Op::Mknod {
+            path,
+            file_type,
+            rdev,
+            ..
+        },
+        Outcome::Ok,
+    ) = (op, outcome)
+    {
+        let id = after
+            .live
+            .lookup(path, false)
+            .map_err(|e| format!("law 9: {op:?} made no name: {e:?}"))?;
+        if before.live.inodes.contains_key(&id) {
+            return Err(format!("law 9: {op:?} reused inode {id}"));
+        }
+        let st = after.live.stat_of(id);
+        let want_rdev = matches!(
+            file_type,
+            crate::fs::FileType::CharDevice | crate::fs::FileType::BlockDevice
+        )
+        .then_some(*rdev);
+        if st.file_type != *file_type || st.nlink != 1 || st.size != 0 || st.rdev != want_rdev {
+            return Err(format!("law 9: {op:?} made {st:?}"));
+        }
+        for (i, b) in before.live.inodes.iter() {
+            let Some(a) = after.live.inodes.get(i) else {
+                return Err(format!("law 9: {op:?} removed inode {i}"));
+            };
+            if !matches!(b.kind, Kind::Dir { .. }) && a != b {
+                return Err(format!("law 9: {op:?} changed inode {i}"));
+            }
         }
     }
     // Law 7: after a crash, nothing is mounted, the live namespace is the

@@ -5,6 +5,10 @@
 //! <sha256>  <size>  <path>      regular file
 //! DIR  -  <path>/               directory
 //! LNK  -  <path> -> <target>    symlink
+//! FIFO  -  <path>               FIFO
+//! SOCK  -  <path>               socket
+//! CHR  <major>:<minor>  <path>  character device
+//! BLK  <major>:<minor>  <path>  block device
 //! ```
 //!
 //! sorted as `LC_ALL=C sort -k3` sorts: by the bytes from the third
@@ -42,12 +46,26 @@ pub fn manifest(ns: &Namespace) -> Vec<String> {
                 Kind::File(f) => format!("{}  {}  {}", file_sha256(f), f.size, path),
                 Kind::Dir { .. } => format!("DIR  -  {path}/"),
                 Kind::Symlink(t) => format!("LNK  -  {path} -> {t}"),
+                Kind::Special { file_type, rdev } => special_line(*file_type, *rdev, &path),
             };
             (sort_key(&line), line)
         })
         .collect();
     lines.sort();
     lines.into_iter().map(|(_, l)| l).collect()
+}
+
+/// The line of a FIFO, socket or device.
+pub fn special_line(t: crate::fs::FileType, rdev: [u32; 2], path: &str) -> String {
+    use crate::fs::FileType as T;
+    let [major, minor] = rdev;
+    match t {
+        T::Fifo => format!("FIFO  -  {path}"),
+        T::Socket => format!("SOCK  -  {path}"),
+        T::CharDevice => format!("CHR  {major}:{minor}  {path}"),
+        T::BlockDevice => format!("BLK  {major}:{minor}  {path}"),
+        T::File | T::Dir | T::Symlink => unreachable!("not a special file"),
+    }
 }
 
 /// Lines in manifest.sh's order (`LC_ALL=C sort -k3`), for a listing made

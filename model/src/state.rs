@@ -2,7 +2,7 @@
 //! frozen namespace, mounts, what is durable, and the space estimate.
 //! [`step`] is the transition function; it is pure.
 
-use crate::fs::{Errno, FileData, FileType, Id, Kind, Namespace, StatInfo, PAGE};
+use crate::fs::{Errno, FileData, FileType, Id, Kind, Namespace, StatInfo, NAME_LEN_MAX, PAGE};
 use crate::manifest::manifest;
 use crate::pattern::{sha256_hex, Pattern};
 use imbl::{OrdMap, OrdSet, Vector};
@@ -188,10 +188,16 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<Cno>,
     },
+    /// `pwrite(path, data, offset)`; with `append`, a file opened
+    /// `O_APPEND` and written with `write(2)`: every write goes to the end
+    /// (`generic_write_checks` moves `ki_pos` to `i_size`) and `offset` is
+    /// ignored.
     Write {
         path: String,
         offset: u64,
         data: Pattern,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        append: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<Cno>,
     },
@@ -210,6 +216,55 @@ pub enum Op {
     },
     Lstat {
         path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    /// `chmod(path, perm)` (follows symlinks).
+    Chmod {
+        path: String,
+        perm: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    /// `fchownat(AT_FDCWD, path, uid, gid, follow ? 0 :
+    /// AT_SYMLINK_NOFOLLOW)`; an absent id is -1 (left as it is).
+    Chown {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uid: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gid: Option<u32>,
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        follow: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    /// `utimensat(AT_FDCWD, path, {UTIME_OMIT, mtime}, flags)`: the
+    /// modification time set to `mtime` (ns since the epoch), or to the
+    /// current time when absent (UTIME_NOW); the access time left alone.
+    Utimes {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mtime: Option<i64>,
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        follow: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    /// `mknod(path, type | perm, makedev(rdev[0], rdev[1]))`.
+    Mknod {
+        path: String,
+        #[serde(rename = "type")]
+        file_type: FileType,
+        #[serde(default = "default_file_perm")]
+        perm: u32,
+        #[serde(default, skip_serializing_if = "is_no_dev")]
+        rdev: [u32; 2],
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    /// `statfs` of a mounted view.
+    Statfs {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<Cno>,
     },
@@ -296,6 +351,11 @@ impl Op {
             | Op::Read { at, .. }
             | Op::Truncate { at, .. }
             | Op::Lstat { at, .. }
+            | Op::Chmod { at, .. }
+            | Op::Chown { at, .. }
+            | Op::Utimes { at, .. }
+            | Op::Mknod { at, .. }
+            | Op::Statfs { at }
             | Op::Readdir { at, .. }
             | Op::Readlink { at, .. }
             | Op::Fsync { at, .. }
@@ -308,6 +368,18 @@ impl Op {
 
 fn is_zero(x: &i64) -> bool {
     *x == 0
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(x: &bool) -> bool {
+    *x
+}
+
+fn is_no_dev(x: &[u32; 2]) -> bool {
+    *x == [0, 0]
 }
 
 fn default_rsv() -> u32 {
@@ -348,6 +420,19 @@ pub enum Outcome {
     Cno(Cno),
     Checkpoints(Vec<CpEntry>),
     Manifest(Vec<String>),
+    Statfs(StatfsInfo),
+}
+
+/// What `statfs` reports (`nilfs_statfs`), less `f_type` and `f_fsid`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatfsInfo {
+    pub bsize: u64,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub namelen: u64,
 }
 
 /// Observed times may trail the model's clock by the time an operation
@@ -369,6 +454,9 @@ pub enum Expect {
     },
     /// `lscp`: the listing shape rule of docs/model.md.
     Lscp,
+    /// `statfs`: the rule of [`statfs_accepts`]; `inodes` is the view's
+    /// count of inodes in use.
+    Statfs { inodes: u64 },
     /// A write that stopped early for want of space: `generic_perform_write`
     /// copies page by page, each page through `nilfs_write_begin`, whose
     /// `nilfs_transaction_begin(sb, NULL, 1)` may refuse with ENOSPC; what
@@ -635,11 +723,82 @@ fn read_op(s: &State, at: Option<Cno>, f: impl FnOnce(&Namespace) -> R<Outcome>)
     }]
 }
 
+/// chmod, chown and utimensat: `notify_change` -> `nilfs_setattr`, which
+/// ends with `nilfs_mark_inode_dirty` whether or not anything changed, so
+/// even a change to the same values at the same clock dirties the inode
+/// (the next construction makes a checkpoint) and needs an inode sync. No
+/// page is dirtied: an fsync of the file afterwards writes nothing (the
+/// model's rule for metadata alone, see `Pending::dirty_inodes`). The
+/// path is looked up before `mnt_want_write` (EROFS) is taken.
+fn setattr(s: &State, at: Option<Cno>, f: impl Fn(&Namespace) -> R<Namespace>) -> Vec<Branch> {
+    let mut out = namespace_op(s, at, 0, false, &f);
+    for b in out.iter_mut() {
+        if b.expect != Expect::Exact(Outcome::Ok) {
+            continue;
+        }
+        if b.next == *s {
+            b.next = s.clone().modified(s.live.clone(), 0);
+        }
+        // The inode it changed: the one whose ctime is now the clock's and
+        // differs, or, when nothing differs, none to add (its sync state
+        // is the model's already or the change is invisible).
+        let before = s.live.clone();
+        let after = b.next.live.clone();
+        for (id, ino) in after.inodes.iter() {
+            if before.inodes.get(id) != Some(ino) {
+                b.next.pending.inode_sync.insert(*id);
+            }
+        }
+    }
+    out
+}
+
+/// `statfs`'s rule (`nilfs_statfs`). Exact: the block size, the name
+/// length (`NILFS_NAME_LEN`), `f_blocks` (every segment's blocks less the
+/// ones before the first data block: `ns_first_data_block`, which is
+/// mkfs.nilfs2's `NILFS_DISKHDR_SIZE` = 4096 bytes rounded up to blocks),
+/// `f_files - f_ffree` (the root's `inodes_count`) and `f_bavail`
+/// (`f_bfree` less the reserved segments' blocks, `ns_nrsvsegs`). Free
+/// blocks are whole clean segments (`nilfs_count_free_blocks`), never the
+/// two the log writer holds; how many is the file system's (the model
+/// does not know how a cleaner pass ends). `f_files` is the ifile's
+/// capacity (`nilfs_palloc_count_max_entries`): whole descriptor blocks
+/// of entries, `entries_per_group * groups_per_desc_block` each.
+pub fn statfs_accepts(g: &Geometry, inodes: u64, got: &StatfsInfo) -> bool {
+    let bs = u64::from(g.block_size.max(1));
+    let bps = u64::from(g.blocks_per_segment.max(1));
+    let first_data_block = 4096u64.div_ceil(bs);
+    let blocks = (g.nsegments * bps).saturating_sub(first_data_block);
+    let rsv = g.reserved_segments() * bps;
+    let per_desc = (bs * 8) * (bs / 4);
+    got.bsize == bs
+        && got.namelen == NAME_LEN_MAX as u64
+        && got.blocks == blocks
+        && got.bfree % bps == 0
+        && got.bfree <= g.nsegments.saturating_sub(2) * bps
+        && got.bavail == got.bfree.saturating_sub(rsv)
+        && got.files >= inodes
+        && got.files > 0
+        && got.files % per_desc == 0
+        && got.files - got.ffree.min(got.files) == inodes
+        && got.ffree <= got.files
+}
+
 /// The transition function: every way `op` may go from `s`.
 pub fn step(s: &State, op: &Op) -> Vec<Branch> {
     let now = s.clock;
     let bs = s.geometry.block_size;
     match op {
+        // Opening a FIFO blocks until a writer or reader comes, a device
+        // reaches its driver: not what the model describes.
+        Op::Read { path, at, .. }
+        | Op::Fsync { path, at }
+        | Op::Fdatasync { path, at }
+        | Op::Create { path, at, .. }
+            if s.view(*at).is_some_and(|ns| ns.is_special(path)) =>
+        {
+            invalid(s, "opening a FIFO, socket or device")
+        }
         Op::Mkfs { .. } => invalid(s, "mkfs is only valid as the first line"),
         Op::Clock { now: t } => {
             if *t < s.clock {
@@ -726,10 +885,23 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             path,
             offset,
             data,
+            append,
             at,
         } => {
             let Some(ns) = s.view(*at) else {
                 return invalid(s, "operation on a view that is not mounted");
+            };
+            if ns.is_special(path) {
+                return invalid(s, "opening a FIFO, socket or device for writing");
+            }
+            // O_APPEND: the write starts at the size when it is made.
+            let offset = &if *append {
+                ns.lookup(path, true)
+                    .ok()
+                    .and_then(|id| size_of(ns, id))
+                    .unwrap_or(0)
+            } else {
+                *offset
             };
             let blocks = s.blocks_for(data.len());
             match ns.write(path, *offset, data, now) {
@@ -835,6 +1007,38 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             })
         }),
         Op::Lstat { path, at } => read_op(s, *at, |ns| ns.lstat(path).map(Outcome::Stat)),
+        Op::Chmod { path, perm, at } => setattr(s, *at, |ns| ns.chmod(path, *perm, now)),
+        Op::Chown {
+            path,
+            uid,
+            gid,
+            follow,
+            at,
+        } => setattr(s, *at, |ns| ns.chown(path, *uid, *gid, *follow, now)),
+        Op::Utimes {
+            path,
+            mtime,
+            follow,
+            at,
+        } => setattr(s, *at, |ns| ns.utimes(path, *mtime, *follow, now)),
+        Op::Mknod {
+            path,
+            file_type,
+            perm,
+            rdev,
+            at,
+        } => namespace_op(s, *at, META_OP_BLOCKS, true, |ns| {
+            ns.mknod(path, *file_type, *perm, *rdev, now)
+        }),
+        Op::Statfs { at } => match s.view(*at) {
+            None => invalid(s, "operation on a view that is not mounted"),
+            Some(ns) => vec![Branch {
+                expect: Expect::Statfs {
+                    inodes: ns.inodes_used(),
+                },
+                next: s.clone(),
+            }],
+        },
         Op::Readdir { path, at } => read_op(s, *at, |ns| ns.readdir(path).map(Outcome::Names)),
         Op::Readlink { path, at } => read_op(s, *at, |ns| ns.readlink(path).map(Outcome::Target)),
         Op::Manifest { at } => read_op(s, *at, |ns| Ok(Outcome::Manifest(manifest(ns)))),
@@ -1508,6 +1712,9 @@ impl Branch {
             (Expect::Lscp, Outcome::Checkpoints(list)) => {
                 lscp_accept(&self.next, list).into_iter().next()
             }
+            (Expect::Statfs { inodes }, Outcome::Statfs(got)) => {
+                statfs_accepts(&self.next.geometry, *inodes, got).then(|| self.next.clone())
+            }
             (Expect::ShortWrite { path, offset, data }, Outcome::Written(k)) => {
                 let s = &self.next;
                 if *k == 0 || *k >= data.len() || (offset + k) % KERNEL_PAGE != 0 {
@@ -1559,6 +1766,24 @@ impl Branch {
                 let o = Outcome::Checkpoints(list);
                 self.accept(&o).map(|n| (o, n))
             }
+            Expect::Statfs { inodes } => {
+                let g = &self.next.geometry;
+                let bs = u64::from(g.block_size);
+                let bps = u64::from(g.blocks_per_segment);
+                let per_desc = (bs * 8) * (bs / 4);
+                let bfree = g.nsegments.saturating_sub(2) * bps;
+                let files = inodes.div_ceil(per_desc).max(1) * per_desc;
+                let o = Outcome::Statfs(StatfsInfo {
+                    bsize: bs,
+                    blocks: (g.nsegments * bps).saturating_sub(4096u64.div_ceil(bs)),
+                    bfree,
+                    bavail: bfree.saturating_sub(g.reserved_segments() * bps),
+                    files,
+                    ffree: files - inodes,
+                    namelen: NAME_LEN_MAX as u64,
+                });
+                self.accept(&o).map(|n| (o, n))
+            }
             // The model's own runs never stop a write early.
             Expect::ShortWrite { .. } | Expect::Invalid(_) => None,
         }
@@ -1581,10 +1806,20 @@ pub fn outcome_matches(want: &Outcome, got: &Outcome, block_size: u32) -> bool {
             a == b
         }
         (Outcome::Stat(a), Outcome::Stat(b)) => {
-            let times_ok = match (a.mtime, b.mtime) {
+            let time_ok = |m: Option<i64>, o: Option<i64>| match (m, o) {
                 (Some(m), Some(o)) => o >= m && o - m <= TIME_SLACK_NS,
                 _ => true,
             };
+            // An id or device number is compared when both sides report it
+            // (traces recorded before they were reported have none).
+            fn same<T: PartialEq>(m: Option<T>, o: Option<T>) -> bool {
+                m.is_none() || o.is_none() || m == o
+            }
+            let times_ok = time_ok(a.mtime, b.mtime)
+                && time_ok(a.ctime, b.ctime)
+                && same(a.uid, b.uid)
+                && same(a.gid, b.gid)
+                && same(a.rdev, b.rdev);
             let size_ok = if a.file_type == FileType::Dir {
                 b.size > 0 && b.size % u64::from(block_size.max(1)) == 0
             } else {
@@ -1594,10 +1829,18 @@ pub fn outcome_matches(want: &Outcome, got: &Outcome, block_size: u32) -> bool {
                 && size_ok
                 && StatInfo {
                     mtime: None,
+                    ctime: None,
+                    uid: None,
+                    gid: None,
+                    rdev: None,
                     size: 0,
                     ..a.clone()
                 } == StatInfo {
                     mtime: None,
+                    ctime: None,
+                    uid: None,
+                    gid: None,
+                    rdev: None,
                     size: 0,
                     ..b.clone()
                 }

@@ -124,7 +124,7 @@ proptest! {
             let op = match kind {
                 0 => Op::Create { path: p, perm: 0o644, excl: false, at: None },
                 1 => Op::Mkdir { path: p, perm: 0o755, at: None },
-                2 => Op::Write { path: p, offset: off, data: Pattern::Seeded { seed, len: seed % 5000 }, at: None },
+                2 => Op::Write { append: false, path: p, offset: off, data: Pattern::Seeded { seed, len: seed % 5000 }, at: None },
                 3 => Op::Truncate { path: p, size: off, at: None },
                 4 => Op::Rename { old: p, new: paths[(seed % 3) as usize].into(), at: None },
                 5 => Op::Unlink { path: p, at: None },
@@ -137,7 +137,7 @@ proptest! {
                 12 => Op::Chcp { cno: 1 + seed % 6, snapshot: seed % 2 == 0 },
                 13 => Op::Clean { protection_s: 0 },
                 14 => Op::Mount { cp: Some(1 + seed % 6), ro: true },
-                15 => Op::Write { path: p, offset: 0, data: Pattern::Text("z".into()), at: Some(1 + seed % 6) },
+                15 => Op::Write { append: false, path: p, offset: 0, data: Pattern::Text("z".into()), at: Some(1 + seed % 6) },
                 16 => Op::Crash,
                 17 => Op::Mount { cp: None, ro: false },
                 _ => Op::Link { old: p, new: paths[(seed % 3) as usize].into(), at: None },
@@ -226,6 +226,7 @@ fn read_only_snapshot_mount_refuses_writes() {
     .unwrap()
     .1;
     let w = Op::Write {
+        append: false,
         path: "/a".into(),
         offset: 0,
         data: Pattern::Text("x".into()),

@@ -124,6 +124,7 @@ pub fn scenario_trace() -> Vec<Line> {
         let n = data.len();
         t.push(Line {
             op: Op::Write {
+                append: false,
                 path: p.into(),
                 offset,
                 data,

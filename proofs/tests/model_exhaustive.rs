@@ -17,6 +17,7 @@ const DEPTH: usize = 4;
 fn alphabet() -> Vec<Vec<Op>> {
     let p = |s: &str| s.to_string();
     let write = |path: &str, offset: u64, data: Pattern| Op::Write {
+        append: false,
         path: p(path),
         offset,
         data,
@@ -94,6 +95,7 @@ fn alphabet() -> Vec<Vec<Op>> {
                 ro: true,
             },
             Op::Write {
+                append: false,
                 path: p("/a"),
                 offset: 0,
                 data: Pattern::Text(p("z")),
@@ -166,6 +168,7 @@ fn run(m: Mutant, s: &State, op: &Op) -> Vec<(Outcome, State)> {
                     path,
                     offset,
                     data,
+                    append: false,
                     at: None,
                 },
             ) if matches!(o, Outcome::Written(_)) => {
@@ -212,6 +215,7 @@ fn explore(m: Mutant) -> (u64, Option<String>) {
     populated = first(
         &populated,
         Op::Write {
+            append: false,
             path: "/a".into(),
             offset: 0,
             data: xy,

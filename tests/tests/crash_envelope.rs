@@ -46,6 +46,7 @@ fn workload() -> Vec<Op> {
             at: None,
         },
         Op::Write {
+            append: false,
             path: p("/a"),
             offset: 0,
             data: blk("a", 3),
@@ -58,6 +59,7 @@ fn workload() -> Vec<Op> {
             at: None,
         },
         Op::Write {
+            append: false,
             path: p("/d/b"),
             offset: 0,
             data: text("first"),
@@ -65,6 +67,7 @@ fn workload() -> Vec<Op> {
         },
         Op::Sync,
         Op::Write {
+            append: false,
             path: p("/a"),
             offset: 5000,
             data: text("overwritten in the middle"),
@@ -81,6 +84,7 @@ fn workload() -> Vec<Op> {
             at: None,
         },
         Op::Write {
+            append: false,
             path: p("/d/c"),
             offset: 0,
             data: blk("c", 2),
@@ -126,6 +130,7 @@ fn workload() -> Vec<Op> {
             at: None,
         },
         Op::Write {
+            append: false,
             path: p("/big"),
             offset: 0,
             data: blk("big", 40),
@@ -133,6 +138,7 @@ fn workload() -> Vec<Op> {
         },
         Op::Sync,
         Op::Write {
+            append: false,
             path: p("/big"),
             offset: 8192,
             data: text("tail"),
@@ -143,6 +149,7 @@ fn workload() -> Vec<Op> {
             at: None,
         },
         Op::Write {
+            append: false,
             path: p("/big"),
             offset: 200_000,
             data: text("past the end"),
@@ -164,6 +171,7 @@ fn workload() -> Vec<Op> {
             at: None,
         },
         Op::Write {
+            append: false,
             path: p("/e/f"),
             offset: 0,
             data: text("x"),

@@ -233,6 +233,37 @@ proptest! {
 
 // ------------------------------------------------------------ fixed cases
 
+/// The attributes profile (chmod with setuid/setgid bits, chown and
+/// lchown, utimensat, mknod of every special type, statfs, O_APPEND) on
+/// fixed seeds and every block size: a sweep that does not depend on the
+/// proptest draw picking the profile. NILFS_ATTRS_SEEDS sets how many.
+#[test]
+fn attrs_profile_stays_in_the_model_envelope() {
+    let n: u64 = std::env::var("NILFS_ATTRS_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    for seed in 0..n {
+        let block_size = [1024u64, 2048, 4096][(seed % 3) as usize];
+        let case = Case {
+            spec: ImageSpec {
+                block_size,
+                ..ImageSpec::default()
+            },
+            seed,
+            len: 40,
+            profile: Profile::Attrs,
+        };
+        if let Err(d) = run_lines(&case.spec, &|g| case.workload(g), |s| Box::new(s)) {
+            panic!(
+                "{case:?}: {d}\nminimal workload:\n{}\nreplay: NILFS_ATTRS_SEEDS={} cargo test -p nilfs-conformance --test lockstep attrs_profile",
+                minimal(&case),
+                seed + 1
+            );
+        }
+    }
+}
+
 /// The core operations and a crash, on each block size: the harness
 /// accepts a correct run (and the final remount is compared).
 #[test]
@@ -283,6 +314,89 @@ impl Sut for DropsEverySecondWrite<'_> {
     }
     fn durable(&mut self) -> Result<Durable, String> {
         self.0.durable()
+    }
+}
+
+/// Known-bad attribute handling, each an implementation bug the attrs
+/// profile must catch: a chown that keeps the setuid and setgid bits (the
+/// VFS's ATTR_KILL_SUID forgotten), a mknod that stores the device number
+/// with major and minor swapped (`new_encode_dev` got wrong), and writes
+/// that ignore O_APPEND (the position not moved to `i_size`).
+#[derive(Clone, Copy, Debug)]
+enum AttrBug {
+    ChownKeepsSetuid,
+    DeviceNumberSwapped,
+    AppendIgnored,
+}
+
+struct WithAttrBug<'d>(ImplUnderTest<'d>, AttrBug);
+
+impl Sut for WithAttrBug<'_> {
+    fn apply(&mut self, op: &Op) -> Outcome {
+        match (self.1, op) {
+            (AttrBug::ChownKeepsSetuid, Op::Chown { path, follow, .. }) => {
+                let before = self.0.apply(&Op::Lstat {
+                    path: path.clone(),
+                    at: None,
+                });
+                let out = self.0.apply(op);
+                if let (Outcome::Ok, Outcome::Stat(st), true) = (&out, before, *follow) {
+                    self.0.apply(&Op::Chmod {
+                        path: path.clone(),
+                        perm: st.perm,
+                        at: None,
+                    });
+                }
+                out
+            }
+            (AttrBug::DeviceNumberSwapped, Op::Mknod { rdev, .. }) => {
+                let mut op = op.clone();
+                if let Op::Mknod { rdev: r, .. } = &mut op {
+                    *r = [rdev[1] & 0xfff, rdev[0]];
+                }
+                self.0.apply(&op)
+            }
+            (AttrBug::AppendIgnored, Op::Write { append: true, .. }) => {
+                let mut op = op.clone();
+                if let Op::Write { append, offset, .. } = &mut op {
+                    *append = false;
+                    *offset = 0;
+                }
+                self.0.apply(&op)
+            }
+            _ => self.0.apply(op),
+        }
+    }
+    fn durable(&mut self) -> Result<Durable, String> {
+        self.0.durable()
+    }
+}
+
+/// The attrs profile's checks can fail: each injected attribute bug is
+/// caught by some of 24 generated workloads, which pass without it.
+#[test]
+fn attrs_runs_catch_injected_attribute_bugs() {
+    for bug in [
+        AttrBug::ChownKeepsSetuid,
+        AttrBug::DeviceNumberSwapped,
+        AttrBug::AppendIgnored,
+    ] {
+        let caught = (0..24u64)
+            .filter(|&seed| {
+                let case = Case {
+                    spec: ImageSpec::default(),
+                    seed,
+                    len: 40,
+                    profile: Profile::Attrs,
+                };
+                run_lines(&case.spec, &|g| case.workload(g), |s| {
+                    Box::new(WithAttrBug(s, bug))
+                })
+                .is_err()
+            })
+            .count();
+        assert!(caught > 0, "no attrs workload noticed {bug:?}");
+        eprintln!("{bug:?}: caught by {caught} of 24 workloads");
     }
 }
 

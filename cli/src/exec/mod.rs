@@ -51,8 +51,9 @@ use nilfs::format::superblock::SuperBlock;
 use nilfs_model::workload::{self, Resolver, Unresolved};
 use nilfs_model::{CpEntry, Errno, FileType, Line, Op, Outcome, Pattern, StatInfo};
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{AtFlags, Mode, OFlags, Timestamps, CWD};
 use rustix::io::Errno as SysErrno;
+use rustix::time::Timespec;
 use sha2::{Digest, Sha256};
 
 /// Where the runner writes and what it may do.
@@ -450,10 +451,98 @@ impl<'a> Runner<'a> {
                 path,
                 offset,
                 data,
+                append,
                 at,
             } => {
                 self.view(*at)?;
-                Ok(write(path, *offset, data)?)
+                Ok(write(path, (!*append).then_some(*offset), data)?)
+            }
+            Op::Chmod { path, perm, at } => {
+                self.view(*at)?;
+                Ok(rustix::fs::chmod(path.as_str(), Mode::from_raw_mode(*perm)).map(ok)?)
+            }
+            Op::Chown {
+                path,
+                uid,
+                gid,
+                follow,
+                at,
+            } => {
+                self.view(*at)?;
+                let flags = if *follow {
+                    AtFlags::empty()
+                } else {
+                    AtFlags::SYMLINK_NOFOLLOW
+                };
+                let uid = uid.map(rustix::process::Uid::from_raw);
+                let gid = gid.map(rustix::process::Gid::from_raw);
+                Ok(rustix::fs::chownat(CWD, path.as_str(), uid, gid, flags).map(ok)?)
+            }
+            Op::Utimes {
+                path,
+                mtime,
+                follow,
+                at,
+            } => {
+                self.view(*at)?;
+                let flags = if *follow {
+                    AtFlags::empty()
+                } else {
+                    AtFlags::SYMLINK_NOFOLLOW
+                };
+                let omit = Timespec {
+                    tv_sec: 0,
+                    tv_nsec: rustix::fs::UTIME_OMIT,
+                };
+                let modified = match mtime {
+                    Some(t) => Timespec {
+                        tv_sec: t.div_euclid(1_000_000_000),
+                        tv_nsec: t.rem_euclid(1_000_000_000) as _,
+                    },
+                    None => Timespec {
+                        tv_sec: 0,
+                        tv_nsec: rustix::fs::UTIME_NOW,
+                    },
+                };
+                let times = Timestamps {
+                    last_access: omit,
+                    last_modification: modified,
+                };
+                Ok(rustix::fs::utimensat(CWD, path.as_str(), &times, flags).map(ok)?)
+            }
+            Op::Mknod {
+                path,
+                file_type,
+                perm,
+                rdev,
+                at,
+            } => {
+                self.view(*at)?;
+                let kind = match file_type {
+                    FileType::File => rustix::fs::FileType::RegularFile,
+                    FileType::Dir => rustix::fs::FileType::Directory,
+                    FileType::Symlink => rustix::fs::FileType::Symlink,
+                    FileType::Fifo => rustix::fs::FileType::Fifo,
+                    FileType::Socket => rustix::fs::FileType::Socket,
+                    FileType::CharDevice => rustix::fs::FileType::CharacterDevice,
+                    FileType::BlockDevice => rustix::fs::FileType::BlockDevice,
+                };
+                let dev = rustix::fs::makedev(rdev[0], rdev[1]);
+                Ok(rustix::fs::mknodat(CWD, path.as_str(), kind, Mode::from_raw_mode(*perm), dev)
+                    .map(ok)?)
+            }
+            Op::Statfs { at } => {
+                self.view(*at)?;
+                let st = rustix::fs::statfs("/")?;
+                Ok(Outcome::Statfs(nilfs_model::state::StatfsInfo {
+                    bsize: st.f_bsize as u64,
+                    blocks: st.f_blocks as u64,
+                    bfree: st.f_bfree as u64,
+                    bavail: st.f_bavail as u64,
+                    files: st.f_files as u64,
+                    ffree: st.f_ffree as u64,
+                    namelen: st.f_namelen as u64,
+                }))
             }
             Op::Read {
                 path,
@@ -752,16 +841,25 @@ fn mount_source(dir: &Path) -> Option<String> {
     mount_entry(dir).map(|(s, _)| s)
 }
 
-fn write(path: &str, offset: u64, data: &Pattern) -> R<Outcome> {
-    let fd =
-        rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty()).map_err(errno)?;
+/// `pwrite` at `offset`, or, with no offset, `write` on a file opened
+/// `O_APPEND`.
+fn write(path: &str, offset: Option<u64>, data: &Pattern) -> R<Outcome> {
+    let flags = match offset {
+        Some(_) => OFlags::WRONLY | OFlags::CLOEXEC,
+        None => OFlags::WRONLY | OFlags::APPEND | OFlags::CLOEXEC,
+    };
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(errno)?;
     let total = data.len();
     let mut done = 0u64;
     let mut buf = vec![0u8; CHUNK.min(total as usize)];
     while done < total {
         let n = ((total - done) as usize).min(CHUNK);
         data.fill(done, &mut buf[..n]);
-        match rustix::io::pwrite(&fd, &buf[..n], offset + done) {
+        let wrote = match offset {
+            Some(o) => rustix::io::pwrite(&fd, &buf[..n], o + done),
+            None => rustix::io::write(&fd, &buf[..n]),
+        };
+        match wrote {
             Ok(0) => break,
             Ok(k) => done += k as u64,
             Err(e) if done == 0 => return Err(errno(e)),
@@ -800,17 +898,28 @@ fn hex(b: &[u8]) -> String {
 fn lstat(path: &str) -> R<StatInfo> {
     let st = rustix::fs::lstat(path).map_err(errno)?;
     let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    use rustix::fs::FileType as T;
     let file_type = match kind {
-        rustix::fs::FileType::Directory => FileType::Dir,
-        rustix::fs::FileType::Symlink => FileType::Symlink,
+        T::Directory => FileType::Dir,
+        T::Symlink => FileType::Symlink,
+        T::Fifo => FileType::Fifo,
+        T::Socket => FileType::Socket,
+        T::CharacterDevice => FileType::CharDevice,
+        T::BlockDevice => FileType::BlockDevice,
         _ => FileType::File,
     };
+    let rdev = matches!(kind, T::CharacterDevice | T::BlockDevice)
+        .then(|| [rustix::fs::major(st.st_rdev), rustix::fs::minor(st.st_rdev)]);
     Ok(StatInfo {
         file_type,
         size: st.st_size as u64,
         nlink: st.st_nlink as u32,
         perm: st.st_mode & 0o7777,
         mtime: Some(st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64),
+        ctime: Some(st.st_ctime * 1_000_000_000 + st.st_ctime_nsec as i64),
+        uid: Some(st.st_uid),
+        gid: Some(st.st_gid),
+        rdev,
     })
 }
 
@@ -889,6 +998,7 @@ fn manifest() -> R<Vec<String>> {
                     Outcome::Data { sha256, len } => format!("{sha256}  {len}  {path}"),
                     _ => unreachable!("read returns data"),
                 },
+                t => nilfs_model::manifest::special_line(t, st.rdev.unwrap_or_default(), &path),
             });
         }
     }

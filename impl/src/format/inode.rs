@@ -8,6 +8,8 @@ use crate::Result;
 /// limit, `MAX_LFS_FILESIZE`, since the bmap's key space (block bits + 64)
 /// is wider.
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+/// Nanoseconds per second.
+const NS: i64 = 1_000_000_000;
 
 /// File type mask of `i_mode` (`S_IFMT`).
 pub const S_IFMT: u16 = 0o170000;
@@ -131,6 +133,58 @@ impl Inode {
     /// it only for regular files, directories and symlinks.
     pub fn has_bmap(&self) -> bool {
         matches!(self.file_type(), S_IFREG | S_IFDIR | S_IFLNK)
+    }
+
+    /// A FIFO, socket or device node: no mapping; `i_bmap[0]` holds a
+    /// device's number (`i_device_code`) and the rest is whatever the
+    /// ifile slot held before (`nilfs_write_inode_common` writes no bmap
+    /// for these, and `nilfs_ifile_delete_inode` clears only `i_flags`).
+    pub fn is_special(&self) -> bool {
+        matches!(self.file_type(), S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK)
+    }
+
+    /// A device's `[major, minor]`, decoded from `i_device_code` as
+    /// `huge_decode_dev` does (`new_decode_dev` of the low 32 bits: minor
+    /// bits 0-7 and 20-31, major bits 8-19); `None` unless a character or
+    /// block device.
+    pub fn rdev(&self) -> Option<[u32; 2]> {
+        if !matches!(self.file_type(), S_IFCHR | S_IFBLK) {
+            return None;
+        }
+        let dev = self.bmap[0] as u32;
+        Some([(dev & 0xfff00) >> 8, (dev & 0xff) | ((dev >> 12) & 0xfff00)])
+    }
+
+    /// Store a device number as `huge_encode_dev` does (`new_encode_dev`:
+    /// the inverse of [`Inode::rdev`]); majors above 12 bits and minors
+    /// above 20 bits do not fit the kernel's `dev_t` and are the caller's
+    /// to refuse.
+    pub fn set_rdev(&mut self, [major, minor]: [u32; 2]) {
+        let dev = (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12);
+        self.bmap[0] = u64::from(dev);
+    }
+
+    /// `i_mtime` and `i_mtime_nsec` from a time in nanoseconds since the
+    /// epoch (seconds stored as the kernel stores `tv_sec`: its 64 bits).
+    pub fn set_mtime_ns(&mut self, ns: i64) {
+        self.mtime = ns.div_euclid(NS) as u64;
+        self.mtime_nsec = ns.rem_euclid(NS) as u32;
+    }
+
+    /// The same for `i_ctime`.
+    pub fn set_ctime_ns(&mut self, ns: i64) {
+        self.ctime = ns.div_euclid(NS) as u64;
+        self.ctime_nsec = ns.rem_euclid(NS) as u32;
+    }
+
+    /// `i_mtime` in nanoseconds since the epoch.
+    pub fn mtime_ns(&self) -> i64 {
+        (self.mtime as i64).wrapping_mul(NS) + i64::from(self.mtime_nsec)
+    }
+
+    /// `i_ctime` in nanoseconds since the epoch.
+    pub fn ctime_ns(&self) -> i64 {
+        (self.ctime as i64).wrapping_mul(NS) + i64::from(self.ctime_nsec)
     }
 
     /// Whether `i_mode` names one of the seven file types.

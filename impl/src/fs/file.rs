@@ -32,9 +32,11 @@ impl<'a> Fs<'a> {
         self.begin(false)?;
         let now = self.now;
         let f = self.inodes.loaded_mut(i);
-        if f.raw.mtime != now || f.raw.ctime != now {
+        if (f.raw.mtime, f.raw.mtime_nsec, f.raw.ctime, f.raw.ctime_nsec) != (now, 0, now, 0) {
             f.raw.mtime = now;
+            f.raw.mtime_nsec = 0;
             f.raw.ctime = now;
+            f.raw.ctime_nsec = 0;
             f.inode_dirty = true;
             self.inodes.touch(i);
         }
@@ -61,7 +63,9 @@ impl<'a> Fs<'a> {
             f.inode_sync = true;
         }
         f.raw.mtime = now;
+        f.raw.mtime_nsec = 0;
         f.raw.ctime = now;
+        f.raw.ctime_nsec = 0;
         f.inode_dirty = true;
         f.pages_dirty = true; // nilfs_write_end -> nilfs_set_file_dirty
         self.inodes.touch(i);
@@ -129,6 +133,40 @@ impl<'a> Fs<'a> {
         Ok(target)
     }
 
+    /// `nilfs_setattr` for everything but the size (which is
+    /// [`Fs::truncate`]): `setattr_copy` of what `attr` names, the ctime
+    /// always (every caller passes ATTR_CTIME), then `mark_inode_dirty`
+    /// even if nothing changed. `nilfs_transaction_begin(sb, &ti, 0)`: no
+    /// vacancy check, so never ENOSPC; EROFS on a read-only mount.
+    pub fn setattr(&mut self, i: Ino, attr: SetAttr) -> Result<()> {
+        self.atomically(|fs| {
+            fs.file(i)?;
+            fs.begin(false)?;
+            let now = fs.now;
+            let f = fs.inodes.loaded_mut(i);
+            if let Some(perm) = attr.perm {
+                f.raw.mode = (f.raw.mode & S_IFMT) | (perm & 0o7777);
+            }
+            if let Some(uid) = attr.uid {
+                f.raw.uid = uid;
+            }
+            if let Some(gid) = attr.gid {
+                f.raw.gid = gid;
+            }
+            if let Some(t) = attr.mtime {
+                f.raw.set_mtime_ns(t);
+            }
+            f.raw.ctime = now;
+            f.raw.ctime_nsec = 0;
+            // nilfs_mark_inode_dirty: I_DIRTY, so NILFS_I_INODE_SYNC; the
+            // pages stay clean (an fsync after it writes nothing).
+            f.inode_dirty = true;
+            f.inode_sync = true;
+            fs.inodes.touch(i);
+            Ok(())
+        })
+    }
+
     /// `nilfs_setattr` size change (`nilfs_truncate` and
     /// `block_truncate_page`): shrinking drops blocks past the end and
     /// zeroes the tail of the last one; growing leaves a hole.
@@ -137,9 +175,12 @@ impl<'a> Fs<'a> {
     }
 
     fn truncate_now(&mut self, i: Ino, size: u64) -> Result<()> {
-        // vfs_truncate: the file's type before write access to the mount.
-        if self.file(i)?.raw.mode & S_IFMT != S_IFREG {
-            return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
+        // vfs_truncate: the file's type before write access to the mount,
+        // EISDIR for a directory, EINVAL for anything else not regular.
+        match self.file(i)?.raw.mode & S_IFMT {
+            S_IFREG => {}
+            S_IFDIR => return Err(Error::errno(Errno::EISDIR, format!("inode {i}"))),
+            _ => return Err(Error::errno(Errno::EINVAL, format!("inode {i}"))),
         }
         self.begin(false)?;
         let bs = u64::from(self.bs);
@@ -157,7 +198,9 @@ impl<'a> Fs<'a> {
         let f = self.inodes.loaded_mut(i);
         f.raw.size = size;
         f.raw.mtime = now;
+        f.raw.mtime_nsec = 0;
         f.raw.ctime = now;
+        f.raw.ctime_nsec = 0;
         f.inode_dirty = true;
         f.inode_sync = true;
         // nilfs_setattr calls nilfs_truncate (nilfs_set_file_dirty) only
@@ -202,6 +245,20 @@ impl<'a> Fs<'a> {
         }
         self.construct_dsync(i)
     }
+}
+
+/// What [`Fs::setattr`] changes (the VFS's `struct iattr` without the
+/// size): each field set is changed; ctime always is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// ATTR_MODE: the 12 permission bits (the type is kept).
+    pub perm: Option<u16>,
+    /// ATTR_UID.
+    pub uid: Option<u32>,
+    /// ATTR_GID.
+    pub gid: Option<u32>,
+    /// ATTR_MTIME, in nanoseconds since the epoch.
+    pub mtime: Option<i64>,
 }
 
 /// The pieces of the byte range `[start, end)` in blocks of `bs` bytes:

@@ -195,7 +195,14 @@ impl<'a> Fs<'a> {
                 return Err(Error::errno(Errno::ESTALE, format!("inode {i}")));
             }
             raw.check_loadable(i.0)?;
-            let bmap = Bmap::open(&raw.bmap, self.bs).map_err(|e| e.of_inode(i.0))?;
+            // __nilfs_read_inode reads the bmap of regular files,
+            // directories and symlinks only; a FIFO's or device's i_bmap
+            // is a device number or a former inode's leftovers.
+            let bmap = if raw.has_bmap() {
+                Bmap::open(&raw.bmap, self.bs).map_err(|e| e.of_inode(i.0))?
+            } else {
+                Bmap::new_empty(self.bs)?
+            };
             self.inodes.insert(i, FileState::new(raw, bmap, false));
         }
         Ok(self.inodes.loaded_mut(i))
@@ -311,6 +318,7 @@ impl<'a> Fs<'a> {
         if self.inodes.contains(i) {
             let f = self.inodes.loaded_mut(i);
             f.raw.ctime = now;
+            f.raw.ctime_nsec = 0;
             f.inode_dirty = true;
             f.inode_sync = true;
         }
@@ -322,7 +330,9 @@ impl<'a> Fs<'a> {
         let now = self.now;
         let f = self.inodes.loaded_mut(d);
         f.raw.mtime = now;
+        f.raw.mtime_nsec = 0;
         f.raw.ctime = now;
+        f.raw.ctime_nsec = 0;
         f.inode_dirty = true;
         f.inode_sync = true;
         self.inodes.touch(d);

@@ -42,7 +42,9 @@ pub mod path;
 pub use crate::segctor::Construction;
 pub(crate) use atomic::MetaSaves;
 pub use clean::SuStat;
+pub use file::SetAttr;
 pub(crate) use inode::Inodes;
+pub use mount::Statfs;
 
 /// A mounted, writable filesystem.
 ///

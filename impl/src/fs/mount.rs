@@ -387,3 +387,83 @@ impl<'a> Fs<'a> {
         self.cleanup_super()
     }
 }
+
+/// What `statfs` reports (`nilfs_statfs`), less `f_type` (the magic) and
+/// `f_fsid` (the device's number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Statfs {
+    pub bsize: u64,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub namelen: u64,
+}
+
+impl<'a> Fs<'a> {
+    /// `nilfs_statfs` of the mounted checkpoint: every segment's blocks
+    /// less those before the first data block; free blocks are the clean
+    /// segments' (`nilfs_count_free_blocks`, the sufile header's count as
+    /// it stands in memory); available ones less the reserved segments'
+    /// (`ns_nrsvsegs`); inodes as [`Fs::count_free_inodes`] counts them.
+    pub fn statfs(&mut self) -> Result<Statfs> {
+        let bps = self.geo.blocks_per_segment;
+        let blocks = bps
+            .saturating_mul(self.geo.nsegments)
+            .saturating_sub(self.geo.first_data_block);
+        let bfree = self.sufile.file_mut().ncleansegs()?.saturating_mul(bps);
+        let rsv =
+            crate::sufile::nrsvsegs(self.geo.nsegments, u64::from(self.sb.r_segments_percentage))
+                .saturating_mul(bps);
+        let (files, ffree) = self.count_free_inodes()?;
+        Ok(Statfs {
+            bsize: u64::from(self.bs),
+            blocks,
+            bfree,
+            bavail: bfree.saturating_sub(rsv),
+            files,
+            ffree,
+            namelen: crate::format::NAME_LEN as u64,
+        })
+    }
+
+    /// `nilfs_ifile_count_free_inodes` (`nilfs_palloc_count_max_entries`):
+    /// the ifile's capacity is whole descriptor blocks of entries, counted
+    /// as `DIV_ROUND_UP(last block, blocks per descriptor block)` — the
+    /// last block's offset, not their number, as the kernel has it — plus
+    /// one more descriptor block's worth when every entry is used and the
+    /// file can grow. More inodes in use than that (a damaged count) is
+    /// `-ERANGE`, which `nilfs_statfs` reports as no free inode and the
+    /// count as the capacity.
+    pub fn count_free_inodes(&mut self) -> Result<(u64, u64)> {
+        let geo = self.ifile.file().palloc().geometry();
+        let (dev, bs) = (self.dev, self.bs);
+        let in_memory = crate::metafile::MetaStore::mdt(self.ifile.file())
+            .dirty_blocks()
+            .into_iter()
+            .max();
+        let parts = self.ifile.parts();
+        let dat = self.dat.file_mut();
+        let on_disk = parts
+            .bmap
+            .last_key(&mut crate::bmap::DiskNodes::translated(dev, bs, dat))?;
+        let Some(last) = on_disk.max(in_memory) else {
+            // nilfs_bmap_last_key's -ENOENT: statfs fails with it.
+            return Err(Error::errno(Errno::ENOENT, "the ifile maps no block"));
+        };
+        let nused = self.inodes_count;
+        let desc_blocks = last.div_ceil(geo.blocks_per_desc_block());
+        let per_desc = geo.entries_per_group() * geo.groups_per_desc_block();
+        let mut nmax = per_desc.saturating_mul(desc_blocks);
+        // nilfs_palloc_groups_count: 1 << (BITS_PER_LONG - (blkbits + 3)).
+        let groups_count = 1u64 << (64 - (bs.trailing_zeros() + 3));
+        if nused == nmax && geo.groups_per_desc_block().saturating_mul(desc_blocks) < groups_count {
+            nmax = nmax.saturating_add(per_desc);
+        }
+        if nused > nmax {
+            return Ok((nused, 0));
+        }
+        Ok((nmax, nmax - nused))
+    }
+}

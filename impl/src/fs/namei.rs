@@ -5,7 +5,7 @@
 use super::Fs;
 use crate::dir::{DirFile, Found};
 use crate::format::dir::file_type_from_mode;
-use crate::format::inode::{S_IFDIR, S_IFMT, S_IFREG};
+use crate::format::inode::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK};
 use crate::format::{ino, Ino};
 use crate::{Errno, Error, Result};
 
@@ -46,7 +46,9 @@ impl<'a> Fs<'a> {
         // A directory grows by whole blocks (the kernel's chunk).
         f.raw.size = size;
         f.raw.mtime = now;
+        f.raw.mtime_nsec = 0;
         f.raw.ctime = now;
+        f.raw.ctime_nsec = 0;
         f.inode_dirty = true;
         f.inode_sync = true;
         self.inodes.touch(parent);
@@ -63,6 +65,36 @@ impl<'a> Fs<'a> {
         self.begin(true)?;
         let mode = S_IFREG | (perm & 0o7777);
         let i = self.new_inode(mode, 1)?;
+        self.link_into(parent, name, i, mode)?;
+        Ok(i)
+    }
+
+    /// `nilfs_mknod`: a FIFO, socket or device node `name` in `parent`
+    /// (`mode` carries the type), a device with its number
+    /// (`init_special_inode`; stored by `nilfs_write_inode_common` as
+    /// `i_device_code`). A FIFO's or socket's number is dropped. EINVAL for
+    /// a number the kernel's `dev_t` cannot hold (12-bit major, 20-bit
+    /// minor: the syscall's `new_decode_dev` never makes one).
+    pub fn mknod(&mut self, parent: Ino, name: &[u8], mode: u16, rdev: [u32; 2]) -> Result<Ino> {
+        self.atomically(|fs| fs.mknod_now(parent, name, mode, rdev))
+    }
+
+    fn mknod_now(&mut self, parent: Ino, name: &[u8], mode: u16, rdev: [u32; 2]) -> Result<Ino> {
+        let raw_type = mode & S_IFMT;
+        if !matches!(raw_type, S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK) {
+            return Err(Error::errno(Errno::EINVAL, "mknod of no special type"));
+        }
+        if rdev[0] >= 1 << 12 || rdev[1] >= 1 << 20 {
+            return Err(Error::errno(Errno::EINVAL, "device number too large"));
+        }
+        self.check_name(parent, name)?;
+        self.begin(true)?;
+        let mode = raw_type | (mode & 0o7777);
+        let i = self.new_inode(mode, 1)?;
+        let f = self.inodes.loaded_mut(i);
+        if matches!(raw_type, S_IFCHR | S_IFBLK) {
+            f.raw.set_rdev(rdev);
+        }
         self.link_into(parent, name, i, mode)?;
         Ok(i)
     }

@@ -7,8 +7,11 @@
 //! kernel's inode operations do; [`Paths`] is what `nilref apply` and the
 //! lockstep adapter drive.
 
+use super::file::SetAttr;
 use super::Fs;
-use crate::format::inode::{Inode, MAX_FILE_SIZE, S_IFDIR, S_IFLNK, S_IFMT};
+use crate::format::inode::{
+    Inode, MAX_FILE_SIZE, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
+};
 use crate::format::{ino, Ino, NAME_LEN};
 use crate::{Errno, Error, Result};
 
@@ -392,6 +395,103 @@ impl Paths<'_, '_> {
             return Err(refuse(Errno::EINVAL, path));
         }
         self.fs.truncate(i, size)
+    }
+
+    /// `write(2)` on a file opened `O_WRONLY | O_APPEND`: the data goes at
+    /// the end of the file as it is when the write is made
+    /// (`generic_write_checks` sets the position to `i_size`), with the
+    /// checks of [`Paths::write`]. Returns the bytes written.
+    pub fn append(&mut self, path: &[u8], data: &[u8]) -> Result<u64> {
+        let i = self.fs.resolve(path)?;
+        let size = self.fs.stat(i)?.size;
+        self.write(path, size, data)
+    }
+
+    /// `chmod`: the path followed; the 12 permission bits replaced
+    /// (`chmod_common`: `S_IALLUGO`); ATTR_MODE | ATTR_CTIME.
+    pub fn chmod(&mut self, path: &[u8], perm: u16) -> Result<()> {
+        let i = self.fs.resolve(path)?;
+        self.fs.setattr(
+            i,
+            SetAttr {
+                perm: Some(perm & 0o7777),
+                ..SetAttr::default()
+            },
+        )
+    }
+
+    /// `fchownat`, an absent id being -1, with `AT_SYMLINK_NOFOLLOW`
+    /// unless `follow` (`chown_common`): the ids and ctime; on anything
+    /// but a directory also ATTR_KILL_SUID | ATTR_KILL_SGID, which
+    /// `notify_change` turns into clearing S_ISUID, and S_ISGID when
+    /// S_IXGRP is set too (Linux 6.1).
+    pub fn chown(
+        &mut self,
+        path: &[u8],
+        uid: Option<u32>,
+        gid: Option<u32>,
+        follow: bool,
+    ) -> Result<()> {
+        let i = self.fs.walk(path, follow)?;
+        let mode = self.fs.stat(i)?.mode;
+        let mut perm = mode & 0o7777;
+        if mode & S_IFMT != S_IFDIR {
+            perm &= !0o4000;
+            if perm & 0o2010 == 0o2010 {
+                perm &= !0o2000;
+            }
+        }
+        self.fs.setattr(
+            i,
+            SetAttr {
+                perm: (perm != mode & 0o7777).then_some(perm),
+                uid,
+                gid,
+                ..SetAttr::default()
+            },
+        )
+    }
+
+    /// `utimensat` with the access time `UTIME_OMIT` (nilfs2 keeps no
+    /// access time on disk: `nilfs_read_inode_common` loads it from
+    /// `i_mtime`): the modification time set to `mtime` nanoseconds since
+    /// the epoch, or to the clock when `None` (UTIME_NOW); and ctime.
+    pub fn utimes(&mut self, path: &[u8], mtime: Option<i64>, follow: bool) -> Result<()> {
+        let i = self.fs.walk(path, follow)?;
+        let mtime = mtime.unwrap_or(self.fs.now() as i64 * 1_000_000_000);
+        self.fs.setattr(
+            i,
+            SetAttr {
+                mtime: Some(mtime),
+                ..SetAttr::default()
+            },
+        )
+    }
+
+    /// `mknod(path, mode, rdev)` (`do_mknodat`): `may_mknod` first (EPERM
+    /// for a directory type, EINVAL for a symlink or no known type; type
+    /// 0 means a regular file), then `filename_create`: EEXIST for "/",
+    /// "." or ".." or an existing name, ENOENT for a trailing slash on a
+    /// new name; a regular type is `nilfs_create`, the others
+    /// `nilfs_mknod`.
+    pub fn mknod(&mut self, path: &[u8], mode: u16, rdev: [u32; 2]) -> Result<Ino> {
+        let mode = match mode & S_IFMT {
+            0 => mode | S_IFREG,
+            S_IFREG | S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK => mode,
+            S_IFDIR => return Err(refuse(Errno::EPERM, path)),
+            _ => return Err(refuse(Errno::EINVAL, path)),
+        };
+        let (d, n) = self.fs.walk_parent(path)?;
+        if is_special(&n) {
+            return Err(refuse(Errno::EEXIST, path));
+        }
+        if path.ends_with(b"/") && self.fs.lookup(d, &n)?.is_none() {
+            return Err(refuse(Errno::ENOENT, path));
+        }
+        if mode & S_IFMT == S_IFREG {
+            return self.fs.create(d, &n, mode & 0o7777);
+        }
+        self.fs.mknod(d, &n, mode, rdev)
     }
 
     /// `fsync` of an open file.

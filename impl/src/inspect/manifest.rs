@@ -6,6 +6,10 @@
 //! <sha256>  <size>  <path>      regular file
 //! DIR  -  <path>/               directory
 //! LNK  -  <path> -> <target>    symlink
+//! FIFO  -  <path>               FIFO
+//! SOCK  -  <path>               socket
+//! CHR  <major>:<minor>  <path>  character device
+//! BLK  <major>:<minor>  <path>  block device
 //! ```
 //!
 //! Lines are sorted as `LC_ALL=C sort -k3` sorts them: bytewise by the text
@@ -14,7 +18,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::format::ino;
-use crate::format::inode::{S_IFDIR, S_IFLNK};
+use crate::format::inode::{Inode, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFSOCK};
 use crate::fs::Fs;
 use crate::posix::{CheckpointView, Piece};
 use crate::Result;
@@ -26,17 +30,28 @@ type Line = (Vec<u8>, Vec<u8>);
 /// What a closure that streams an entry's bytes feeds them to.
 type Sink<'a> = &'a mut dyn FnMut(&[u8]);
 
-/// The line of the entry at `path` of type `file_type`; `contents` streams
-/// a symlink's target or a regular file's data into the sink it is given,
-/// holes as zeros (not called for a directory). A regular file is hashed
-/// as it streams, so memory stays one piece whatever `i_size` says.
+/// The line of the entry at `path` whose inode is `inode`; `contents`
+/// streams a symlink's target or a regular file's data into the sink it is
+/// given, holes as zeros (not called for a directory, a FIFO, a socket or
+/// a device). A regular file is hashed as it streams, so memory stays one
+/// piece whatever `i_size` says.
 fn line_of(
     path: &[u8],
-    file_type: u16,
-    size: u64,
+    inode: &Inode,
     contents: impl FnOnce(Sink<'_>) -> Result<()>,
 ) -> Result<Line> {
-    Ok(match file_type {
+    let size = inode.size;
+    let special = |tag: String| {
+        let mut line = tag.into_bytes();
+        line.extend_from_slice(path);
+        (path.to_vec(), line)
+    };
+    let [major, minor] = inode.rdev().unwrap_or_default();
+    Ok(match inode.file_type() {
+        S_IFIFO => special("FIFO  -  ".into()),
+        S_IFSOCK => special("SOCK  -  ".into()),
+        S_IFCHR => special(format!("CHR  {major}:{minor}  ")),
+        S_IFBLK => special(format!("BLK  {major}:{minor}  ")),
         S_IFDIR => {
             let mut key = path.to_vec();
             key.push(b'/');
@@ -101,7 +116,7 @@ pub fn manifest(view: &CheckpointView<'_, '_>) -> Result<String> {
                 Ok(())
             }),
         };
-        lines.push(line_of(path, inode.file_type(), inode.size, contents)?);
+        lines.push(line_of(path, inode, contents)?);
         Ok(())
     })?;
     Ok(finish(lines))
@@ -141,7 +156,7 @@ pub fn live_manifest(fs: &mut Fs<'_>) -> Result<String> {
                 }
                 Ok(())
             };
-            lines.push(line_of(&path, raw.file_type(), raw.size, contents)?);
+            lines.push(line_of(&path, &raw, contents)?);
         }
     }
     Ok(finish(lines))

@@ -148,7 +148,11 @@ pub(crate) fn propagate(
             };
             map.bmap.assign(dn.id, new.0)?;
         }
-        map.raw.bmap = map.bmap.root_bmap()?;
+        // nilfs_bmap_write only for inodes with a mapping: a device
+        // node's i_bmap[0] is its number (nilfs_write_inode_common).
+        if !map.raw.is_special() {
+            map.raw.bmap = map.bmap.root_bmap()?;
+        }
     }
     Ok(out)
 }

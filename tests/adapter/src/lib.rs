@@ -20,7 +20,9 @@ use std::fmt;
 
 use nilfs::device::BlockDevice;
 use nilfs::format::cpfile::Checkpoint;
-use nilfs::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFMT};
+use nilfs::format::inode::{
+    Inode, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
+};
 use nilfs::format::Cno;
 use nilfs::fs::Fs;
 use nilfs::posix::CheckpointView;
@@ -213,15 +215,23 @@ impl<'d> ImplUnderTest<'d> {
     /// in pieces of [`PIECE`] bytes, stopping at the first short or failed
     /// piece (whose error is the answer only if nothing was written), so
     /// memory stays one piece whatever the pattern's length.
-    fn write_pieces(&mut self, path: &str, offset: u64, data: &Pattern) -> R<u64> {
+    fn write_pieces(&mut self, path: &str, offset: Option<u64>, data: &Pattern) -> R<u64> {
         let total = data.len();
         let mut buf = vec![0u8; total.min(PIECE) as usize];
         let mut done = 0u64;
         loop {
             let n = (total - done).min(PIECE) as usize;
             data.fill(done, &mut buf[..n]);
-            let at = offset.saturating_add(done);
-            match self.with(|fs| fs.paths().write(path.as_bytes(), at, &buf[..n])) {
+            let piece = &buf[..n];
+            let wrote = match offset {
+                Some(o) => {
+                    let at = o.saturating_add(done);
+                    self.with(|fs| fs.paths().write(path.as_bytes(), at, piece))
+                }
+                // O_APPEND: each write(2) goes to the end.
+                None => self.with(|fs| fs.paths().append(path.as_bytes(), piece)),
+            };
+            match wrote {
                 Ok(k) => {
                     done += k;
                     if k < n as u64 || done == total {
@@ -337,8 +347,56 @@ impl<'d> ImplUnderTest<'d> {
                 path,
                 offset,
                 data,
+                append,
                 at: None,
-            } => Outcome::Written(self.write_pieces(path, *offset, data)?),
+            } => Outcome::Written(self.write_pieces(path, (!*append).then_some(*offset), data)?),
+            Op::Chmod {
+                path,
+                perm,
+                at: None,
+            } => self
+                .with(|fs| fs.paths().chmod(path.as_bytes(), *perm as u16))
+                .map(ok)?,
+            Op::Chown {
+                path,
+                uid,
+                gid,
+                follow,
+                at: None,
+            } => self
+                .with(|fs| fs.paths().chown(path.as_bytes(), *uid, *gid, *follow))
+                .map(ok)?,
+            Op::Utimes {
+                path,
+                mtime,
+                follow,
+                at: None,
+            } => self
+                .with(|fs| fs.paths().utimes(path.as_bytes(), *mtime, *follow))
+                .map(ok)?,
+            Op::Mknod {
+                path,
+                file_type,
+                perm,
+                rdev,
+                at: None,
+            } => {
+                let mode = mode_of(*file_type) | (*perm as u16 & 0o7777);
+                self.with(|fs| fs.paths().mknod(path.as_bytes(), mode, *rdev))
+                    .map(ok)?
+            }
+            Op::Statfs { at: None } => {
+                let st = self.with(|fs| fs.statfs())?;
+                Outcome::Statfs(nilfs_model::state::StatfsInfo {
+                    bsize: st.bsize,
+                    blocks: st.blocks,
+                    bfree: st.bfree,
+                    bavail: st.bavail,
+                    files: st.files,
+                    ffree: st.ffree,
+                    namelen: st.namelen,
+                })
+            }
             Op::Read {
                 path,
                 offset,
@@ -477,14 +535,37 @@ pub fn stat_info(raw: &Inode) -> StatInfo {
     let file_type = match raw.mode & S_IFMT {
         S_IFDIR => FileType::Dir,
         S_IFLNK => FileType::Symlink,
+        S_IFIFO => FileType::Fifo,
+        S_IFSOCK => FileType::Socket,
+        S_IFCHR => FileType::CharDevice,
+        S_IFBLK => FileType::BlockDevice,
         _ => FileType::File,
     };
     StatInfo {
         file_type,
+        // nilfs_read_inode_common reads i_size for every type; a special
+        // file's is 0 as nilfs_new_inode left it.
         size: raw.size,
         nlink: u32::from(raw.links_count),
         perm: u32::from(raw.mode & 0o7777),
-        mtime: Some(raw.mtime as i64 * NS + i64::from(raw.mtime_nsec)),
+        mtime: Some(raw.mtime_ns()),
+        ctime: Some(raw.ctime_ns()),
+        uid: Some(raw.uid),
+        gid: Some(raw.gid),
+        rdev: raw.rdev(),
+    }
+}
+
+/// The `S_IF*` bits of a file type.
+fn mode_of(t: FileType) -> u16 {
+    match t {
+        FileType::File => S_IFREG,
+        FileType::Dir => S_IFDIR,
+        FileType::Symlink => S_IFLNK,
+        FileType::Fifo => S_IFIFO,
+        FileType::Socket => S_IFSOCK,
+        FileType::CharDevice => S_IFCHR,
+        FileType::BlockDevice => S_IFBLK,
     }
 }
 
