@@ -11,6 +11,7 @@ mod check;
 mod demo;
 mod exec;
 mod listings;
+mod mount;
 mod oracle;
 mod sim;
 mod sim_gc_latency;
@@ -213,6 +214,20 @@ enum Cmd {
         #[arg(long)]
         time: Option<u64>,
     },
+    /// Mount an image through FUSE, served by nilfs-ref's own file system
+    /// (its log writer on the kernel's schedule, a clean unmount); runs
+    /// until the mount point is unmounted (`fusermount3 -u MOUNTPOINT`).
+    Mount {
+        /// Image file (written in place unless `-o ro`).
+        image: PathBuf,
+        mountpoint: PathBuf,
+        /// `ro` (read-only: nothing is written).
+        #[arg(short = 'o')]
+        options: Option<String>,
+        /// Run nilfs_cleanerd's policy in the background.
+        #[arg(long)]
+        cleaner: bool,
+    },
     /// Run a workload in the model's trace format against an image and
     /// record the observed outcomes (for `nilref oracle check`).
     Apply {
@@ -261,13 +276,14 @@ enum Cmd {
         /// Generation steps (each is one to a few operations).
         #[arg(long, default_value_t = 50)]
         len: usize,
-        /// mixed, namespace, data, checkpoints, enospc or crash.
+        /// mixed, namespace, data, checkpoints, enospc, crash or attrs.
         #[arg(long, default_value = "mixed")]
         profile: String,
         /// What the implementation under test can be given: `all` (nilfs-ref:
         /// crashes, remounts, snapshot mounts, an injected clock), `device`
-        /// (`exec --device`: mounts, no crash or clock) or `mounted` (`exec`
-        /// on a mounted file system: system calls and the nilfs-tools only).
+        /// (`exec --device`: mounts, no crash or clock), `mounted` (`exec`
+        /// on a mounted file system: system calls and the nilfs-tools only)
+        /// or `fuse` (`exec` on `nilref mount`: system calls only).
         #[arg(long, default_value = "all")]
         features: String,
         /// Block size (default: the profile's, 1024).
@@ -359,7 +375,7 @@ struct CampaignArgs {
     #[arg(long, default_value_t = 60)]
     len: usize,
     /// One profile for every seed (default: the seed picks one of mixed,
-    /// namespace, data, checkpoints, enospc, crash in turn).
+    /// namespace, data, checkpoints, enospc, crash, attrs in turn).
     #[arg(long)]
     profile: Option<String>,
     /// Run only the I-th of N slices of the seeds (for a CI matrix).
@@ -671,6 +687,28 @@ fn run(cli: Cli) -> Result<String, String> {
             out,
             dry_run,
         } => apply::run(&image, &trace, out.as_deref(), dry_run),
+        Cmd::Mount {
+            image,
+            mountpoint,
+            options,
+            cleaner,
+        } => {
+            let mut opts = mount::Options {
+                cleaner,
+                ..mount::Options::default()
+            };
+            for o in options.iter().flat_map(|o| o.split(',')) {
+                match o {
+                    "ro" => opts.read_only = true,
+                    "rw" => opts.read_only = false,
+                    _ => return Err(format!("unknown mount option {o:?} (ro, rw)")),
+                }
+            }
+            if opts.read_only && cleaner {
+                return Err("--cleaner needs a read-write mount".into());
+            }
+            mount::mount(&image, &mountpoint, &opts).map(|()| String::new())
+        }
         Cmd::Campaign {
             cmd: CampaignCmd::Kernel(a),
         } => {
@@ -772,9 +810,10 @@ fn run(cli: Cli) -> Result<String, String> {
                 "all" => Features::ALL,
                 "device" => Features::DEVICE,
                 "mounted" => Features::MOUNTED,
+                "fuse" => Features::FUSE,
                 other => {
                     return Err(format!(
-                        "unknown feature set {other:?} (all, device, mounted)"
+                        "unknown feature set {other:?} (all, device, mounted, fuse)"
                     ))
                 }
             };

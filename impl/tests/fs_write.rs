@@ -536,3 +536,67 @@ fn a_write_path_bug_that_reads_back_fine_is_caught_by_check() {
     assert!(r.has(nilfs::check::Code::SuDirtyCount), "{r}");
     assert_eq!(r.exit_code(), 4);
 }
+
+/// Attributes and special files reach the disk as the kernel writes them
+/// and read back through the read path: a device's number in
+/// `i_device_code` (`huge_encode_dev`), no mapping for a FIFO or a device,
+/// chmod/chown/utimensat values with nanoseconds; and statfs counts as
+/// `nilfs_statfs` does on the fresh and the changed file system.
+#[test]
+fn attributes_and_special_files_survive_remount() {
+    use nilfs::format::inode::{S_IFBLK, S_IFCHR, S_IFIFO, S_IFMT, S_IFSOCK};
+    let (bs, bps, size) = (1024u64, 64u64, 32u64 << 20);
+    let dev = MemDevice::new(size);
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(bs, bps)).unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let nsegs = nilfs.sb.nsegments;
+    let first = nilfs.sb.first_data_block;
+    let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+    let st = fs.statfs().unwrap();
+    // 1 KiB blocks: 8192 entries a group, 256 groups a descriptor block.
+    assert_eq!((st.bsize, st.namelen), (1024, 255));
+    assert_eq!(st.blocks, nsegs * bps - first);
+    assert_eq!((st.files, st.ffree), (8192 * 256, 8192 * 256 - 2), "root and .nilfs");
+    let nrsv = nilfs::sufile::nrsvsegs(nsegs, 5) * bps;
+    assert_eq!(st.bavail, st.bfree - nrsv);
+    assert!(st.bfree.is_multiple_of(bps) && st.bfree <= (nsegs - 2) * bps);
+
+    let mut p = fs.paths();
+    p.mknod(b"/chr", S_IFCHR | 0o620, [4, 300]).unwrap();
+    p.mknod(b"/blk", S_IFBLK | 0o600, [4095, (1 << 20) - 1]).unwrap();
+    p.mknod(b"/fifo", S_IFIFO | 0o644, [9, 9]).unwrap();
+    p.mknod(b"/sock", S_IFSOCK | 0o755, [0, 0]).unwrap();
+    p.create(b"/f", 0o644, true).unwrap();
+    p.chmod(b"/f", 0o6755).unwrap();
+    p.chown(b"/f", Some(1000), Some(100), true).unwrap();
+    p.utimes(b"/f", Some(-1_000_000_001), true).unwrap();
+    let e = p.mknod(b"/d/", S_IFIFO | 0o644, [0, 0]).unwrap_err();
+    assert!(e.to_string().contains("ENOENT") || format!("{e:?}").contains("ENOENT"), "{e}");
+    assert_eq!(fs.statfs().unwrap().ffree, 8192 * 256 - 7);
+    fs.unmount().unwrap();
+    assert_checks_clean(&dev, "after mknod and setattr");
+
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let view = CheckpointView::open(&nilfs, None).unwrap();
+    let get = |p: &[u8]| view.resolve(p, false).unwrap().1;
+    let chr = get(b"/chr");
+    assert_eq!((chr.mode & S_IFMT, chr.rdev()), (S_IFCHR, Some([4, 300])));
+    assert_eq!(chr.bmap[0], (300 & 0xff) | (4 << 8) | ((300 & !0xff) << 12));
+    assert_eq!(chr.bmap[1..], [0; 6], "no mapping after the device number");
+    assert_eq!(get(b"/blk").rdev(), Some([4095, (1 << 20) - 1]));
+    assert_eq!(get(b"/fifo").rdev(), None);
+    assert_eq!(get(b"/fifo").bmap, [0; 7], "a FIFO's number is dropped");
+    let f = get(b"/f");
+    // chown cleared S_ISUID, and S_ISGID (group execute is set).
+    assert_eq!((f.mode & 0o7777, f.uid, f.gid), (0o755, 1000, 100));
+    assert_eq!((f.mtime as i64, f.mtime_nsec), (-2, 999_999_999));
+    let m = manifest(&view).unwrap();
+    for line in [
+        "CHR  4:300  /chr",
+        "BLK  4095:1048575  /blk",
+        "FIFO  -  /fifo",
+        "SOCK  -  /sock",
+    ] {
+        assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
+    }
+}

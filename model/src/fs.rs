@@ -241,7 +241,7 @@ impl Namespace {
         };
         ns.inodes.insert(ROOT, root);
         if dot_nilfs {
-            let id = ns.alloc(Kind::File(FileData::default()), 0o644, now);
+            let id = ns.alloc(ROOT, Kind::File(FileData::default()), 0o644, now);
             ns.add_entry(ROOT, ".nilfs", id, now);
         }
         ns
@@ -259,24 +259,32 @@ impl Namespace {
             .expect("model invariant: dangling inode id")
     }
 
-    fn alloc(&mut self, kind: Kind, perm: u32, now: i64) -> Id {
+    /// A new inode in directory `dir`. Its owner is `inode_init_owner`'s:
+    /// the caller's uid (the model's caller is root, 0:0); the caller's gid,
+    /// or the directory's when the directory is setgid — and then a new
+    /// directory is setgid too (a file keeps a setgid bit it asks for: root
+    /// has CAP_FSETID).
+    fn alloc(&mut self, dir: Id, kind: Kind, mut perm: u32, now: i64) -> Id {
         let id = self.next_id;
         self.next_id += 1;
-        let nlink = if matches!(kind, Kind::Dir { .. }) {
-            2
-        } else {
-            1
-        };
+        let is_dir = matches!(kind, Kind::Dir { .. });
+        let nlink = if is_dir { 2 } else { 1 };
+        let mut gid = 0;
+        if let Some(d) = self.inodes.get(&dir) {
+            if d.perm & 0o2000 != 0 {
+                gid = d.gid;
+                if is_dir {
+                    perm |= 0o2000;
+                }
+            }
+        }
         self.inodes.insert(
             id,
             Inode {
                 kind,
                 perm,
-                // The model's caller is root (uid 0, gid 0), and nilfs2
-                // takes the owner from `inode_init_owner`: the caller's
-                // uid, and the caller's gid unless the directory is setgid.
                 uid: 0,
-                gid: 0,
+                gid,
                 nlink,
                 mtime: now,
                 ctime: now,
@@ -475,7 +483,7 @@ impl Namespace {
             return Err(if excl { Errno::EEXIST } else { Errno::EISDIR });
         }
         let mut ns = self.clone();
-        let id = ns.alloc(Kind::File(FileData::default()), perm & 0o7777, now);
+        let id = ns.alloc(dir, Kind::File(FileData::default()), perm & 0o7777, now);
         ns.add_entry(dir, &name, id, now);
         Ok(ns)
     }
@@ -530,7 +538,7 @@ impl Namespace {
             None if trimmed.len() != target.len() => Err(Errno::EISDIR),
             None => {
                 let mut ns = self.clone();
-                let id = ns.alloc(Kind::File(FileData::default()), perm & 0o7777, now);
+                let id = ns.alloc(dir, Kind::File(FileData::default()), perm & 0o7777, now);
                 ns.add_entry(dir, name, id, now);
                 Ok(ns)
             }
@@ -546,6 +554,7 @@ impl Namespace {
         }
         let mut ns = self.clone();
         let id = ns.alloc(
+            dir,
             Kind::Dir {
                 entries: OrdMap::new(),
                 parent: dir,
@@ -569,7 +578,7 @@ impl Namespace {
         }
         let (dir, name) = self.creatable(path)?;
         let mut ns = self.clone();
-        let id = ns.alloc(Kind::Symlink(target.to_string()), 0o777, now);
+        let id = ns.alloc(dir, Kind::Symlink(target.to_string()), 0o777, now);
         ns.add_entry(dir, &name, id, now);
         Ok(ns)
     }
@@ -1031,7 +1040,7 @@ impl Namespace {
             },
         };
         let mut ns = self.clone();
-        let id = ns.alloc(kind, perm & 0o7777, now);
+        let id = ns.alloc(dir, kind, perm & 0o7777, now);
         ns.add_entry(dir, &name, id, now);
         Ok(ns)
     }

@@ -129,6 +129,11 @@ pub struct Features {
     /// chmod, chown, utimensat, mknod, statfs and O_APPEND (a reader that
     /// shows no owners or special files, GRUB's, leaves them out).
     pub attrs: bool,
+    /// The checkpoint tools (mkcp, chcp, rmcp, lscp): NILFS2's ioctls,
+    /// which a FUSE mount cannot carry (`NILFS_IOCTL_GET_CPINFO` passes a
+    /// pointer to user memory, and FUSE's restricted ioctls copy only the
+    /// argument itself).
+    pub checkpoints: bool,
 }
 
 impl Features {
@@ -142,6 +147,7 @@ impl Features {
         clock: true,
         clean: false,
         attrs: true,
+        checkpoints: true,
     };
     /// A mounted file system driven by system calls and the nilfs-tools
     /// (`nilref exec` without `--device`): no mounts, no clock, no crash.
@@ -152,6 +158,18 @@ impl Features {
         clock: false,
         clean: true,
         attrs: true,
+        checkpoints: true,
+    };
+    /// `nilref mount`'s FUSE mount driven by system calls: no mounts, no
+    /// clock, no crash, no checkpoint ioctls, no cleaner (its ioctls too).
+    pub const FUSE: Features = Features {
+        crash: false,
+        remount: false,
+        snapshot_mounts: false,
+        clock: false,
+        clean: false,
+        attrs: true,
+        checkpoints: false,
     };
     /// A device the runner may mount and unmount (`nilref exec --device`).
     pub const DEVICE: Features = Features {
@@ -161,6 +179,7 @@ impl Features {
         clock: false,
         clean: true,
         attrs: true,
+        checkpoints: true,
     };
 }
 
@@ -231,7 +250,7 @@ pub fn generate(cfg: &GenConfig) -> Workload {
         ro: false,
     });
     for i in 0..cfg.len {
-        if cfg.snapshot_at == Some(i) && g.mounted_rw() {
+        if cfg.snapshot_at == Some(i) && g.mounted_rw() && cfg.features.checkpoints {
             g.emit(Op::Mkcp { snapshot: true });
             g.emit(Op::Sync);
         }
@@ -731,6 +750,7 @@ impl<'c> Generator<'c> {
                 A::Tick => f.clock,
                 A::Clean => f.clean,
                 A::Chmod | A::Chown | A::Utimes | A::Mknod | A::Statfs | A::Append => f.attrs,
+                A::Mkcp | A::Snapshot | A::Chcp | A::Rmcp | A::Lscp => f.checkpoints,
                 _ => true,
             };
             if allowed {
@@ -1243,7 +1263,9 @@ impl<'c> Generator<'c> {
         }
         self.emit(Op::Sync);
         self.emit(Op::Manifest { at: None });
-        self.emit(Op::Lscp);
+        if self.cfg.features.checkpoints {
+            self.emit(Op::Lscp);
+        }
         self.emit(Op::Umount { cp: None });
     }
 }

@@ -121,3 +121,25 @@ fn a_create_through_a_dangling_symlink_creates_its_target() {
     let r = check_trace_str(&enoent).expect_err("the old answer is accepted");
     assert_eq!(r.line, n, "{r}");
 }
+
+// postmortem: campaign kernel seed 7, profile attrs, len 60. A file created
+// in the root came out with gid 65534 where the model said 0. Earlier in
+// the run, `chmod /s0 06711` and `chown /s0 :65534` went through the
+// symlink /s0 -> .. to the root itself, which became setgid and group
+// 65534; inode_init_owner gives a new inode in a setgid directory the
+// directory's gid (and a new directory the setgid bit). The model, and our
+// Fs::new_inode, gave every inode the caller's gid.
+#[test]
+fn a_new_inode_in_a_setgid_directory_takes_its_group() {
+    let t = trace("setgid-root-gid-inheritance.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
+    // The old belief (the caller's gid, 0) is rejected at that line.
+    let n = t
+        .lines()
+        .position(|l| l.contains("\"gid\":65534") && l.contains("\"lstat\"") && l.contains("\"/f0\""))
+        .expect("the trace stats /f0 with the inherited gid")
+        + 1;
+    let wrong = edit_line(&t, n, |v| v["out"]["stat"]["gid"] = 0.into());
+    let r = check_trace_str(&wrong).expect_err("gid 0 must be rejected");
+    assert!(r.to_string().contains(&format!("line {n}")), "{r}");
+}

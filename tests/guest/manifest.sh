@@ -16,7 +16,10 @@ find . -mindepth 1 | while IFS= read -r p; do
   elif [ -d "$p" ]; then echo "DIR  -  ${p#.}/"
   elif [ -p "$p" ]; then echo "FIFO  -  ${p#.}"
   elif [ -S "$p" ]; then echo "SOCK  -  ${p#.}"
-  elif [ -c "$p" ]; then echo "CHR  $(stat -c %Hr:%Lr "$p")  ${p#.}"
-  elif [ -b "$p" ]; then echo "BLK  $(stat -c %Hr:%Lr "$p")  ${p#.}"
+  elif [ -c "$p" ] || [ -b "$p" ]; then
+    # %t and %T: major and minor in hex (busybox's stat has no %Hr/%Lr).
+    set -- $(stat -c '%t %T' "$p")
+    if [ -c "$p" ]; then t=CHR; else t=BLK; fi
+    echo "$t  $((0x$1)):$((0x$2))  ${p#.}"
   else echo "$(sha256sum < "$p" | cut -c1-64)  $(stat -c %s "$p")  ${p#.}"; fi
 done | LC_ALL=C sort -k3

@@ -106,6 +106,8 @@ struct Expectation {
     entries: BTreeMap<String, Expected>,
     /// Paths of directory records with inode 0.
     deleted: std::collections::BTreeSet<String>,
+    /// Paths of FIFOs, sockets and devices, which GRUB does not list.
+    special: std::collections::BTreeSet<String>,
 }
 
 fn expectation(dev: &dyn nilfs::device::BlockDevice) -> Result<Expectation, String> {
@@ -114,6 +116,7 @@ fn expectation(dev: &dyn nilfs::device::BlockDevice) -> Result<Expectation, Stri
     let bs = u64::from(nilfs.block_size());
     let mut out = BTreeMap::new();
     let mut deleted = std::collections::BTreeSet::new();
+    let mut special = std::collections::BTreeSet::new();
     let mut err = None;
     let mut dir_records = |p: &str, inode: &Inode| -> Result<(), String> {
         for pbn in view.block_map(inode).map_err(|e| e.to_string())?.values() {
@@ -157,6 +160,13 @@ fn expectation(dev: &dyn nilfs::device::BlockDevice) -> Result<Expectation, Stri
                     }
                 }
             }
+            // A FIFO, socket or device: grub_nilfs2_iterate_dir gives a
+            // directory entry of another file type GRUB_FSHELP_UNKNOWN,
+            // and GRUB's listing leaves it out (seen on the kernel
+            // campaign's images): a known limitation, not a finding.
+            _ if inode.is_special() => {
+                special.insert(p);
+            }
             _ => match file_line(&view, inode, &p, bs) {
                 Ok(e) => {
                     out.insert(p, e);
@@ -173,6 +183,7 @@ fn expectation(dev: &dyn nilfs::device::BlockDevice) -> Result<Expectation, Stri
     Ok(Expectation {
         entries: out,
         deleted,
+        special,
     })
 }
 
@@ -249,8 +260,16 @@ fn compare(expected: &Expectation, grub: &BTreeMap<String, String>) -> Compariso
                 .push(format!("missing: {path}: ours {:?}", e.line)),
         }
     }
+    for path in &expected.special {
+        match grub.get(path) {
+            None => *c.explained.entry("special-file-unlisted").or_default() += 1,
+            Some(g) => c
+                .unexplained
+                .push(format!("listed: {path}: a special file GRUB now lists: {g:?}")),
+        }
+    }
     for (path, g) in grub {
-        if expected.entries.contains_key(path) {
+        if expected.entries.contains_key(path) || expected.special.contains(path) {
             continue;
         }
         if expected.deleted.contains(path) && g.contains(&format!("  0  {path}")) {
@@ -296,6 +315,7 @@ mod tests {
         Expectation {
             entries,
             deleted: ["/gone".to_string()].into_iter().collect(),
+            special: ["/fifo".to_string()].into_iter().collect(),
         }
     }
 
@@ -324,6 +344,7 @@ mod tests {
         let c = compare(&e, &grub(&[]));
         assert!(c.unexplained.is_empty(), "{:?}", c.unexplained);
         assert_eq!((c.same, c.explained["sparse-btree"]), (2, 1));
+        assert_eq!(c.explained["special-file-unlisted"], 1);
 
         let c = compare(&e, &grub(&[("/gone", Some("e3b0  0  /gone"))]));
         assert!(c.unexplained.is_empty(), "{:?}", c.unexplained);
@@ -336,6 +357,8 @@ mod tests {
             (("/new", Some("3333  1  /new")), "extra"),
             // A deleted name with data is not the inode-0 record.
             (("/gone", Some("4444  5  /gone")), "extra"),
+            // A special file GRUB starts listing is looked at.
+            (("/fifo", Some("e3b0  0  /fifo")), "listed"),
         ] {
             let c = compare(&e, &grub(&[change]));
             assert_eq!(c.unexplained.len(), 1, "{change:?}: {:?}", c.unexplained);

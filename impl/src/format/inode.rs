@@ -226,3 +226,41 @@ impl Inode {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `huge_encode_dev` / `huge_decode_dev` as the kernel computes them:
+    /// makedev(8, 1) is 0x801, and a minor above 255 goes to bits 20-31.
+    #[test]
+    fn device_numbers_are_stored_as_the_kernel_stores_them() {
+        let mut i = Inode {
+            mode: S_IFBLK | 0o600,
+            ..Inode::default()
+        };
+        i.set_rdev([8, 1]);
+        assert_eq!(i.bmap[0], 0x801);
+        i.set_rdev([0xeb2, 0x100]);
+        assert_eq!(i.bmap[0], 0x1e_b200);
+        for rdev in [[0, 0], [4095, 0], [0, (1 << 20) - 1], [4095, (1 << 20) - 1], [1, 256]] {
+            i.set_rdev(rdev);
+            assert_eq!(i.rdev(), Some(rdev), "{rdev:?} round-trips");
+        }
+        i.mode = S_IFIFO | 0o644;
+        assert_eq!(i.rdev(), None, "a FIFO has no device number");
+        assert!(i.is_special() && !i.has_bmap());
+    }
+
+    /// Times before 1970 keep their nanoseconds positive, as `timespec64`.
+    #[test]
+    fn times_in_nanoseconds_round_trip() {
+        let mut i = Inode::default();
+        for ns in [0i64, 1, 1_999_999_999, -1, -1_000_000_001, 1_796_147_861_584_223_106] {
+            i.set_mtime_ns(ns);
+            i.set_ctime_ns(ns);
+            assert!(i.mtime_nsec < 1_000_000_000);
+            assert_eq!((i.mtime_ns(), i.ctime_ns()), (ns, ns));
+        }
+    }
+}

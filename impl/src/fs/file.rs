@@ -31,12 +31,13 @@ impl<'a> Fs<'a> {
         // then refuses the first page with ENOSPC.
         self.begin(false)?;
         let now = self.now;
+        let nsec = self.now_nsec;
         let f = self.inodes.loaded_mut(i);
-        if (f.raw.mtime, f.raw.mtime_nsec, f.raw.ctime, f.raw.ctime_nsec) != (now, 0, now, 0) {
+        if (f.raw.mtime, f.raw.mtime_nsec, f.raw.ctime, f.raw.ctime_nsec) != (now, nsec, now, nsec) {
             f.raw.mtime = now;
-            f.raw.mtime_nsec = 0;
+            f.raw.mtime_nsec = nsec;
             f.raw.ctime = now;
-            f.raw.ctime_nsec = 0;
+            f.raw.ctime_nsec = nsec;
             f.inode_dirty = true;
             self.inodes.touch(i);
         }
@@ -56,6 +57,7 @@ impl<'a> Fs<'a> {
         }
         let end = pos;
         let now = self.now;
+        let nsec = self.now_nsec;
         let f = self.inodes.loaded_mut(i);
         if end > f.raw.size {
             // i_size_write + mark_inode_dirty: I_DIRTY_DATASYNC.
@@ -63,9 +65,9 @@ impl<'a> Fs<'a> {
             f.inode_sync = true;
         }
         f.raw.mtime = now;
-        f.raw.mtime_nsec = 0;
+        f.raw.mtime_nsec = nsec;
         f.raw.ctime = now;
-        f.raw.ctime_nsec = 0;
+        f.raw.ctime_nsec = nsec;
         f.inode_dirty = true;
         f.pages_dirty = true; // nilfs_write_end -> nilfs_set_file_dirty
         self.inodes.touch(i);
@@ -143,6 +145,7 @@ impl<'a> Fs<'a> {
             fs.file(i)?;
             fs.begin(false)?;
             let now = fs.now;
+            let nsec = fs.now_nsec;
             let f = fs.inodes.loaded_mut(i);
             if let Some(perm) = attr.perm {
                 f.raw.mode = (f.raw.mode & S_IFMT) | (perm & 0o7777);
@@ -157,7 +160,7 @@ impl<'a> Fs<'a> {
                 f.raw.set_mtime_ns(t);
             }
             f.raw.ctime = now;
-            f.raw.ctime_nsec = 0;
+            f.raw.ctime_nsec = nsec;
             // nilfs_mark_inode_dirty: I_DIRTY, so NILFS_I_INODE_SYNC; the
             // pages stay clean (an fsync after it writes nothing).
             f.inode_dirty = true;
@@ -195,12 +198,13 @@ impl<'a> Fs<'a> {
             }
         }
         let now = self.now;
+        let nsec = self.now_nsec;
         let f = self.inodes.loaded_mut(i);
         f.raw.size = size;
         f.raw.mtime = now;
-        f.raw.mtime_nsec = 0;
+        f.raw.mtime_nsec = nsec;
         f.raw.ctime = now;
-        f.raw.ctime_nsec = 0;
+        f.raw.ctime_nsec = nsec;
         f.inode_dirty = true;
         f.inode_sync = true;
         // nilfs_setattr calls nilfs_truncate (nilfs_set_file_dirty) only

@@ -208,13 +208,33 @@ impl<'a> Fs<'a> {
         Ok(self.inodes.loaded_mut(i))
     }
 
-    /// `nilfs_new_inode`: a new inode with `mode` and `links` links, dirty.
-    pub(crate) fn new_inode(&mut self, mode: u16, links: u16) -> Result<Ino> {
+    /// `nilfs_new_inode`: a new inode in directory `parent` with `mode`
+    /// and `links` links, dirty. Its owner is `inode_init_owner`'s (Linux
+    /// 6.1): the caller's uid; the caller's gid, or the directory's when
+    /// the directory is setgid, and then a new directory is setgid too; a
+    /// file asking for setgid and group execute in a group the caller is
+    /// not in loses setgid unless the caller has CAP_FSETID (root has).
+    pub(crate) fn new_inode(&mut self, parent: Ino, mode: u16, links: u16) -> Result<Ino> {
+        let (uid, mut gid) = self.cred;
+        let mut mode = mode;
+        let dir = self.file(parent)?.raw.clone();
+        if dir.mode & 0o2000 != 0 {
+            gid = dir.gid;
+            if mode & S_IFMT == S_IFDIR {
+                mode |= 0o2000;
+            } else if mode & 0o2010 == 0o2010 && !self.cred_in_group(gid) && self.cred.0 != 0 {
+                mode &= !0o2000;
+            }
+        }
         let i = self.ifile.file_mut().create_inode()?;
         self.generation = self.generation.wrapping_add(1);
         let raw = Inode {
+            uid,
+            gid,
             ctime: self.now,
             mtime: self.now,
+            ctime_nsec: self.now_nsec,
+            mtime_nsec: self.now_nsec,
             mode,
             links_count: links,
             generation: self.generation,
@@ -226,6 +246,12 @@ impl<'a> Fs<'a> {
         self.inodes_count = self.inodes_count.wrapping_add(1);
         self.inodes.touch(i);
         Ok(i)
+    }
+
+    /// `in_group_p` for the caller's credentials: its own gid (the mount
+    /// passes no supplementary groups).
+    fn cred_in_group(&self, gid: u32) -> bool {
+        self.cred.1 == gid
     }
 
     /// Block `key` of file `i` as it reads now.
@@ -315,10 +341,11 @@ impl<'a> Fs<'a> {
     /// ownership change): ctime, dirty, needing a full construction.
     pub(crate) fn mark(&mut self, i: Ino) {
         let now = self.now;
+        let nsec = self.now_nsec;
         if self.inodes.contains(i) {
             let f = self.inodes.loaded_mut(i);
             f.raw.ctime = now;
-            f.raw.ctime_nsec = 0;
+            f.raw.ctime_nsec = nsec;
             f.inode_dirty = true;
             f.inode_sync = true;
         }
@@ -328,11 +355,12 @@ impl<'a> Fs<'a> {
     /// A directory's entries changed: mtime and ctime, dirty.
     pub(crate) fn touch_dir(&mut self, d: Ino) {
         let now = self.now;
+        let nsec = self.now_nsec;
         let f = self.inodes.loaded_mut(d);
         f.raw.mtime = now;
-        f.raw.mtime_nsec = 0;
+        f.raw.mtime_nsec = nsec;
         f.raw.ctime = now;
-        f.raw.ctime_nsec = 0;
+        f.raw.ctime_nsec = nsec;
         f.inode_dirty = true;
         f.inode_sync = true;
         self.inodes.touch(d);

@@ -71,6 +71,13 @@ pub struct Fs<'a> {
     pub(crate) blocks_count: u64,
     /// The injected clock (seconds).
     pub(crate) now: u64,
+    /// Its nanoseconds, for inode times (0 unless set by
+    /// [`Fs::set_time_ns`]; checkpoints, segments and super blocks keep
+    /// whole seconds, as on disk).
+    pub(crate) now_nsec: u32,
+    /// The caller's uid and gid (`current_fsuid`, `current_fsgid`): the
+    /// owner of what it creates. Root unless [`Fs::set_credentials`] says.
+    pub(crate) cred: (u32, u32),
     /// `i_generation` of the last inode created.
     generation: u32,
     /// A read-only mount: every change is EROFS, nothing is written.
@@ -123,6 +130,26 @@ impl<'a> Fs<'a> {
     /// Set the injected clock (seconds).
     pub fn set_time(&mut self, now: u64) {
         self.now = now;
+        self.now_nsec = 0;
+    }
+
+    /// Set the clock to `ns` nanoseconds since the epoch (a mount on the
+    /// wall clock: inode times get the nanoseconds, as the kernel's
+    /// `current_time` with nilfs2's 1 ns granularity gives them).
+    pub fn set_time_ns(&mut self, ns: u64) {
+        self.now = ns / 1_000_000_000;
+        self.now_nsec = (ns % 1_000_000_000) as u32;
+    }
+
+    /// Who calls the next operations (a FUSE request's uid and gid): the
+    /// owner new inodes get.
+    pub fn set_credentials(&mut self, uid: u32, gid: u32) {
+        self.cred = (uid, gid);
+    }
+
+    /// The clock in nanoseconds since the epoch.
+    pub fn now_ns(&self) -> u64 {
+        self.now * 1_000_000_000 + u64::from(self.now_nsec)
     }
 
     /// The mount's clock (seconds).
@@ -155,6 +182,12 @@ impl<'a> Fs<'a> {
             || self.cpfile.is_dirty()
             || self.sufile.is_dirty()
             || self.dat.is_dirty()
+    }
+
+    /// `ns_ndirtyblks`: the dirty data blocks awaiting a construction
+    /// (what the log writer's watermark is compared with).
+    pub fn dirty_data_blocks(&self) -> u64 {
+        self.inodes.ndirty_blocks()
     }
 
     /// A read-only mount (every change is EROFS).

@@ -120,6 +120,8 @@ impl<'a> Fs<'a> {
             inodes_count: cp.inodes_count,
             blocks_count: cp.blocks_count,
             now,
+            now_nsec: 0,
+            cred: (0, 0),
             generation: 0,
             read_only,
             sbw: SbWriter::from_mount(&nilfs.sb_choice, dev.size_bytes())?,

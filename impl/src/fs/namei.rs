@@ -39,6 +39,7 @@ impl<'a> Fs<'a> {
         mode: u16,
     ) -> Result<()> {
         let now = self.now;
+        let nsec = self.now_nsec;
         let d = self.dir(parent)?;
         d.add_link(name, child, file_type_from_mode(mode))?;
         let size = d.size();
@@ -46,9 +47,9 @@ impl<'a> Fs<'a> {
         // A directory grows by whole blocks (the kernel's chunk).
         f.raw.size = size;
         f.raw.mtime = now;
-        f.raw.mtime_nsec = 0;
+        f.raw.mtime_nsec = nsec;
         f.raw.ctime = now;
-        f.raw.ctime_nsec = 0;
+        f.raw.ctime_nsec = nsec;
         f.inode_dirty = true;
         f.inode_sync = true;
         self.inodes.touch(parent);
@@ -64,7 +65,7 @@ impl<'a> Fs<'a> {
         self.check_name(parent, name)?;
         self.begin(true)?;
         let mode = S_IFREG | (perm & 0o7777);
-        let i = self.new_inode(mode, 1)?;
+        let i = self.new_inode(parent, mode, 1)?;
         self.link_into(parent, name, i, mode)?;
         Ok(i)
     }
@@ -90,7 +91,7 @@ impl<'a> Fs<'a> {
         self.check_name(parent, name)?;
         self.begin(true)?;
         let mode = raw_type | (mode & 0o7777);
-        let i = self.new_inode(mode, 1)?;
+        let i = self.new_inode(parent, mode, 1)?;
         let f = self.inodes.loaded_mut(i);
         if matches!(raw_type, S_IFCHR | S_IFBLK) {
             f.raw.set_rdev(rdev);
@@ -111,7 +112,7 @@ impl<'a> Fs<'a> {
             return Err(Error::errno(Errno::EMLINK, String::from_utf8_lossy(name)));
         }
         let mode = S_IFDIR | (perm & 0o7777);
-        let i = self.new_inode(mode, 2)?;
+        let i = self.new_inode(parent, mode, 2)?;
         let d = DirFile::make_empty(self.bs, i, parent);
         let f = self.inodes.loaded_mut(i);
         f.raw.size = d.size();
@@ -227,7 +228,7 @@ impl<'a> Fs<'a> {
         self.check_name(parent, name)?;
         self.begin(true)?;
         let mode = crate::format::inode::S_IFLNK | 0o777;
-        let i = self.new_inode(mode, 1)?;
+        let i = self.new_inode(parent, mode, 1)?;
         let mut block = vec![0u8; self.bs as usize];
         block[..target.len()].copy_from_slice(target);
         let f = self.inodes.loaded_mut(i);

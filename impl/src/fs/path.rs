@@ -458,7 +458,7 @@ impl Paths<'_, '_> {
     /// the epoch, or to the clock when `None` (UTIME_NOW); and ctime.
     pub fn utimes(&mut self, path: &[u8], mtime: Option<i64>, follow: bool) -> Result<()> {
         let i = self.fs.walk(path, follow)?;
-        let mtime = mtime.unwrap_or(self.fs.now() as i64 * 1_000_000_000);
+        let mtime = mtime.unwrap_or(self.fs.now_ns() as i64);
         self.fs.setattr(
             i,
             SetAttr {

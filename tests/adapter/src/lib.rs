@@ -502,9 +502,9 @@ impl Sut for ImplUnderTest<'_> {
     }
 }
 
-/// An operation [`ImplUnderTest`] cannot execute (yet): setattr, mknod,
-/// the cleaner, remount, a read-write checkpoint mount, a change on a
-/// snapshot (`at`), or a second mkfs.
+/// An operation [`ImplUnderTest`] cannot execute (yet): remount, a
+/// read-write checkpoint mount, a change or a statfs on a snapshot (`at`),
+/// or a second mkfs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unsupported(pub Op);
 
