@@ -227,6 +227,9 @@ enum Cmd {
         /// Run nilfs_cleanerd's policy in the background.
         #[arg(long)]
         cleaner: bool,
+        /// A known-bad variant for the tests: `ignore-chmod`.
+        #[arg(long, hide = true)]
+        known_bad: Option<String>,
     },
     /// Run a workload in the model's trace format against an image and
     /// record the observed outcomes (for `nilref oracle check`).
@@ -692,11 +695,17 @@ fn run(cli: Cli) -> Result<String, String> {
             mountpoint,
             options,
             cleaner,
+            known_bad,
         } => {
             let mut opts = mount::Options {
                 cleaner,
                 ..mount::Options::default()
             };
+            match known_bad.as_deref() {
+                None => {}
+                Some("ignore-chmod") => opts.known_bad_ignore_chmod = true,
+                Some(k) => return Err(format!("unknown known-bad variant {k:?} (ignore-chmod)")),
+            }
             for o in options.iter().flat_map(|o| o.split(',')) {
                 match o {
                     "ro" => opts.read_only = true,

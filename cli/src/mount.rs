@@ -35,9 +35,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     Errno as FErrno, FileAttr, FileHandle, FileType as FType, Filesystem, FopenFlags, Generation,
-    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use nilfs::format::inode::{
     Inode, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
@@ -67,6 +67,9 @@ pub struct Options {
     pub read_only: bool,
     /// Run nilfs_cleanerd's policy in the background.
     pub cleaner: bool,
+    /// Known-bad: chmod answers success and changes nothing (what the
+    /// FUSE tier's judging must catch).
+    pub known_bad_ignore_chmod: bool,
 }
 
 /// The mounted file system: `Fs` behind one lock, and the log writer's
@@ -74,6 +77,7 @@ pub struct Options {
 struct Mounted {
     state: Mutex<State>,
     block_size: u32,
+    ignore_chmod: bool,
 }
 
 struct State {
@@ -331,6 +335,7 @@ impl Filesystem for Served {
                 TimeOrNow::SpecificTime(t) => ns_of(t),
                 TimeOrNow::Now => fs.now_ns() as i64,
             });
+            let mode = mode.filter(|_| !self.ignore_chmod);
             let attr = SetAttr {
                 perm: mode.map(|m| (m & 0o7777) as u16),
                 uid,
@@ -367,7 +372,10 @@ impl Filesystem for Served {
     ) {
         let mode = (mode & !umask & 0o7777) as u16 | (mode as u16 & S_IFMT);
         // new_decode_dev: the number as the kernel passed it.
-        let rdev = [(rdev & 0xfff00) >> 8, (rdev & 0xff) | ((rdev >> 12) & 0xfff00)];
+        let rdev = [
+            (rdev & 0xfff00) >> 8,
+            (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
+        ];
         let p = to_nilfs(parent);
         let r = self.with(req, |fs| match mode & S_IFMT {
             S_IFREG | 0 => fs.create(p, name.as_bytes(), mode & 0o7777),
@@ -450,7 +458,10 @@ impl Filesystem for Served {
             if flags.contains(RenameFlags::RENAME_NOREPLACE)
                 && fs.lookup(np, newname.as_bytes())?.is_some()
             {
-                return Err(nilfs::Error::errno(nilfs::Errno::EEXIST, "RENAME_NOREPLACE"));
+                return Err(nilfs::Error::errno(
+                    nilfs::Errno::EEXIST,
+                    "RENAME_NOREPLACE",
+                ));
             }
             fs.rename(op, name.as_bytes(), np, newname.as_bytes())
         });
@@ -469,7 +480,9 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let n = to_nilfs(i);
-        match self.with(req, |fs| fs.link(n, to_nilfs(newparent), newname.as_bytes())) {
+        match self.with(req, |fs| {
+            fs.link(n, to_nilfs(newparent), newname.as_bytes())
+        }) {
             Ok(()) => self.entry_of(req, n, reply),
             Err(e) => reply.error(e),
         }
@@ -536,7 +549,13 @@ impl Filesystem for Served {
 
     fn fsync(&self, req: &Request, i: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let n = to_nilfs(i);
-        match self.with(req, |fs| if datasync { fs.fdatasync(n) } else { fs.fsync(n) }) {
+        match self.with(req, |fs| {
+            if datasync {
+                fs.fdatasync(n)
+            } else {
+                fs.fsync(n)
+            }
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -688,6 +707,7 @@ pub fn mount(image: &Path, mountpoint: &Path, opts: &Options) -> Result<(), Stri
             last_error: None,
         }),
         block_size: nilfs.block_size(),
+        ignore_chmod: opts.known_bad_ignore_chmod,
     });
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![

@@ -556,14 +556,19 @@ fn attributes_and_special_files_survive_remount() {
     // 1 KiB blocks: 8192 entries a group, 256 groups a descriptor block.
     assert_eq!((st.bsize, st.namelen), (1024, 255));
     assert_eq!(st.blocks, nsegs * bps - first);
-    assert_eq!((st.files, st.ffree), (8192 * 256, 8192 * 256 - 2), "root and .nilfs");
+    assert_eq!(
+        (st.files, st.ffree),
+        (8192 * 256, 8192 * 256 - 2),
+        "root and .nilfs"
+    );
     let nrsv = nilfs::sufile::nrsvsegs(nsegs, 5) * bps;
     assert_eq!(st.bavail, st.bfree - nrsv);
     assert!(st.bfree.is_multiple_of(bps) && st.bfree <= (nsegs - 2) * bps);
 
     let mut p = fs.paths();
     p.mknod(b"/chr", S_IFCHR | 0o620, [4, 300]).unwrap();
-    p.mknod(b"/blk", S_IFBLK | 0o600, [4095, (1 << 20) - 1]).unwrap();
+    p.mknod(b"/blk", S_IFBLK | 0o600, [4095, (1 << 20) - 1])
+        .unwrap();
     p.mknod(b"/fifo", S_IFIFO | 0o644, [9, 9]).unwrap();
     p.mknod(b"/sock", S_IFSOCK | 0o755, [0, 0]).unwrap();
     p.create(b"/f", 0o644, true).unwrap();
@@ -571,7 +576,10 @@ fn attributes_and_special_files_survive_remount() {
     p.chown(b"/f", Some(1000), Some(100), true).unwrap();
     p.utimes(b"/f", Some(-1_000_000_001), true).unwrap();
     let e = p.mknod(b"/d/", S_IFIFO | 0o644, [0, 0]).unwrap_err();
-    assert!(e.to_string().contains("ENOENT") || format!("{e:?}").contains("ENOENT"), "{e}");
+    assert!(
+        e.to_string().contains("ENOENT") || format!("{e:?}").contains("ENOENT"),
+        "{e}"
+    );
     assert_eq!(fs.statfs().unwrap().ffree, 8192 * 256 - 7);
     fs.unmount().unwrap();
     assert_checks_clean(&dev, "after mknod and setattr");

@@ -284,8 +284,9 @@ fn describe_expect(e: &Expect, observed: &Outcome) -> String {
         } => format!("{{\"cno\": n}} with n > {latest}"),
         Expect::NewCno { latest, .. } => format!("{{\"cno\": n}} with n >= {latest}"),
         Expect::Lscp => "a checkpoint list of the model's shape (see docs/model.md, lscp)".into(),
-        Expect::Statfs { inodes } => format!(
-            "a statfs of the geometry's sizes with {inodes} inodes in use (see docs/model.md, statfs)"
+        Expect::Statfs { inodes, held } => format!(
+            "a statfs of the geometry's sizes with {inodes} to {} inodes in use (see docs/model.md, statfs)",
+            inodes + held
         ),
         Expect::ShortWrite { offset, data, .. } => format!(
             "{{\"written\": k}}, a short write: 0 < k < {} with offset {offset} + k on a 4 KiB page boundary",

@@ -263,9 +263,9 @@ fn compare(expected: &Expectation, grub: &BTreeMap<String, String>) -> Compariso
     for path in &expected.special {
         match grub.get(path) {
             None => *c.explained.entry("special-file-unlisted").or_default() += 1,
-            Some(g) => c
-                .unexplained
-                .push(format!("listed: {path}: a special file GRUB now lists: {g:?}")),
+            Some(g) => c.unexplained.push(format!(
+                "listed: {path}: a special file GRUB now lists: {g:?}"
+            )),
         }
     }
     for (path, g) in grub {

@@ -243,7 +243,13 @@ mod tests {
         assert_eq!(i.bmap[0], 0x801);
         i.set_rdev([0xeb2, 0x100]);
         assert_eq!(i.bmap[0], 0x1e_b200);
-        for rdev in [[0, 0], [4095, 0], [0, (1 << 20) - 1], [4095, (1 << 20) - 1], [1, 256]] {
+        for rdev in [
+            [0, 0],
+            [4095, 0],
+            [0, (1 << 20) - 1],
+            [4095, (1 << 20) - 1],
+            [1, 256],
+        ] {
             i.set_rdev(rdev);
             assert_eq!(i.rdev(), Some(rdev), "{rdev:?} round-trips");
         }
@@ -256,7 +262,14 @@ mod tests {
     #[test]
     fn times_in_nanoseconds_round_trip() {
         let mut i = Inode::default();
-        for ns in [0i64, 1, 1_999_999_999, -1, -1_000_000_001, 1_796_147_861_584_223_106] {
+        for ns in [
+            0i64,
+            1,
+            1_999_999_999,
+            -1,
+            -1_000_000_001,
+            1_796_147_861_584_223_106,
+        ] {
             i.set_mtime_ns(ns);
             i.set_ctime_ns(ns);
             assert!(i.mtime_nsec < 1_000_000_000);

@@ -33,7 +33,8 @@ impl<'a> Fs<'a> {
         let now = self.now;
         let nsec = self.now_nsec;
         let f = self.inodes.loaded_mut(i);
-        if (f.raw.mtime, f.raw.mtime_nsec, f.raw.ctime, f.raw.ctime_nsec) != (now, nsec, now, nsec) {
+        if (f.raw.mtime, f.raw.mtime_nsec, f.raw.ctime, f.raw.ctime_nsec) != (now, nsec, now, nsec)
+        {
             f.raw.mtime = now;
             f.raw.mtime_nsec = nsec;
             f.raw.ctime = now;

@@ -1,0 +1,309 @@
+//! The FUSE tier: `nilref mount` serves an image through the kernel's FUSE,
+//! `nilref exec` drives generated workloads through real system calls on
+//! it, and the model judges the traces — the same judging the kernel's
+//! nilfs2 gets. After each unmount the image must check clean and show, to
+//! our read path, the tree the trace's last manifest showed.
+//!
+//! Needs /dev/fuse and fusermount3 (Debian: fuse3) and the right to mount.
+//! Without them the tier says so and is skipped, unless NILFS_FUSE=1 asks
+//! for it (then it fails). NILFS_FUSE_SEEDS sets the seeds per profile.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nilfs_model::gen::{generate, Features, GenConfig, Profile};
+
+const PROFILES: [Profile; 4] = [
+    Profile::Attrs,
+    Profile::Mixed,
+    Profile::Namespace,
+    Profile::Data,
+];
+
+/// Whether this machine can make FUSE mounts; why not, if not.
+fn fuse_available(dir: &Path) -> Result<(), String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err("no /dev/fuse".into());
+    }
+    if Command::new("fusermount3").arg("-V").output().is_err() {
+        return Err("no fusermount3 (Debian: fuse3)".into());
+    }
+    // A real mount, to learn whether we may.
+    let m = Mount::start(dir, "probe", &[]).map_err(|e| format!("a probe mount failed: {e}"))?;
+    m.stop()
+        .map(|_| ())
+        .map_err(|e| format!("the probe's unmount failed: {e}"))
+}
+
+/// One `nilref mount` process and its mount point.
+struct Mount {
+    child: Child,
+    point: PathBuf,
+    image: PathBuf,
+}
+
+fn mounted(point: &Path) -> bool {
+    let want = point.to_string_lossy().into_owned();
+    std::fs::read_to_string("/proc/self/mounts")
+        .map(|m| {
+            m.lines()
+                .any(|l| l.split(' ').nth(1) == Some(want.as_str()))
+        })
+        .unwrap_or(false)
+}
+
+impl Mount {
+    /// mkfs a 32 MiB image (the generator's default geometry) and mount it.
+    fn start(dir: &Path, name: &str, extra: &[&str]) -> Result<Mount, String> {
+        let image = dir.join(format!("{name}.img"));
+        let point = dir.join(format!("{name}.mnt"));
+        std::fs::create_dir_all(&point).map_err(|e| e.to_string())?;
+        let r = common::run(&[
+            "mkfs",
+            "--size",
+            "32M",
+            "-b",
+            "1024",
+            "-B",
+            "64",
+            image.to_str().unwrap(),
+        ]);
+        if !r.ok() {
+            return Err(format!("mkfs: {}", r.err));
+        }
+        let mut args = vec!["mount", image.to_str().unwrap(), point.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nilref"))
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        while !mounted(&point) {
+            if let Ok(Some(st)) = child.try_wait() {
+                let mut err = String::new();
+                use std::io::Read;
+                child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+                return Err(format!("nilref mount exited ({st}): {err}"));
+            }
+            if t0.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                return Err("the mount did not appear within 20 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Mount {
+            child,
+            point,
+            image,
+        })
+    }
+
+    /// Unmount and wait for the server to finish its clean unmount.
+    fn stop(mut self) -> Result<PathBuf, String> {
+        let out = Command::new("fusermount3")
+            .arg("-u")
+            .arg(&self.point)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            let _ = self.child.kill();
+            return Err(format!(
+                "fusermount3 -u: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let st = self.child.wait().map_err(|e| e.to_string())?;
+        if !st.success() {
+            let mut err = String::new();
+            use std::io::Read;
+            self.child
+                .stderr
+                .take()
+                .map(|mut e| e.read_to_string(&mut err));
+            return Err(format!("nilref mount ended with {st}: {err}"));
+        }
+        Ok(self.image)
+    }
+}
+
+fn seeds() -> u64 {
+    std::env::var("NILFS_FUSE_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
+
+/// Runs one generated workload on a fresh FUSE mount; the oracle's verdict
+/// (Err with the rejection and a replay line).
+fn run_one(dir: &Path, seed: u64, profile: Profile, extra: &[&str]) -> Result<(), String> {
+    let name = format!("{}-{seed}", profile.name());
+    let mut cfg = GenConfig::new(seed, 60, profile);
+    cfg.features = Features::FUSE;
+    let w = dir.join(format!("{name}.jsonl"));
+    std::fs::write(&w, generate(&cfg).to_jsonl()).unwrap();
+    let m = Mount::start(dir, &name, extra)?;
+    let obs = dir.join(format!("{name}.out.jsonl"));
+    let r = common::run(&[
+        "exec",
+        m.point.to_str().unwrap(),
+        w.to_str().unwrap(),
+        "-o",
+        obs.to_str().unwrap(),
+    ]);
+    let image = m.stop()?;
+    if !r.ok() {
+        return Err(format!("nilref exec: {}", r.err));
+    }
+    let trace = std::fs::read_to_string(&obs).unwrap();
+    let replay = format!(
+        "replay: nilref gen --seed {seed} --len 60 --profile {} --features fuse > w.jsonl; nilref mount IMG MNT & nilref exec MNT w.jsonl | nilref oracle check /dev/stdin",
+        profile.name()
+    );
+    nilfs_model::check_trace_str(&trace).map_err(|e| format!("{name}: {e}\n{replay}"))?;
+    // The unmounted image: consistent, and what the trace last saw.
+    let r = common::run(&["check", image.to_str().unwrap()]);
+    if !r.ok() {
+        return Err(format!(
+            "{name}: nilref check after the unmount:\n{}{}",
+            r.out, r.err
+        ));
+    }
+    let last_manifest = trace
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["op"] == "manifest")
+        .last()
+        .and_then(|v| v["out"]["manifest"].as_array().cloned())
+        .expect("the epilogue lists the tree");
+    let r = common::run(&["manifest", image.to_str().unwrap()]);
+    let ours: Vec<&str> = r.out.lines().collect();
+    let seen: Vec<&str> = last_manifest.iter().filter_map(|l| l.as_str()).collect();
+    if ours != seen {
+        return Err(format!(
+            "{name}: the image after the unmount shows\n{}\nwhere the mount showed\n{}",
+            r.out,
+            seen.join("\n")
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn generated_workloads_on_the_fuse_mount_are_in_the_model_envelope() {
+    let dir = common::scratch("fuse", "workloads");
+    if let Err(why) = fuse_available(&dir) {
+        assert!(
+            std::env::var_os("NILFS_FUSE").is_none(),
+            "NILFS_FUSE is set but FUSE cannot be used here: {why}"
+        );
+        eprintln!("FUSE tier skipped: {why} (set NILFS_FUSE=1 to require it)");
+        return;
+    }
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for profile in PROFILES {
+        for seed in 1..=seeds() {
+            runs += 1;
+            if let Err(e) = run_one(&dir, seed, profile, &[]) {
+                failures.push(e);
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} workloads failed:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+    eprintln!("FUSE tier: {runs} workloads accepted");
+}
+
+/// The judging can fail: a mount whose chmod does nothing is caught.
+#[test]
+fn a_fuse_mount_that_ignores_chmod_is_caught() {
+    let dir = common::scratch("fuse", "known-bad");
+    if let Err(why) = fuse_available(&dir) {
+        assert!(std::env::var_os("NILFS_FUSE").is_none(), "{why}");
+        eprintln!("FUSE tier skipped: {why}");
+        return;
+    }
+    let caught = (1..=6)
+        .filter(|&seed| {
+            run_one(&dir, seed, Profile::Attrs, &["--known-bad", "ignore-chmod"])
+                .is_err_and(|e| e.contains("rejected"))
+        })
+        .count();
+    assert!(
+        caught > 0,
+        "no attrs workload noticed a chmod that does nothing"
+    );
+}
+
+fn sh(cmd: &str) -> Result<String, String> {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{cmd}`: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Programs nobody here wrote: tar unpacks this repository's sources onto
+/// the mount, diff finds them byte for byte, git makes a repository of
+/// them and commits, rm -rf takes everything away; after the unmount the
+/// image checks clean and holds only `.nilfs`.
+#[test]
+fn tar_git_and_rm_run_on_the_fuse_mount() {
+    let dir = common::scratch("fuse", "real");
+    if let Err(why) = fuse_available(&dir) {
+        assert!(std::env::var_os("NILFS_FUSE").is_none(), "{why}");
+        eprintln!("FUSE tier skipped: {why}");
+        return;
+    }
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let m = Mount::start(&dir, "real", &[]).unwrap();
+    let p = m.point.display().to_string();
+    let steps = [
+        format!("tar -C {} -cf - model impl/src cli/src | tar -C {p} -xf -", ws.display()),
+        format!("for d in model impl/src cli/src; do diff -r {}/$d {p}/$d || exit 1; done", ws.display()),
+        format!("cd {p} && git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm sources && git status --porcelain | wc -l"),
+        format!("cd {p} && git log --oneline | wc -l"),
+        format!("rm -rf {p}/model {p}/impl {p}/cli {p}/.git && ls -A {p}"),
+    ];
+    let mut outputs = Vec::new();
+    for s in &steps {
+        match sh(s) {
+            Ok(o) => outputs.push(o),
+            Err(e) => {
+                let _ = m.stop();
+                panic!("{e}");
+            }
+        }
+    }
+    let image = m.stop().unwrap();
+    assert_eq!(outputs[2].trim(), "0", "git sees every file committed");
+    assert_eq!(outputs[3].trim(), "1", "one commit");
+    assert_eq!(outputs[4].trim(), ".nilfs", "rm -rf left only .nilfs");
+    let r = common::run(&["check", image.to_str().unwrap()]);
+    assert!(
+        r.ok(),
+        "nilref check after the unmount:\n{}{}",
+        r.out,
+        r.err
+    );
+    let r = common::run(&["manifest", image.to_str().unwrap()]);
+    assert_eq!(r.out.lines().count(), 1, "{}", r.out);
+}
