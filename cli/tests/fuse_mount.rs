@@ -176,8 +176,7 @@ fn run_one(dir: &Path, seed: u64, profile: Profile, extra: &[&str]) -> Result<()
     let last_manifest = trace
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["op"] == "manifest")
-        .last()
+        .rfind(|v| v["op"] == "manifest")
         .and_then(|v| v["out"]["manifest"].as_array().cloned())
         .expect("the epilogue lists the tree");
     let r = common::run(&["manifest", image.to_str().unwrap()]);
@@ -306,4 +305,143 @@ fn tar_git_and_rm_run_on_the_fuse_mount() {
     );
     let r = common::run(&["manifest", image.to_str().unwrap()]);
     assert_eq!(r.out.lines().count(), 1, "{}", r.out);
+}
+
+/// A crash in the middle: the FUSE server is killed (SIGKILL) after an
+/// fsync'd file and an unsynced one. The image left behind must check
+/// clean, keep the fsync'd file byte for byte, and show the unsynced one
+/// either not at all or whole (the log writer's timer may have written it).
+#[test]
+fn killing_the_fuse_server_loses_nothing_fsynced() {
+    let dir = common::scratch("fuse", "kill");
+    if let Err(why) = fuse_available(&dir) {
+        assert!(std::env::var_os("NILFS_FUSE").is_none(), "{why}");
+        eprintln!("FUSE tier skipped: {why}");
+        return;
+    }
+    let mut m = Mount::start(&dir, "kill", &[]).unwrap();
+    let p = m.point.display().to_string();
+    let data: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let src = dir.join("a.src");
+    std::fs::write(&src, &data).unwrap();
+    let r = sh(&format!(
+        "dd if={} of={p}/a bs=64k conv=fsync 2>/dev/null && mkdir {p}/d && echo unsynced > {p}/d/b",
+        src.display()
+    ));
+    m.child.kill().unwrap();
+    let _ = m.child.wait();
+    let _ = Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(&m.point)
+        .output();
+    r.unwrap();
+    let img = m.image.to_str().unwrap().to_string();
+    let c = common::run(&["check", &img]);
+    assert!(c.ok(), "nilref check after the kill:\n{}{}", c.out, c.err);
+    let man = common::run(&["manifest", &img]);
+    let sha = nilfs_model::pattern::sha256_hex(&data);
+    assert!(
+        man.out.lines().any(|l| l == format!("{sha}  300000  /a")),
+        "the fsync'd file is whole:\n{}",
+        man.out
+    );
+    let rest: Vec<&str> = man
+        .out
+        .lines()
+        .filter(|l| !l.ends_with("  /a") && !l.ends_with("  /.nilfs"))
+        .collect();
+    let unsynced_sha = nilfs_model::pattern::sha256_hex(b"unsynced\n");
+    let whole = ["DIR  -  /d/".to_string(), format!("{unsynced_sha}  9  /d/b")];
+    assert!(
+        rest.is_empty() || rest == ["DIR  -  /d/"] || rest == whole,
+        "the unsynced changes are absent or whole:\n{}",
+        man.out
+    );
+}
+
+/// Peer tier: what `nilref mount` leaves is an image the kernel mounts, and
+/// after a clean unmount the kernel's manifest of it (manifest.sh in the
+/// guest: special files, owners' changes, appends and all) is ours. The
+/// same for the image a killed server left, which the kernel recovers.
+#[test]
+fn the_kernel_mounts_what_the_fuse_mount_left() {
+    let Some(()) = nilfs_conformance::peers::require(
+        "the_kernel_mounts_what_the_fuse_mount_left",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
+        return;
+    };
+    let dir = common::scratch("fuse", "kernel");
+    fuse_available(&dir).expect("the peer tier needs FUSE too");
+    let mut images = Vec::new();
+    for seed in 1..=3u64 {
+        let name = format!("attrs-{seed}");
+        let mut cfg = GenConfig::new(seed, 60, Profile::Attrs);
+        cfg.features = Features::FUSE;
+        let w = dir.join(format!("{name}.jsonl"));
+        std::fs::write(&w, generate(&cfg).to_jsonl()).unwrap();
+        let m = Mount::start(&dir, &name, &[]).unwrap();
+        let r = common::run(&["exec", m.point.to_str().unwrap(), w.to_str().unwrap()]);
+        images.push(m.stop().unwrap());
+        assert!(r.ok(), "{}", r.err);
+    }
+    // And one left by a kill after an fsync.
+    let mut m = Mount::start(&dir, "killed", &[]).unwrap();
+    sh(&format!(
+        "mkfifo {p}/fifo && echo data > {p}/f && chmod 4755 {p}/f && dd if={p}/f of={p}/g conv=fsync 2>/dev/null",
+        p = m.point.display()
+    ))
+    .unwrap();
+    m.child.kill().unwrap();
+    let _ = m.child.wait();
+    let _ = Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(&m.point)
+        .output();
+    images.push(m.image.clone());
+    let mut script = String::new();
+    for (k, dev) in ["vda", "vdb", "vdc", "vdd"].iter().enumerate() {
+        script +=
+            &format!("mount -t nilfs2 /dev/{dev} /mnt\necho @@M{k}\nmanifest /mnt\numount /mnt\n");
+    }
+    script += "echo @@END\n";
+    let sdir = nilfs_conformance::peers::Scratch::new("fuse-kernel");
+    let path = sdir.file("run.sh");
+    std::fs::write(&path, &script).unwrap();
+    let out = nilfs_conformance::peers::run(
+        Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"))
+            .arg(&images[0])
+            .arg(&path)
+            .env(
+                "DISKS",
+                images[1..]
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "kernel-run.sh: {stdout}");
+    for (k, img) in images.iter().enumerate() {
+        let start = format!("@@M{k}\n");
+        let body = stdout
+            .split(&start)
+            .nth(1)
+            .and_then(|s| s.split("@@").next())
+            .unwrap_or_else(|| panic!("no manifest {k} in:\n{stdout}"));
+        // The kernel recovered the killed one; ours reads it as recovery
+        // would (no data-only log was written: the fsync made a checkpoint).
+        let ours = common::run(&["manifest", img.to_str().unwrap()]);
+        assert_eq!(
+            body,
+            ours.out,
+            "image {k} ({}): the kernel's manifest, then ours",
+            img.display()
+        );
+    }
 }

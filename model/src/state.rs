@@ -775,14 +775,14 @@ pub fn statfs_accepts(g: &Geometry, inodes: u64, held: u64, got: &StatfsInfo) ->
     got.bsize == bs
         && got.namelen == NAME_LEN_MAX as u64
         && got.blocks == blocks
-        && got.bfree % bps == 0
+        && got.bfree.is_multiple_of(bps)
         && got.bfree <= g.nsegments.saturating_sub(2) * bps
         && got.bavail == got.bfree.saturating_sub(rsv)
         && got.ffree <= got.files
         && {
             let used = got.files - got.ffree;
             (inodes..=inodes + held).contains(&used)
-                && ((got.files > 0 && got.files % per_desc == 0)
+                && ((got.files > 0 && got.files.is_multiple_of(per_desc))
                     // nilfs_palloc_count_max_entries' -ERANGE.
                     || got.ffree == 0)
         }

@@ -1,7 +1,8 @@
 //! Which refusal comes first on a read-only mount, asked of Linux 6.1:
 //! removals and links take write access (EROFS) before they look the last
 //! name up or refuse a directory, truncate checks the file type first
-//! (EISDIR), and creating an existing name is EEXIST. The model's rules
+//! (EISDIR), creating an existing name is EEXIST, and chmod, chown,
+//! utimensat and mknod look their path up first. The model's rules
 //! (`read_only_first` in model/src/state.rs) and lockstep regressions
 //! 006-008 rest on this. Peer tier.
 
@@ -41,6 +42,12 @@ fn the_kernels_order_of_refusals_on_a_read_only_mount() {
         p UNLINK_LONG unlink /mnt/NAME256\n\
         p RMDIR_LONG rmdir /mnt/NAME256\n\
         p MKDIR_LONG mkdir /mnt/NAME256\n\
+        p CHMOD_MISSING chmod 600 /mnt/missing\n\
+        p CHMOD_RO chmod 600 /mnt/a\n\
+        p CHOWN_RO chown 1:1 /mnt/a\n\
+        p TOUCH_RO touch -m -d 2001-01-01 /mnt/a\n\
+        p MKNOD_EXISTING mknod /mnt/a p\n\
+        p MKNOD_RO mknod /mnt/fifo p\n\
         umount /mnt\necho @@END\n";
     // A last name over NILFS_NAME_LEN (255): nilfs_lookup's ENAMETOOLONG
     // comes after write access for removals (finding: campaign kernel
@@ -61,4 +68,12 @@ fn the_kernels_order_of_refusals_on_a_read_only_mount() {
     assert_eq!(got("UNLINK_LONG"), "Read-only file system");
     assert_eq!(got("RMDIR_LONG"), "Read-only file system");
     assert_eq!(got("MKDIR_LONG"), "File name too long");
+    // chmod_common, chown_common and utimes_common look the path up, then
+    // take write access; mknod is filename_create's (EEXIST first).
+    assert_eq!(got("CHMOD_MISSING"), "No such file or directory");
+    assert_eq!(got("CHMOD_RO"), "Read-only file system");
+    assert_eq!(got("CHOWN_RO"), "Read-only file system");
+    assert_eq!(got("TOUCH_RO"), "Read-only file system");
+    assert_eq!(got("MKNOD_EXISTING"), "File exists");
+    assert_eq!(got("MKNOD_RO"), "Read-only file system");
 }
