@@ -354,7 +354,10 @@ fn killing_the_fuse_server_loses_nothing_fsynced() {
         .filter(|l| !l.ends_with("  /a") && !l.ends_with("  /.nilfs"))
         .collect();
     let unsynced_sha = nilfs_model::pattern::sha256_hex(b"unsynced\n");
-    let whole = ["DIR  -  /d/".to_string(), format!("{unsynced_sha}  9  /d/b")];
+    let whole = [
+        "DIR  -  /d/".to_string(),
+        format!("{unsynced_sha}  9  /d/b"),
+    ];
     assert!(
         rest.is_empty() || rest == ["DIR  -  /d/"] || rest == whole,
         "the unsynced changes are absent or whole:\n{}",

@@ -144,9 +144,12 @@ pub enum Errno {
     ENOSPC = 28,
     EROFS = 30,
     EMLINK = 31,
+    ERANGE = 34,
     ENAMETOOLONG = 36,
     ENOTEMPTY = 39,
     ELOOP = 40,
+    ENODATA = 61,
+    EOPNOTSUPP = 95,
     ESTALE = 116,
 }
 

@@ -57,6 +57,8 @@ pub enum Errno {
     ENOTTY,
     ENOSYS,
     EOPNOTSUPP,
+    ERANGE,
+    ENODATA,
     /// Any other errno, by its Linux number.
     #[serde(untagged)]
     Other(i32),
@@ -65,7 +67,7 @@ pub enum Errno {
 impl Errno {
     /// Linux's numbering (asm-generic/errno-base.h, errno.h), which every
     /// architecture the kernel's nilfs2 runs on shares for these.
-    const NUMBERS: [(Errno, i32); 20] = [
+    const NUMBERS: [(Errno, i32); 22] = [
         (Errno::EPERM, 1),
         (Errno::ENOENT, 2),
         (Errno::EIO, 5),
@@ -86,6 +88,8 @@ impl Errno {
         (Errno::ENOTEMPTY, 39),
         (Errno::ELOOP, 40),
         (Errno::EOPNOTSUPP, 95),
+        (Errno::ERANGE, 34),
+        (Errno::ENODATA, 61),
     ];
 
     /// The errno a Linux system call returned.
@@ -946,6 +950,58 @@ impl Namespace {
             Kind::Dir { entries, .. } => Ok(entries.keys().cloned().collect()),
             _ => Err(Errno::ENOTDIR),
         }
+    }
+
+    /// `renameat2` with RENAME_NOREPLACE or RENAME_EXCHANGE (not both:
+    /// `step` refuses the pair first). The lookups as for a plain rename;
+    /// then EEXIST for NOREPLACE onto an existing name and ENOENT for
+    /// EXCHANGE with a missing one (`do_renameat2`); an exchange of a name
+    /// with itself (or another link of the same inode) succeeds and changes
+    /// nothing (`vfs_rename`); any other exchange reaches `nilfs_rename`,
+    /// which refuses every flag but NOREPLACE with EINVAL (so do the VFS's
+    /// own subtree checks for an exchange). NOREPLACE onto a free name is a
+    /// plain rename.
+    pub fn rename_flags(
+        &self,
+        old: &str,
+        new: &str,
+        noreplace: bool,
+        exchange: bool,
+        now: i64,
+    ) -> R<Namespace> {
+        let (odir, oname) = self.parent_walk(old)?;
+        let (ndir, nname) = self.parent_walk(new)?;
+        if Self::special(&oname) || Self::special(&nname) {
+            return Err(Errno::EBUSY);
+        }
+        Self::name_fits(&oname)?;
+        let id = *self.entries(odir).get(&oname).ok_or(Errno::ENOENT)?;
+        Self::name_fits(&nname)?;
+        let target = self.entries(ndir).get(&nname).copied();
+        match target {
+            Some(_) if noreplace => Err(Errno::EEXIST),
+            None if exchange => Err(Errno::ENOENT),
+            Some(t) if exchange && t == id => Ok(self.clone()),
+            Some(_) => Err(Errno::EINVAL),
+            None => self.rename(old, new, now),
+        }
+    }
+
+    /// What a get, set or removal of the extended attribute `name` of
+    /// inode `id` answers on nilfs2, which installs no xattr handler: a
+    /// name empty or over `XATTR_NAME_MAX` (255) is ERANGE (the copy from
+    /// user space); `xattr_permission` lets `user.*` only on regular files
+    /// and directories (EPERM to write, ENODATA to read); everything else
+    /// is `xattr_resolve_name`'s EOPNOTSUPP.
+    pub fn xattr_refusal(&self, id: Id, name: &str, write: bool) -> Errno {
+        if name.is_empty() || name.len() > 255 {
+            return Errno::ERANGE;
+        }
+        let reg_or_dir = matches!(self.get(id).kind, Kind::File(_) | Kind::Dir { .. });
+        if name.starts_with("user.") && !reg_or_dir {
+            return if write { Errno::EPERM } else { Errno::ENODATA };
+        }
+        Errno::EOPNOTSUPP
     }
 
     // ------------------------------------------------------------ setattr

@@ -339,6 +339,7 @@ enum Action {
     Mknod,
     Statfs,
     Append,
+    Xattr,
 }
 
 use Action as A;
@@ -450,6 +451,7 @@ fn table(p: Profile) -> &'static [(Action, u64)] {
             (A::Utimes, 3),
             (A::Mknod, 3),
             (A::Statfs, 2),
+            (A::Xattr, 2),
             (A::Lstat, 4),
             (A::Readdir, 1),
             (A::Fsync, 1),
@@ -749,7 +751,9 @@ impl<'c> Generator<'c> {
                 A::SnapshotMount => f.snapshot_mounts,
                 A::Tick => f.clock,
                 A::Clean => f.clean,
-                A::Chmod | A::Chown | A::Utimes | A::Mknod | A::Statfs | A::Append => f.attrs,
+                A::Chmod | A::Chown | A::Utimes | A::Mknod | A::Statfs | A::Append | A::Xattr => {
+                    f.attrs
+                }
                 A::Mkcp | A::Snapshot | A::Chcp | A::Rmcp | A::Lscp => f.checkpoints,
                 _ => true,
             };
@@ -1020,6 +1024,50 @@ impl<'c> Generator<'c> {
             A::Statfs => {
                 self.emit(Op::Statfs { at: None });
             }
+            A::Xattr => {
+                let path = self.target(|_| true, &FILE_NAMES);
+                let long = "x".repeat(256);
+                let name = self
+                    .rng
+                    .pick(&[
+                        "user.a",
+                        "user.b",
+                        "trusted.t",
+                        "security.s",
+                        "",
+                        long.as_str(),
+                    ])
+                    .expect("non-empty")
+                    .to_string();
+                let follow = self.rng.chance(70);
+                let op = match self.rng.below(4) {
+                    0 => Op::Setxattr {
+                        path,
+                        name,
+                        value: "v".into(),
+                        follow,
+                        at: None,
+                    },
+                    1 => Op::Getxattr {
+                        path,
+                        name,
+                        follow,
+                        at: None,
+                    },
+                    2 => Op::Listxattr {
+                        path,
+                        follow,
+                        at: None,
+                    },
+                    _ => Op::Removexattr {
+                        path,
+                        name,
+                        follow,
+                        at: None,
+                    },
+                };
+                self.emit(op);
+            }
             A::Append => {
                 let path = self.any_file();
                 let data = self.data();
@@ -1071,7 +1119,26 @@ impl<'c> Generator<'c> {
                 self.target(|_| true, &DIR_NAMES),
             ),
         };
-        self.emit(Op::Rename { old, new, at: None });
+        // renameat2's flags, in the attributes profile only (the other
+        // profiles' workloads stay as they were).
+        let (noreplace, exchange) = if self.cfg.profile == Profile::Attrs && self.cfg.features.attrs
+        {
+            match self.rng.below(8) {
+                0 | 1 => (true, false),
+                2 | 3 => (false, true),
+                4 => (true, true),
+                _ => (false, false),
+            }
+        } else {
+            (false, false)
+        };
+        self.emit(Op::Rename {
+            old,
+            new,
+            noreplace,
+            exchange,
+            at: None,
+        });
     }
 
     /// chcp (ss or cp) or rmcp of a listed checkpoint, named as an entry

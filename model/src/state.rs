@@ -182,9 +182,15 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<Cno>,
     },
+    /// `renameat2(old, new, flags)`: `noreplace` is RENAME_NOREPLACE,
+    /// `exchange` RENAME_EXCHANGE.
     Rename {
         old: String,
         new: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        noreplace: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        exchange: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<Cno>,
     },
@@ -260,6 +266,43 @@ pub enum Op {
         perm: u32,
         #[serde(default, skip_serializing_if = "is_no_dev")]
         rdev: [u32; 2],
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    /// `setxattr(path, name, value, 0)`, `lsetxattr` unless `follow`.
+    Setxattr {
+        path: String,
+        name: String,
+        #[serde(default)]
+        value: String,
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        follow: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    /// `getxattr` (`lgetxattr` unless `follow`).
+    Getxattr {
+        path: String,
+        name: String,
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        follow: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    /// `listxattr` (`llistxattr` unless `follow`): the names.
+    Listxattr {
+        path: String,
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        follow: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Cno>,
+    },
+    /// `removexattr` (`lremovexattr` unless `follow`).
+    Removexattr {
+        path: String,
+        name: String,
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        follow: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<Cno>,
     },
@@ -356,6 +399,10 @@ impl Op {
             | Op::Utimes { at, .. }
             | Op::Mknod { at, .. }
             | Op::Statfs { at }
+            | Op::Setxattr { at, .. }
+            | Op::Getxattr { at, .. }
+            | Op::Listxattr { at, .. }
+            | Op::Removexattr { at, .. }
             | Op::Readdir { at, .. }
             | Op::Readlink { at, .. }
             | Op::Fsync { at, .. }
@@ -754,6 +801,20 @@ fn setattr(s: &State, at: Option<Cno>, f: impl Fn(&Namespace) -> R<Namespace>) -
     out
 }
 
+/// An extended attribute call refused with `e`. Linux 6.1 looks the path
+/// up (and takes write access) before it copies the name from user space
+/// (`path_setxattr`, `path_getxattr`), so a bad path or a read-only mount
+/// wins over a bad name; later kernels copy the name first
+/// (`import_xattr_name`, seen on 6.18 under the FUSE tier), so ERANGE wins.
+/// Both orders are Linux's.
+fn xattr_name_first(s: &State, name: &str, e: Errno) -> Vec<Branch> {
+    let mut out = fail(s, e);
+    if (name.is_empty() || name.len() > 255) && e != Errno::ERANGE {
+        out.extend(fail(s, Errno::ERANGE));
+    }
+    out
+}
+
 /// `statfs`'s rule (`nilfs_statfs`). Exact: the block size, the name
 /// length (`NILFS_NAME_LEN`), `f_blocks` (every segment's blocks less the
 /// ones before the first data block: `ns_first_data_block`, which is
@@ -859,8 +920,70 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             .unwrap_or_else(|| {
                 namespace_op(s, *at, META_OP_BLOCKS, false, |ns| ns.rmdir(path, now))
             }),
-        Op::Rename { old, new, at } => read_only_first(s, *at, |ns| ns.rename_precheck(old, new))
+        // do_renameat2 refuses the pair of flags before any lookup.
+        Op::Rename {
+            noreplace: true,
+            exchange: true,
+            ..
+        } => fail(s, Errno::EINVAL),
+        Op::Rename {
+            old,
+            new,
+            noreplace,
+            exchange,
+            at,
+        } if *noreplace || *exchange => read_only_first(s, *at, |ns| ns.rename_precheck(old, new))
             .unwrap_or_else(|| {
+                namespace_op(s, *at, META_OP_BLOCKS, true, |ns| {
+                    ns.rename_flags(old, new, *noreplace, *exchange, now)
+                })
+            }),
+        Op::Setxattr {
+            path,
+            name,
+            follow,
+            at,
+            ..
+        }
+        | Op::Removexattr {
+            path,
+            name,
+            follow,
+            at,
+        } => match s.view(*at) {
+            None => invalid(s, "operation on a view that is not mounted"),
+            Some(ns) => xattr_name_first(
+                s,
+                name,
+                match ns.lookup(path, *follow) {
+                    Err(e) => e,
+                    Ok(_) if !s.writable(*at) => Errno::EROFS,
+                    Ok(id) => ns.xattr_refusal(id, name, true),
+                },
+            ),
+        },
+        Op::Getxattr {
+            path,
+            name,
+            follow,
+            at,
+        } => match s.view(*at) {
+            None => invalid(s, "operation on a view that is not mounted"),
+            Some(ns) => xattr_name_first(
+                s,
+                name,
+                match ns.lookup(path, *follow) {
+                    Err(e) => e,
+                    Ok(id) => ns.xattr_refusal(id, name, false),
+                },
+            ),
+        },
+        Op::Listxattr { path, follow, at } => read_op(s, *at, |ns| {
+            ns.lookup(path, *follow)?;
+            Ok(Outcome::Names(Vec::new()))
+        }),
+        Op::Rename { old, new, at, .. } => {
+            read_only_first(s, *at, |ns| ns.rename_precheck(old, new)).unwrap_or_else(|| {
                 // nilfs_rename marks the moved inode dirty (its ctime) even when
                 // the clock has not moved: it needs an inode sync as well.
                 let moved = s.view(*at).and_then(|ns| ns.lookup(old, false).ok());
@@ -884,7 +1007,8 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
                     }
                 }
                 out
-            }),
+            })
+        }
         Op::Write {
             path,
             offset,

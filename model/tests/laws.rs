@@ -126,7 +126,7 @@ proptest! {
                 1 => Op::Mkdir { path: p, perm: 0o755, at: None },
                 2 => Op::Write { append: false, path: p, offset: off, data: Pattern::Seeded { seed, len: seed % 5000 }, at: None },
                 3 => Op::Truncate { path: p, size: off, at: None },
-                4 => Op::Rename { old: p, new: paths[(seed % 3) as usize].into(), at: None },
+                4 => Op::Rename { noreplace: false, exchange: false, old: p, new: paths[(seed % 3) as usize].into(), at: None },
                 5 => Op::Unlink { path: p, at: None },
                 6 => Op::Rmdir { path: p, at: None },
                 7 => Op::Fsync { path: p, at: None },

@@ -293,6 +293,8 @@ pub fn scenario_trace() -> Vec<Line> {
     ok(
         &mut t,
         Op::Rename {
+            noreplace: false,
+            exchange: false,
             old: "/d1/d2/d3/leaf".into(),
             new: "/d1/moved-leaf".into(),
             at: None,

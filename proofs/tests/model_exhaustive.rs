@@ -50,11 +50,15 @@ fn alphabet() -> Vec<Vec<Op>> {
             at: None,
         }],
         vec![Op::Rename {
+            noreplace: false,
+            exchange: false,
             old: p("/a"),
             new: p("/d/b"),
             at: None,
         }],
         vec![Op::Rename {
+            noreplace: false,
+            exchange: false,
             old: p("/d"),
             new: p("/d/b"),
             at: None,

@@ -96,6 +96,8 @@ fn workload() -> Vec<Op> {
         },
         Op::Mkcp { snapshot: true },
         Op::Rename {
+            noreplace: false,
+            exchange: false,
             old: p("/d/b"),
             new: p("/b"),
             at: None,

@@ -443,9 +443,87 @@ impl<'a> Runner<'a> {
                 self.view(*at)?;
                 Ok(rustix::fs::rmdir(path.as_str()).map(ok)?)
             }
-            Op::Rename { old, new, at } => {
+            Op::Rename {
+                old,
+                new,
+                noreplace,
+                exchange,
+                at,
+            } => {
                 self.view(*at)?;
-                Ok(rustix::fs::rename(old.as_str(), new.as_str()).map(ok)?)
+                let mut flags = rustix::fs::RenameFlags::empty();
+                if *noreplace {
+                    flags |= rustix::fs::RenameFlags::NOREPLACE;
+                }
+                if *exchange {
+                    flags |= rustix::fs::RenameFlags::EXCHANGE;
+                }
+                Ok(rustix::fs::renameat_with(CWD, old.as_str(), CWD, new.as_str(), flags)
+                    .map(ok)?)
+            }
+            Op::Setxattr {
+                path,
+                name,
+                value,
+                follow,
+                at,
+            } => {
+                self.view(*at)?;
+                let flags = rustix::fs::XattrFlags::empty();
+                let r = if *follow {
+                    rustix::fs::setxattr(path.as_str(), name.as_str(), value.as_bytes(), flags)
+                } else {
+                    rustix::fs::lsetxattr(path.as_str(), name.as_str(), value.as_bytes(), flags)
+                };
+                Ok(r.map(ok)?)
+            }
+            Op::Removexattr {
+                path,
+                name,
+                follow,
+                at,
+            } => {
+                self.view(*at)?;
+                let r = if *follow {
+                    rustix::fs::removexattr(path.as_str(), name.as_str())
+                } else {
+                    rustix::fs::lremovexattr(path.as_str(), name.as_str())
+                };
+                Ok(r.map(ok)?)
+            }
+            Op::Getxattr {
+                path,
+                name,
+                follow,
+                at,
+            } => {
+                self.view(*at)?;
+                let mut buf = vec![0u8; 1 << 16];
+                let n = if *follow {
+                    rustix::fs::getxattr(path.as_str(), name.as_str(), &mut buf[..])
+                } else {
+                    rustix::fs::lgetxattr(path.as_str(), name.as_str(), &mut buf[..])
+                }?;
+                Ok(Outcome::Data {
+                    len: n as u64,
+                    sha256: hex(&Sha256::digest(&buf[..n])),
+                })
+            }
+            Op::Listxattr { path, follow, at } => {
+                self.view(*at)?;
+                let mut buf = vec![0u8; 1 << 16];
+                let n = if *follow {
+                    rustix::fs::listxattr(path.as_str(), &mut buf[..])
+                } else {
+                    rustix::fs::llistxattr(path.as_str(), &mut buf[..])
+                }?;
+                Ok(Outcome::Names(
+                    buf[..n]
+                        .split(|&c| c == 0)
+                        .filter(|n| !n.is_empty())
+                        .map(|n| String::from_utf8_lossy(n).into_owned())
+                        .collect(),
+                ))
             }
             Op::Write {
                 path,

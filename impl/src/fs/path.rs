@@ -386,6 +386,81 @@ impl Paths<'_, '_> {
         self.fs.rename(od, &on, nd, &nn)
     }
 
+    /// `renameat2` with RENAME_NOREPLACE and/or RENAME_EXCHANGE: both is
+    /// EINVAL before anything (`do_renameat2`); then as [`Paths::rename`]
+    /// up to the lookups; EEXIST for NOREPLACE onto an existing name,
+    /// ENOENT for EXCHANGE with a missing one; an exchange of an inode with
+    /// itself succeeds (`vfs_rename`), any other reaches `nilfs_rename`,
+    /// which allows no flag but NOREPLACE (EINVAL).
+    pub fn rename_flags(
+        &mut self,
+        old: &[u8],
+        new: &[u8],
+        noreplace: bool,
+        exchange: bool,
+    ) -> Result<()> {
+        if noreplace && exchange {
+            return Err(refuse(Errno::EINVAL, old));
+        }
+        if !noreplace && !exchange {
+            return self.rename(old, new);
+        }
+        let (od, on) = self.fs.walk_parent_unchecked(old)?;
+        let (nd, nn) = self.fs.walk_parent_unchecked(new)?;
+        if is_special(&on) || is_special(&nn) {
+            return Err(refuse(Errno::EBUSY, old));
+        }
+        if self.fs.is_read_only() {
+            return Err(refuse(Errno::EROFS, old));
+        }
+        if on.len() > NAME_LEN {
+            return Err(refuse(Errno::ENAMETOOLONG, &on));
+        }
+        let src = self
+            .fs
+            .lookup(od, &on)?
+            .ok_or_else(|| refuse(Errno::ENOENT, old))?;
+        if nn.len() > NAME_LEN {
+            return Err(refuse(Errno::ENAMETOOLONG, &nn));
+        }
+        match self.fs.lookup(nd, &nn)? {
+            Some(_) if noreplace => Err(refuse(Errno::EEXIST, new)),
+            None if exchange => Err(refuse(Errno::ENOENT, new)),
+            Some(dst) if exchange && dst == src => Ok(()),
+            Some(_) => Err(refuse(Errno::EINVAL, b"RENAME_EXCHANGE")),
+            None => self.fs.rename(od, &on, nd, &nn),
+        }
+    }
+
+    /// What an extended attribute call on `path` answers: nilfs2 installs
+    /// no xattr handler. After the lookup: EROFS for a change on a
+    /// read-only mount (`mnt_want_write`), ERANGE for a name empty or over
+    /// 255 bytes, `xattr_permission`'s refusal of `user.*` on anything but
+    /// a regular file or directory (EPERM to change, ENODATA to read), and
+    /// then `xattr_resolve_name`'s EOPNOTSUPP.
+    pub fn xattr(&mut self, path: &[u8], name: &[u8], follow: bool, write: bool) -> Result<()> {
+        let i = self.fs.walk(path, follow)?;
+        if write && self.fs.is_read_only() {
+            return Err(refuse(Errno::EROFS, path));
+        }
+        if name.is_empty() || name.len() > 255 {
+            return Err(refuse(Errno::ERANGE, name));
+        }
+        let t = self.fs.stat(i)?.mode & S_IFMT;
+        if name.starts_with(b"user.") && t != S_IFREG && t != S_IFDIR {
+            let e = if write { Errno::EPERM } else { Errno::ENODATA };
+            return Err(refuse(e, name));
+        }
+        Err(refuse(Errno::EOPNOTSUPP, name))
+    }
+
+    /// `listxattr`: nilfs2 has none to list (with no security module's
+    /// labels, the VFS answers an empty list).
+    pub fn listxattr(&mut self, path: &[u8], follow: bool) -> Result<Vec<Vec<u8>>> {
+        self.fs.walk(path, follow)?;
+        Ok(Vec::new())
+    }
+
     /// `truncate`: a negative length (past `i64::MAX`) is EINVAL
     /// (`do_sys_truncate`); `s_maxbytes` is `i64::MAX`, so
     /// `inode_newsize_ok`'s EFBIG cannot follow.

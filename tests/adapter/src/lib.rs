@@ -428,9 +428,54 @@ impl<'d> ImplUnderTest<'d> {
             Op::Link { old, new, at: None } => self
                 .with(|fs| fs.paths().link(old.as_bytes(), new.as_bytes()))
                 .map(ok)?,
-            Op::Rename { old, new, at: None } => self
-                .with(|fs| fs.paths().rename(old.as_bytes(), new.as_bytes()))
+            Op::Rename {
+                old,
+                new,
+                noreplace,
+                exchange,
+                at: None,
+            } => self
+                .with(|fs| {
+                    fs.paths()
+                        .rename_flags(old.as_bytes(), new.as_bytes(), *noreplace, *exchange)
+                })
                 .map(ok)?,
+            Op::Setxattr {
+                path,
+                name,
+                follow,
+                at: None,
+                ..
+            }
+            | Op::Removexattr {
+                path,
+                name,
+                follow,
+                at: None,
+            } => self
+                .with(|fs| {
+                    fs.paths()
+                        .xattr(path.as_bytes(), name.as_bytes(), *follow, true)
+                })
+                .map(ok)?,
+            Op::Getxattr {
+                path,
+                name,
+                follow,
+                at: None,
+            } => self
+                .with(|fs| {
+                    fs.paths()
+                        .xattr(path.as_bytes(), name.as_bytes(), *follow, false)
+                })
+                .map(ok)?,
+            Op::Listxattr {
+                path,
+                follow,
+                at: None,
+            } => Outcome::Names(names_of(
+                self.with(|fs| fs.paths().listxattr(path.as_bytes(), *follow))?,
+            )),
             Op::Truncate {
                 path,
                 size,
@@ -615,6 +660,9 @@ pub fn map_errno(e: nilfs::Errno) -> Errno {
         I::ENAMETOOLONG => Errno::ENAMETOOLONG,
         I::ENOTEMPTY => Errno::ENOTEMPTY,
         I::ELOOP => Errno::ELOOP,
+        I::ERANGE => Errno::ERANGE,
+        I::ENODATA => Errno::ENODATA,
+        I::EOPNOTSUPP => Errno::EOPNOTSUPP,
         // A stale handle is never a user-visible answer of a path call.
         I::ESTALE => Errno::EIO,
     }
