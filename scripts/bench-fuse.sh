@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# scripts/bench-fuse.sh — throughput of `nilref mount` (FUSE, release
+# build) beside tmpfs, measured in the same run with the same fio jobs:
+# sequential write and read of SIZE (1 MiB blocks, fsync at the end),
+# random 4 KiB writes, and small-file creation (NFILES files of 4 KiB).
+# Needs fio and fusermount3 (Debian: fio, fuse3) and the right to mount
+# FUSE and tmpfs. Prints one table row per file system and job.
+#
+# Usage: scripts/bench-fuse.sh [SIZE_MIB=256] [NFILES=2000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+size=${1:-256} nfiles=${2:-2000}
+cargo build -q --release -p nilref
+bin=$PWD/target/release/nilref
+work=$(mktemp -d)
+trap 'fusermount3 -u "$work/nilfs" 2>/dev/null || true; umount "$work/tmpfs" 2>/dev/null || true; rm -rf "$work"' EXIT
+mkdir -p "$work/nilfs" "$work/tmpfs"
+"$bin" mkfs --size $((size * 4 + 512))M "$work/img" >/dev/null
+"$bin" mount "$work/img" "$work/nilfs" &
+mount -t tmpfs -o size=$((size * 4 + 512))m tmpfs "$work/tmpfs"
+for _ in $(seq 100); do mountpoint -q "$work/nilfs" && break; sleep 0.1; done
+job() { # NAME DIR fio-args...
+  local name=$1 dir=$2; shift 2
+  fio --name="$name" --directory="$dir" --output-format=terse --terse-version=3 "$@" \
+    | awk -F';' -v n="$name" -v d="$(basename "$dir")" \
+        '{ printf "| %s | %s | %.1f MiB/s | %.0f IOPS |\n", d, n, ($7+$48)/1024, $8+$49 }'
+}
+echo "| file system | job | bandwidth | operations/s |"
+echo "|---|---|---|---|"
+for d in "$work/tmpfs" "$work/nilfs"; do
+  job seq-write "$d" --rw=write --bs=1M --size=${size}M --end_fsync=1
+  job seq-read "$d" --rw=read --bs=1M --size=${size}M
+  job rand-write-4k "$d" --rw=randwrite --bs=4k --size=$((size / 4))M --end_fsync=1
+  job small-files "$d" --rw=write --bs=4k --filesize=4k --nrfiles="$nfiles" --openfiles=1 --size=$((nfiles * 4))k --create_on_open=1
+done
