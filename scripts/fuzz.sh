@@ -52,10 +52,15 @@ for t in "${targets[@]}"; do
   rc=$?
   set -e
   secs=$((SECONDS - start))
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  # Fork mode prints no final stats: take the last "#N: cov ..." line.
-  [ -n "$execs" ] || execs=$(sed -n 's/^#\([0-9]*\): cov.*/\1/p' "$log" | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  if [ ${#fork[@]} -gt 0 ]; then
+    # Fork mode: the parent's own final stats count none of its jobs'
+    # executions; the last "#N: cov ..." line has the total.
+    execs=$(sed -n 's/^#\([0-9]*\): cov.*/\1/p' "$log" | tail -1)
+  else
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  fi
+  rate=
+  [ ${#fork[@]} -gt 0 ] || rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   [ -n "$rate" ] || rate=$(( ${execs:-0} / (secs > 0 ? secs : 1) ))
   crashes=$(find artifacts/"$t" -type f 2>/dev/null | wc -l)
   if [ "$minimize" = 1 ]; then

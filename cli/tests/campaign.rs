@@ -39,12 +39,12 @@ fn kernel_campaign_short_tier() {
     {
         return;
     }
-    // Seeds 1..=6 cover the six profiles once (the seed picks the profile).
-    let (ok, text) = campaign("kernel", &["--seeds", "1..6", "--len", "40", "--no-shrink"]);
+    // Seeds 1..=7 cover the seven profiles once (the seed picks the profile).
+    let (ok, text) = campaign("kernel", &["--seeds", "1..7", "--len", "40", "--no-shrink"]);
     assert!(ok, "{text}");
     assert!(
-        text.contains("| 6 | 6 | 0 |"),
-        "six workloads, all passed:\n{text}"
+        text.contains("| 7 | 7 | 0 |"),
+        "seven workloads, all passed:\n{text}"
     );
 }
 
@@ -61,7 +61,7 @@ fn grub_campaign_short_tier() {
     );
 }
 
-/// The GRUB findings' reproducers (docs/findings.md, G1-G3) still show
+/// The GRUB findings' reproducers (docs/findings.md, G1-G4) still show
 /// GRUB's limitation, each as its own class and as often as documented:
 /// if GRUB is fixed, or the classifier stops recognising a class, this
 /// says so.
@@ -77,6 +77,7 @@ fn grub_findings_still_reproduce() {
         ("g1-sparse-btree.jsonl", "sparse-btree x2"),
         ("g2-direct-past-6-blocks.jsonl", "direct-past-6-blocks x1"),
         ("g3-inode-0-entry.jsonl", "inode-0-entry x3"),
+        ("g4-special-file-unlisted.jsonl", "special-file-unlisted x4"),
     ] {
         let w = dir.join(file);
         let (ok, text) = campaign("grub", &["--workload", w.to_str().unwrap()]);
