@@ -855,8 +855,10 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
     let bs = s.geometry.block_size;
     match op {
         // Opening a FIFO blocks until a writer or reader comes, a device
-        // reaches its driver: not what the model describes.
+        // reaches its driver: not what the model describes. A runner's
+        // truncate opens the file too (open, then ftruncate).
         Op::Read { path, at, .. }
+        | Op::Truncate { path, at, .. }
         | Op::Fsync { path, at }
         | Op::Fdatasync { path, at }
         | Op::Create { path, at, .. }
