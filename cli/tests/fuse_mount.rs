@@ -38,6 +38,22 @@ fn fuse_available(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("the probe's unmount failed: {e}"))
 }
 
+/// Whether the FUSE tier can run here; if not, says why and skips, unless
+/// NILFS_FUSE=1 requires it (then fails).
+fn fuse_or_skip(dir: &Path) -> bool {
+    match fuse_available(dir) {
+        Ok(()) => true,
+        Err(why) => {
+            assert!(
+                std::env::var_os("NILFS_FUSE").is_none(),
+                "NILFS_FUSE is set but FUSE cannot be used here: {why}"
+            );
+            eprintln!("FUSE tier skipped: {why} (set NILFS_FUSE=1 to require it)");
+            false
+        }
+    }
+}
+
 /// One `nilref mount` process and its mount point.
 struct Mount {
     child: Child,
@@ -195,12 +211,7 @@ fn run_one(dir: &Path, seed: u64, profile: Profile, extra: &[&str]) -> Result<()
 #[test]
 fn generated_workloads_on_the_fuse_mount_are_in_the_model_envelope() {
     let dir = common::scratch("fuse", "workloads");
-    if let Err(why) = fuse_available(&dir) {
-        assert!(
-            std::env::var_os("NILFS_FUSE").is_none(),
-            "NILFS_FUSE is set but FUSE cannot be used here: {why}"
-        );
-        eprintln!("FUSE tier skipped: {why} (set NILFS_FUSE=1 to require it)");
+    if !fuse_or_skip(&dir) {
         return;
     }
     let mut failures = Vec::new();
@@ -226,9 +237,7 @@ fn generated_workloads_on_the_fuse_mount_are_in_the_model_envelope() {
 #[test]
 fn a_fuse_mount_that_ignores_chmod_is_caught() {
     let dir = common::scratch("fuse", "known-bad");
-    if let Err(why) = fuse_available(&dir) {
-        assert!(std::env::var_os("NILFS_FUSE").is_none(), "{why}");
-        eprintln!("FUSE tier skipped: {why}");
+    if !fuse_or_skip(&dir) {
         return;
     }
     let caught = (1..=6)
@@ -267,9 +276,7 @@ fn sh(cmd: &str) -> Result<String, String> {
 #[test]
 fn tar_git_and_rm_run_on_the_fuse_mount() {
     let dir = common::scratch("fuse", "real");
-    if let Err(why) = fuse_available(&dir) {
-        assert!(std::env::var_os("NILFS_FUSE").is_none(), "{why}");
-        eprintln!("FUSE tier skipped: {why}");
+    if !fuse_or_skip(&dir) {
         return;
     }
     let ws = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -314,9 +321,7 @@ fn tar_git_and_rm_run_on_the_fuse_mount() {
 #[test]
 fn killing_the_fuse_server_loses_nothing_fsynced() {
     let dir = common::scratch("fuse", "kill");
-    if let Err(why) = fuse_available(&dir) {
-        assert!(std::env::var_os("NILFS_FUSE").is_none(), "{why}");
-        eprintln!("FUSE tier skipped: {why}");
+    if !fuse_or_skip(&dir) {
         return;
     }
     let mut m = Mount::start(&dir, "kill", &[]).unwrap();

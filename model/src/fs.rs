@@ -705,18 +705,14 @@ impl Namespace {
         }
     }
 
-    /// `rename(old, new)`, atomic: afterwards `new` names what `old` named
-    /// and `old` is gone, or nothing changed. Check order follows
-    /// `do_renameat2`/`vfs_rename` then `nilfs_rename`: a directory moved
-    /// into its own subtree is EINVAL; onto one of its ancestors ENOTEMPTY;
-    /// the same inode under both names succeeds and does nothing; dir onto
-    /// non-dir ENOTDIR; non-dir onto dir EISDIR; onto a non-empty directory
-    /// ENOTEMPTY; a directory moved to a parent at `s_max_links` EMLINK.
-    pub fn rename(&self, old: &str, new: &str, now: i64) -> R<Namespace> {
-        // do_renameat2: both parent walks, EBUSY for "." and "..", then the
-        // source's lookup (ENAMETOOLONG, ENOENT), then the target's
-        // (ENAMETOOLONG): a missing source with an over-long target name is
-        // ENOENT (seen on Linux 6.1 by the crash campaign).
+    /// What every rename does before it judges the pair (`do_renameat2`):
+    /// both parent walks, EBUSY for "." and "..", then the source's lookup
+    /// (ENAMETOOLONG, ENOENT), then the target's (ENAMETOOLONG): a missing
+    /// source with an over-long target name is ENOENT (seen on Linux 6.1
+    /// by the crash campaign). The source's directory, name and inode, the
+    /// target's directory and name, and the target's inode if it exists.
+    #[allow(clippy::type_complexity)]
+    fn rename_lookups(&self, old: &str, new: &str) -> R<(Id, String, Id, Id, String, Option<Id>)> {
         let (odir, oname) = self.parent_walk(old)?;
         let (ndir, nname) = self.parent_walk(new)?;
         if Self::special(&oname) || Self::special(&nname) {
@@ -726,6 +722,18 @@ impl Namespace {
         let id = *self.entries(odir).get(&oname).ok_or(Errno::ENOENT)?;
         Self::name_fits(&nname)?;
         let target = self.entries(ndir).get(&nname).copied();
+        Ok((odir, oname, id, ndir, nname, target))
+    }
+
+    /// `rename(old, new)`, atomic: afterwards `new` names what `old` named
+    /// and `old` is gone, or nothing changed. Check order follows
+    /// `do_renameat2`/`vfs_rename` then `nilfs_rename`: a directory moved
+    /// into its own subtree is EINVAL; onto one of its ancestors ENOTEMPTY;
+    /// the same inode under both names succeeds and does nothing; dir onto
+    /// non-dir ENOTDIR; non-dir onto dir EISDIR; onto a non-empty directory
+    /// ENOTEMPTY; a directory moved to a parent at `s_max_links` EMLINK.
+    pub fn rename(&self, old: &str, new: &str, now: i64) -> R<Namespace> {
+        let (odir, oname, id, ndir, nname, target) = self.rename_lookups(old, new)?;
         let is_dir = self.is_dir(id);
         if is_dir && self.is_ancestor(id, ndir) {
             return Err(Errno::EINVAL);
@@ -969,15 +977,7 @@ impl Namespace {
         exchange: bool,
         now: i64,
     ) -> R<Namespace> {
-        let (odir, oname) = self.parent_walk(old)?;
-        let (ndir, nname) = self.parent_walk(new)?;
-        if Self::special(&oname) || Self::special(&nname) {
-            return Err(Errno::EBUSY);
-        }
-        Self::name_fits(&oname)?;
-        let id = *self.entries(odir).get(&oname).ok_or(Errno::ENOENT)?;
-        Self::name_fits(&nname)?;
-        let target = self.entries(ndir).get(&nname).copied();
+        let (_, _, id, _, _, target) = self.rename_lookups(old, new)?;
         match target {
             Some(_) if noreplace => Err(Errno::EEXIST),
             None if exchange => Err(Errno::ENOENT),

@@ -368,12 +368,23 @@ impl Paths<'_, '_> {
 
     /// `rename`.
     pub fn rename(&mut self, old: &[u8], new: &[u8]) -> Result<()> {
+        let ((od, on), (nd, nn)) = self.rename_parents(old, new)?;
+        self.fs.rename(od, &on, nd, &nn)
+    }
+
+    /// What every rename checks before the source's lookup
+    /// (`do_renameat2`): both parent walks, EBUSY if either last part is
+    /// not a name, mnt_want_write's EROFS, then the source name's length
+    /// (nilfs_lookup: ENAMETOOLONG). `Fs::rename` looks the source up
+    /// before checking the target's name.
+    #[allow(clippy::type_complexity)]
+    fn rename_parents(
+        &mut self,
+        old: &[u8],
+        new: &[u8],
+    ) -> Result<((Ino, Vec<u8>), (Ino, Vec<u8>))> {
         let (od, on) = self.fs.walk_parent_unchecked(old)?;
         let (nd, nn) = self.fs.walk_parent_unchecked(new)?;
-        // do_renameat2: EBUSY if either last part is not a name; then
-        // mnt_want_write's EROFS; then the source's lookup (nilfs_lookup:
-        // ENAMETOOLONG). Fs::rename looks the source up before checking
-        // the target's name.
         if is_special(&on) || is_special(&nn) {
             return Err(refuse(Errno::EBUSY, old));
         }
@@ -383,7 +394,7 @@ impl Paths<'_, '_> {
         if on.len() > NAME_LEN {
             return Err(refuse(Errno::ENAMETOOLONG, &on));
         }
-        self.fs.rename(od, &on, nd, &nn)
+        Ok(((od, on), (nd, nn)))
     }
 
     /// `renameat2` with RENAME_NOREPLACE and/or RENAME_EXCHANGE: both is
@@ -405,17 +416,7 @@ impl Paths<'_, '_> {
         if !noreplace && !exchange {
             return self.rename(old, new);
         }
-        let (od, on) = self.fs.walk_parent_unchecked(old)?;
-        let (nd, nn) = self.fs.walk_parent_unchecked(new)?;
-        if is_special(&on) || is_special(&nn) {
-            return Err(refuse(Errno::EBUSY, old));
-        }
-        if self.fs.is_read_only() {
-            return Err(refuse(Errno::EROFS, old));
-        }
-        if on.len() > NAME_LEN {
-            return Err(refuse(Errno::ENAMETOOLONG, &on));
-        }
+        let ((od, on), (nd, nn)) = self.rename_parents(old, new)?;
         let src = self
             .fs
             .lookup(od, &on)?
