@@ -608,3 +608,77 @@ fn attributes_and_special_files_survive_remount() {
         assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
     }
 }
+
+/// An open file outlives its last name until its last close, as the
+/// VFS's reference keeps the kernel's inode (found by pjdfstest's
+/// `unlink::open_file_not_freed` on `nilref mount`, which answered ESTALE):
+/// reads and writes go on, a construction in between writes the inode
+/// with no links, and the last release frees it; an unmount with the file
+/// still open frees it too. The access time a utimensat set lives in
+/// memory only (also found by pjdfstest).
+#[test]
+fn an_unlinked_open_file_lives_until_its_last_close() {
+    let dev = MemDevice::new(32 << 20);
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+    let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+    fs.write(f, 0, &pattern(5000, 1)).unwrap();
+    let g = fs.create(ino::ROOT, b"g", 0o644).unwrap();
+    fs.write(g, 0, b"kept open at unmount").unwrap();
+    fs.sync().unwrap();
+    let files = fs.statfs().unwrap().ffree;
+
+    fs.open_file(f).unwrap();
+    fs.open_file(f).unwrap();
+    fs.open_file(g).unwrap();
+    fs.unlink(ino::ROOT, b"f").unwrap();
+    fs.unlink(ino::ROOT, b"g").unwrap();
+    assert_eq!(fs.lookup(ino::ROOT, b"f").unwrap(), None);
+    assert_eq!(fs.stat(f).unwrap().links_count, 0);
+    fs.write(f, 5000, b"after unlink").unwrap();
+    fs.sync().unwrap();
+    assert_checks_clean(&dev, "a construction with an unlinked open file");
+    assert_eq!(fs.read(f, 4990, 100).unwrap()[10..], b"after unlink"[..]);
+    assert_eq!(fs.statfs().unwrap().ffree, files, "still counted");
+    fs.release_file(f).unwrap();
+    assert!(fs.stat(f).is_ok(), "one open is left");
+    fs.release_file(f).unwrap();
+    assert!(fs.stat(f).is_err(), "the last close evicts it");
+    assert_eq!(fs.statfs().unwrap().ffree, files + 1);
+
+    let h = fs.create(ino::ROOT, b"h", 0o644).unwrap();
+    let mtime = fs.stat(h).unwrap().mtime_ns();
+    assert_eq!(
+        fs.atime_ns(h).unwrap(),
+        mtime,
+        "atime is loaded from i_mtime"
+    );
+    fs.setattr(
+        h,
+        nilfs::fs::SetAttr {
+            atime: Some(1_900_000_000_123_456_789),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(fs.atime_ns(h).unwrap(), 1_900_000_000_123_456_789);
+    assert_eq!(fs.stat(h).unwrap().mtime_ns(), mtime);
+
+    fs.unmount().unwrap();
+    assert_checks_clean(&dev, "after an unmount with an unlinked file open");
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_100).unwrap();
+    assert_eq!(
+        fs.statfs().unwrap().ffree,
+        files + 1,
+        "f and g freed (g at the unmount), h made"
+    );
+    assert!(fs.stat(g).is_err());
+    assert_eq!(
+        fs.atime_ns(h).unwrap(),
+        mtime,
+        "the access time was never on disk"
+    );
+    fs.unmount().unwrap();
+}

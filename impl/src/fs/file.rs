@@ -107,6 +107,15 @@ impl<'a> Fs<'a> {
         Ok(self.file(i)?.raw.clone())
     }
 
+    /// The access time `stat` shows, in nanoseconds since the epoch: the
+    /// one a utimensat set while the inode stayed in memory, else the
+    /// modification time (`nilfs_read_inode_common`: nilfs2 keeps no
+    /// access time on disk).
+    pub fn atime_ns(&mut self, i: Ino) -> Result<i64> {
+        let f = self.file(i)?;
+        Ok(f.atime_ns.unwrap_or_else(|| f.raw.mtime_ns()))
+    }
+
     /// Up to `len` bytes of file `i` from `offset` (short at EOF; holes
     /// read as zeros), as they stand now.
     pub fn read(&mut self, i: Ino, offset: u64, len: u64) -> Result<Vec<u8>> {
@@ -159,6 +168,9 @@ impl<'a> Fs<'a> {
             }
             if let Some(t) = attr.mtime {
                 f.raw.set_mtime_ns(t);
+            }
+            if let Some(t) = attr.atime {
+                f.atime_ns = Some(t);
             }
             f.raw.ctime = now;
             f.raw.ctime_nsec = nsec;
@@ -264,6 +276,11 @@ pub struct SetAttr {
     pub gid: Option<u32>,
     /// ATTR_MTIME, in nanoseconds since the epoch.
     pub mtime: Option<i64>,
+    /// ATTR_ATIME, in nanoseconds since the epoch: kept by the inode in
+    /// memory only, as the kernel's `i_atime` is (nilfs2's on-disk inode
+    /// has no access time; `nilfs_read_inode_common` loads it from
+    /// `i_mtime`), so it lasts until the inode leaves memory.
+    pub atime: Option<i64>,
 }
 
 /// The pieces of the byte range `[start, end)` in blocks of `bs` bytes:

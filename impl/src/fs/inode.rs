@@ -35,6 +35,9 @@ pub(crate) struct FileState {
     /// (`nilfs_inode_dirty`): an inode changed only in metadata (new and
     /// empty, renamed, linked) makes them write nothing.
     pub(crate) pages_dirty: bool,
+    /// `i_atime` as a utimensat left it (ns), while the inode stays in
+    /// memory; `None`: as loaded, the modification time.
+    pub(crate) atime_ns: Option<i64>,
 }
 
 impl FileState {
@@ -47,6 +50,7 @@ impl FileState {
             inode_dirty: dirty,
             inode_sync: dirty,
             pages_dirty: false,
+            atime_ns: None,
         }
     }
 
@@ -76,6 +80,10 @@ impl FileState {
 pub(crate) struct Inodes {
     files: BTreeMap<Ino, FileState>,
     dirty: Vec<Ino>,
+    /// References open files hold (the `igrab` of an open file): an
+    /// inode whose last link goes while it is open stays, unlinked, until
+    /// the last one is released.
+    open: BTreeMap<Ino, u32>,
     /// While an operation runs under [`Fs::atomically`]: each file's
     /// state before the operation first changed it (`None`: not in
     /// memory), and the dirty list then.
@@ -182,6 +190,11 @@ impl Inodes {
         self.save(i);
         self.files.remove(&i);
         self.dirty.retain(|&x| x != i);
+    }
+
+    /// Whether an open file holds `i`.
+    pub(crate) fn is_open(&self, i: Ino) -> bool {
+        self.open.contains_key(&i)
     }
 }
 
@@ -324,6 +337,59 @@ impl<'a> Fs<'a> {
         f.raw.blocks = f.raw.blocks.saturating_sub(n * sectors(bs));
         self.blocks_count = self.blocks_count.saturating_sub(n);
         f.dirty.retain(|&k, _| k < from);
+        Ok(())
+    }
+
+    /// An inode lost a link (`drop_nlink` in unlink, rename): with links
+    /// left, or held by an open file, it is marked dirty (the ifile then
+    /// keeps the unlinked inode, `i_links_count` 0, as the kernel writes
+    /// it); otherwise it is evicted at once (`iput`'s final reference).
+    pub(crate) fn drop_link(&mut self, i: Ino, by: u16) -> Result<()> {
+        let f = self.inodes.loaded_mut(i);
+        f.raw.links_count = f.raw.links_count.saturating_sub(by);
+        if f.raw.links_count == 0 && !self.inodes.is_open(i) {
+            self.evict(i)
+        } else {
+            self.mark(i);
+            Ok(())
+        }
+    }
+
+    /// `open(2)` of file `i` took a reference (the VFS's file holds the
+    /// inode): ESTALE if it is gone.
+    pub fn open_file(&mut self, i: Ino) -> Result<()> {
+        self.file(i)?;
+        *self.inodes.open.entry(i).or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// The last `close` of one open of `i`: the reference goes, and with
+    /// the last one an inode with no links left is evicted
+    /// (`nilfs_evict_inode`: its blocks and number freed).
+    pub fn release_file(&mut self, i: Ino) -> Result<()> {
+        let Some(n) = self.inodes.open.get_mut(&i) else {
+            return Ok(());
+        };
+        *n -= 1;
+        if *n > 0 {
+            return Ok(());
+        }
+        self.inodes.open.remove(&i);
+        let unlinked = self.inodes.contains(i) && self.inodes.loaded(i).raw.links_count == 0;
+        if unlinked && !self.read_only {
+            self.atomically(|fs| fs.evict(i))?;
+        }
+        Ok(())
+    }
+
+    /// At unmount every open reference goes (`evict_inodes`): the unlinked
+    /// inodes still held are evicted before the last construction.
+    pub(crate) fn release_all_files(&mut self) -> Result<()> {
+        let held: Vec<Ino> = self.inodes.open.keys().copied().collect();
+        for i in held {
+            self.inodes.open.insert(i, 1);
+            self.release_file(i)?;
+        }
         Ok(())
     }
 

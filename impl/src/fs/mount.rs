@@ -383,8 +383,10 @@ impl<'a> Fs<'a> {
         if self.read_only {
             return Ok(());
         }
+        // The open files' references go (evict_inodes), then
         // sync_filesystem -> nilfs_sync_fs, then nilfs_put_super ->
         // nilfs_cleanup_super (the final construction found nothing).
+        self.release_all_files()?;
         self.sync()?;
         self.cleanup_super()
     }

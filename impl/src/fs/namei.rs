@@ -150,14 +150,7 @@ impl<'a> Fs<'a> {
         }
         self.dir(parent)?.delete_entry(found.pos)?;
         self.touch_dir(parent);
-        let f = self.inodes.loaded_mut(found.ino);
-        f.raw.links_count = f.raw.links_count.saturating_sub(1);
-        if f.raw.links_count == 0 {
-            self.evict(found.ino)?;
-        } else {
-            self.mark(found.ino);
-        }
-        Ok(())
+        self.drop_link(found.ino, 1)
     }
 
     /// `nilfs_rmdir`: remove the empty directory `name` (ENOTDIR,
@@ -312,14 +305,7 @@ impl<'a> Fs<'a> {
                 self.dir(ndir)?
                     .set_link(t.pos, old.ino, file_type_from_mode(mode))?;
                 self.touch_dir(ndir);
-                let tf = self.inodes.loaded_mut(t.ino);
-                let drop = if is_dir { 2 } else { 1 };
-                tf.raw.links_count = tf.raw.links_count.saturating_sub(drop);
-                if tf.raw.links_count == 0 {
-                    self.evict(t.ino)?;
-                } else {
-                    self.mark(t.ino);
-                }
+                self.drop_link(t.ino, if is_dir { 2 } else { 1 })?;
             }
             None => {
                 self.link_into(ndir, nname, old.ino, mode)?;
