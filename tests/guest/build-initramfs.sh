@@ -48,6 +48,9 @@ fi
 
 ROOT=$(mktemp -d "$CACHE/root.XXXXXX")
 trap 'rm -rf "$ROOT"' EXIT
+# mktemp made it 0700, and it becomes the guest's "/": other users (the
+# suites' unprivileged ones) must be able to walk through it.
+chmod 755 "$ROOT"
 mkdir -p "$ROOT"/{bin,sbin,etc,proc,sys,dev,tmp,run,mnt,host,lib/modules,usr/bin,usr/sbin,usr/local/bin}
 cp /bin/busybox "$ROOT/bin/busybox"
 ln -s busybox "$ROOT/bin/sh"

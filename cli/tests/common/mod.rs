@@ -2,6 +2,8 @@
 //! directory per test.
 #![allow(dead_code)]
 
+pub mod fuse;
+
 use std::path::PathBuf;
 use std::process::Command;
 
