@@ -180,11 +180,10 @@ impl Mounted {
     /// time it has in memory (`Fs::atime_ns`).
     fn attr(&self, i: Ino, raw: &Inode, atime_ns: i64) -> FileAttr {
         let mtime = time_of(raw.mtime, raw.mtime_nsec);
-        let atime = if atime_ns >= 0 {
-            UNIX_EPOCH + Duration::from_nanos(atime_ns as u64)
-        } else {
-            UNIX_EPOCH - Duration::from_nanos(atime_ns.unsigned_abs())
-        };
+        let atime = time_of(
+            atime_ns.div_euclid(1_000_000_000) as u64,
+            atime_ns.rem_euclid(1_000_000_000) as u32,
+        );
         FileAttr {
             ino: to_fuse(i),
             size: raw.size,
@@ -364,14 +363,12 @@ impl Filesystem for Served {
             if let Some(size) = size {
                 fs.truncate(n, size)?;
             }
-            let mtime = mtime.map(|t| match t {
+            let now = fs.now_ns() as i64;
+            let ns = |t| match t {
                 TimeOrNow::SpecificTime(t) => ns_of(t),
-                TimeOrNow::Now => fs.now_ns() as i64,
-            });
-            let atime = atime.map(|t| match t {
-                TimeOrNow::SpecificTime(t) => ns_of(t),
-                TimeOrNow::Now => fs.now_ns() as i64,
-            });
+                TimeOrNow::Now => now,
+            };
+            let (mtime, atime) = (mtime.map(ns), atime.map(ns));
             let mode = mode.filter(|_| !self.ignore_chmod);
             let attr = SetAttr {
                 perm: mode.map(|m| (m & 0o7777) as u16),

@@ -78,6 +78,16 @@ fn open_scratch(name: &str) -> PathBuf {
     d
 }
 
+/// A test's scratch folder and its suite's program, or a skip (FUSE or
+/// the program missing here).
+fn prepare(name: &str, program: &str) -> Option<(PathBuf, PathBuf)> {
+    let dir = open_scratch(name);
+    if !fuse_or_skip(&dir) {
+        return None;
+    }
+    Some((dir, tool_or_skip(program)?))
+}
+
 fn ops() -> u64 {
     std::env::var("NILFS_FSX_OPS")
         .ok()
@@ -189,11 +199,7 @@ fn check_clean(image: &Path) {
 
 #[test]
 fn pjdfstest_passes_on_the_fuse_mount() {
-    let dir = open_scratch("pjdfstest");
-    if !fuse_or_skip(&dir) {
-        return;
-    }
-    let Some(pjd) = tool_or_skip("pjdfstest") else {
+    let Some((dir, pjd)) = prepare("pjdfstest", "pjdfstest") else {
         return;
     };
     let m = Mount::start_with(&dir, "pjd", &MKFS, &[]).unwrap();
@@ -226,11 +232,7 @@ fn pjdfstest_passes_on_the_fuse_mount() {
 /// cases.
 #[test]
 fn pjdfstest_catches_a_mount_that_ignores_chmod() {
-    let dir = open_scratch("pjdfstest-bad");
-    if !fuse_or_skip(&dir) {
-        return;
-    }
-    let Some(pjd) = tool_or_skip("pjdfstest") else {
+    let Some((dir, pjd)) = prepare("pjdfstest-bad", "pjdfstest") else {
         return;
     };
     let m = Mount::start_with(&dir, "pjd-bad", &MKFS, &["--known-bad", "ignore-chmod"]).unwrap();
@@ -288,11 +290,7 @@ fn fsx_run(
 
 #[test]
 fn fsx_finds_no_data_error_on_the_fuse_mount() {
-    let dir = open_scratch("fsx");
-    if !fuse_or_skip(&dir) {
-        return;
-    }
-    let Some(fsx) = tool_or_skip("fsx") else {
+    let Some((dir, fsx)) = prepare("fsx", "fsx") else {
         return;
     };
     let runs = [
@@ -310,11 +308,7 @@ fn fsx_finds_no_data_error_on_the_fuse_mount() {
 /// (and says it stored everything) is caught.
 #[test]
 fn fsx_catches_a_mount_that_drops_partial_writes() {
-    let dir = open_scratch("fsx-bad");
-    if !fuse_or_skip(&dir) {
-        return;
-    }
-    let Some(fsx) = tool_or_skip("fsx") else {
+    let Some((dir, fsx)) = prepare("fsx-bad", "fsx") else {
         return;
     };
     let e = fsx_run(
@@ -331,11 +325,7 @@ fn fsx_catches_a_mount_that_drops_partial_writes() {
 
 #[test]
 fn stress_ng_file_system_stressors_on_the_fuse_mount() {
-    let dir = open_scratch("stress-ng");
-    if !fuse_or_skip(&dir) {
-        return;
-    }
-    let Some(stress) = tool_or_skip("stress-ng") else {
+    let Some((dir, stress)) = prepare("stress-ng", "stress-ng") else {
         return;
     };
     let m = Mount::start_with(&dir, "stress", &MKFS, &[]).unwrap();

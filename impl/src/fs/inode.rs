@@ -371,13 +371,9 @@ impl<'a> Fs<'a> {
             return Ok(());
         };
         *n -= 1;
-        if *n > 0 {
-            return Ok(());
-        }
-        self.inodes.open.remove(&i);
-        let unlinked = self.inodes.contains(i) && self.inodes.loaded(i).raw.links_count == 0;
-        if unlinked && !self.read_only {
-            self.atomically(|fs| fs.evict(i))?;
+        if *n == 0 {
+            self.inodes.open.remove(&i);
+            self.evict_if_unlinked(i)?;
         }
         Ok(())
     }
@@ -385,10 +381,17 @@ impl<'a> Fs<'a> {
     /// At unmount every open reference goes (`evict_inodes`): the unlinked
     /// inodes still held are evicted before the last construction.
     pub(crate) fn release_all_files(&mut self) -> Result<()> {
-        let held: Vec<Ino> = self.inodes.open.keys().copied().collect();
-        for i in held {
-            self.inodes.open.insert(i, 1);
-            self.release_file(i)?;
+        for i in std::mem::take(&mut self.inodes.open).into_keys() {
+            self.evict_if_unlinked(i)?;
+        }
+        Ok(())
+    }
+
+    /// The last reference to `i` went: evict it if no link is left.
+    fn evict_if_unlinked(&mut self, i: Ino) -> Result<()> {
+        let unlinked = self.inodes.contains(i) && self.inodes.loaded(i).raw.links_count == 0;
+        if unlinked && !self.read_only {
+            self.atomically(|fs| fs.evict(i))?;
         }
         Ok(())
     }
