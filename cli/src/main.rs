@@ -222,6 +222,7 @@ enum Cmd {
         image: PathBuf,
         mountpoint: PathBuf,
         /// Comma-separated: `ro` (read-only: nothing is written), `rw`,
+        /// `cp=N` with `ro` (snapshot N, as the kernel mounts it),
         /// `direct_io` (no page cache: every read and write reaches
         /// nilfs-ref; mmap is refused).
         #[arg(short = 'o')]
@@ -719,8 +720,19 @@ fn run(cli: Cli) -> Result<String, String> {
                     "ro" => opts.read_only = true,
                     "rw" => opts.read_only = false,
                     "direct_io" => opts.direct_io = true,
-                    _ => return Err(format!("unknown mount option {o:?} (ro, rw, direct_io)")),
+                    _ => match o.strip_prefix("cp=").map(str::parse::<u64>) {
+                        Some(Ok(cno)) if cno > 0 => opts.snapshot = Some(cno),
+                        _ => {
+                            return Err(format!(
+                                "unknown mount option {o:?} (ro, rw, direct_io, cp=N with N > 0)"
+                            ))
+                        }
+                    },
                 }
+            }
+            // nilfs_parse_snapshot_option: a snapshot is mounted read-only.
+            if opts.snapshot.is_some() && !opts.read_only {
+                return Err("cp=N needs the ro option: a snapshot is mounted read-only".into());
             }
             if opts.read_only && cleaner {
                 return Err("--cleaner needs a read-write mount".into());

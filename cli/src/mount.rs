@@ -65,6 +65,8 @@ const TTL: Duration = Duration::from_secs(1);
 pub struct Options {
     /// `-o ro`: no change is allowed and nothing is written.
     pub read_only: bool,
+    /// `-o ro,cp=N`: snapshot N instead of the latest checkpoint.
+    pub snapshot: Option<u64>,
     /// Run nilfs_cleanerd's policy in the background.
     pub cleaner: bool,
     /// `-o direct_io`: every open file bypasses the kernel's page cache
@@ -754,7 +756,9 @@ pub fn mount(image: &Path, mountpoint: &Path, opts: &Options) -> Result<(), Stri
     let nilfs: &'static Nilfs<'static> = Box::leak(Box::new(
         Nilfs::open(dev).map_err(|e| format!("{}: {e}", image.display()))?,
     ));
-    let fs = if opts.read_only {
+    let fs = if let Some(cno) = opts.snapshot {
+        Fs::mount_snapshot(nilfs, nilfs::format::Cno(cno), now_s())
+    } else if opts.read_only {
         Fs::mount_read_only(nilfs, now_s())
     } else {
         Fs::mount(nilfs, now_s())

@@ -12,7 +12,7 @@ mod common;
 
 use common::fuse::{fuse_available, fuse_or_skip, sh, Mount};
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use nilfs_model::gen::{generate, Features, GenConfig, Profile};
@@ -312,4 +312,137 @@ fn the_kernel_mounts_what_the_fuse_mount_left() {
             img.display()
         );
     }
+}
+
+/// An image with a snapshot and later changes (a file rewritten, a
+/// directory removed, a file added), all made through the mount; the
+/// image, its mount point and the snapshot's number.
+fn image_with_a_snapshot(dir: &Path) -> (PathBuf, PathBuf, u64) {
+    let m = Mount::start(dir, "snap", &[]).unwrap();
+    let (image, point) = (m.image.clone(), m.point.clone());
+    let p = point.display();
+    sh(&format!(
+        "echo one > {p}/a && mkdir {p}/d && echo two > {p}/d/b && mkfifo {p}/d/fifo && ln -s d/b {p}/l"
+    ))
+    .unwrap();
+    m.stop().unwrap();
+    let r = common::run(&["mkcp", image.to_str().unwrap(), "-s"]);
+    assert!(r.ok(), "{}", r.err);
+    let snap = common::run(&["lscp", image.to_str().unwrap(), "-s"]);
+    let cno: u64 = snap
+        .out
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no snapshot in:\n{}", snap.out));
+    let m = Mount::attach(image.clone(), point.clone(), &[]).unwrap();
+    sh(&format!(
+        "echo changed > {p}/a && rm -r {p}/d && echo new > {p}/c"
+    ))
+    .unwrap();
+    m.stop().unwrap();
+    (image, point, cno)
+}
+
+/// The manifest of a mounted tree, by tests/guest/manifest.sh itself (the
+/// script the kernel guest runs).
+fn manifest_of(point: &Path) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/guest/manifest.sh");
+    sh(&format!("sh {} {}", script.display(), point.display())).unwrap()
+}
+
+/// `-o ro,cp=N` mounts snapshot N as it was taken: manifest.sh over the
+/// mount prints what `nilref manifest --cp N` prints, changes are EROFS,
+/// and the kernel's refusals hold: cp=N without ro, a checkpoint that is
+/// not a snapshot, one that does not exist.
+#[test]
+fn a_snapshot_mount_shows_the_snapshot_read_only() {
+    let dir = common::scratch("fuse", "snapshot");
+    if !fuse_or_skip(&dir) {
+        return;
+    }
+    let (image, point, cno) = image_with_a_snapshot(&dir);
+    let img = image.to_str().unwrap();
+    let snap = common::run(&["manifest", img, "--cp", &cno.to_string()]);
+    let latest = common::run(&["manifest", img]);
+    assert_ne!(snap.out, latest.out, "the changes after the snapshot show");
+    let opt = format!("ro,cp={cno}");
+    let m = Mount::attach(image.clone(), point.clone(), &["-o", &opt]).unwrap();
+    let seen = manifest_of(&point);
+    let write = sh(&format!("echo x > {}/a", point.display()));
+    m.stop().unwrap();
+    assert_eq!(
+        seen, snap.out,
+        "manifest.sh over cp={cno}, then nilref manifest --cp {cno}"
+    );
+    assert!(write.is_err_and(|e| e.contains("Read-only")));
+    let refused = |o: &str| {
+        Mount::attach(image.clone(), point.clone(), &["-o", o])
+            .map(|m| m.stop())
+            .expect_err(o)
+    };
+    assert!(refused(&format!("cp={cno}")).contains("needs the ro option"));
+    let plain = refused(&format!("ro,cp={}", cno + 1));
+    assert!(
+        plain.contains("not a snapshot") && plain.contains("EINVAL"),
+        "{plain}"
+    );
+    let absent = refused("ro,cp=999");
+    assert!(
+        absent.contains("does not exist") && absent.contains("EINVAL"),
+        "{absent}"
+    );
+    check_image(&image);
+}
+
+fn check_image(image: &Path) {
+    let r = common::run(&["check", image.to_str().unwrap()]);
+    assert!(r.ok(), "nilref check:\n{}{}", r.out, r.err);
+}
+
+/// Peer tier: Linux 6.1 mounts the same snapshot (`mount -o ro,cp=N`) and
+/// its manifest.sh prints what ours printed; it refuses a checkpoint that
+/// is not a snapshot, as ours does.
+#[test]
+fn the_kernel_mounts_the_same_snapshot() {
+    let Some(()) = nilfs_conformance::peers::require(
+        "the_kernel_mounts_the_same_snapshot",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
+        return;
+    };
+    let dir = common::scratch("fuse", "snapshot-kernel");
+    fuse_available(&dir).expect("the peer tier needs FUSE too");
+    let (image, point, cno) = image_with_a_snapshot(&dir);
+    let opt = format!("ro,cp={cno}");
+    let m = Mount::attach(image.clone(), point.clone(), &["-o", &opt]).unwrap();
+    let ours = manifest_of(&point);
+    m.stop().unwrap();
+    let script = format!(
+        "mount -t nilfs2 -o ro,cp={cno} /dev/vda /mnt\necho @@M\nmanifest /mnt\numount /mnt\n\
+         if mount -t nilfs2 -o ro,cp={} /dev/vda /mnt 2>/dev/null; then echo @@MOUNTED; else echo @@REFUSED; fi\necho @@END\n",
+        cno + 1
+    );
+    let sdir = nilfs_conformance::peers::Scratch::new("fuse-snapshot");
+    let path = sdir.file("run.sh");
+    std::fs::write(&path, &script).unwrap();
+    let out = nilfs_conformance::peers::run(
+        Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"))
+            .arg(&image)
+            .arg(&path)
+            .env("RO", "1"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "kernel-run.sh: {stdout}");
+    let theirs = stdout
+        .split("@@M\n")
+        .nth(1)
+        .and_then(|s| s.split("@@").next())
+        .unwrap_or_else(|| panic!("no manifest in:\n{stdout}"));
+    assert_eq!(theirs, ours, "the kernel's cp={cno}, then ours");
+    assert!(
+        stdout.contains("@@REFUSED"),
+        "the kernel mounted a plain checkpoint as a snapshot:\n{stdout}"
+    );
 }

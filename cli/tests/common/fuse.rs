@@ -82,6 +82,11 @@ impl Mount {
         if !r.ok() {
             return Err(format!("mkfs: {}", r.err));
         }
+        Mount::attach(image, point, extra)
+    }
+
+    /// Mount the existing `image` at `point` with `extra`.
+    pub fn attach(image: PathBuf, point: PathBuf, extra: &[&str]) -> Result<Mount, String> {
         let mut args = vec!["mount", image.to_str().unwrap(), point.to_str().unwrap()];
         args.extend_from_slice(extra);
         let mut child = Command::new(env!("CARGO_BIN_EXE_nilref"))

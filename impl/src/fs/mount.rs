@@ -39,7 +39,7 @@ impl<'a> Fs<'a> {
     /// block is written and no recovery runs (as with `norecovery`); every
     /// change is EROFS.
     pub fn mount_read_only(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
-        Self::mount_with(nilfs, now, true, Recovery::Kernel)
+        Self::mount_with(nilfs, now, true, Recovery::Kernel, nilfs.scan.cno)
     }
 
     /// Mount the latest checkpoint of `nilfs` read-write at time `now`
@@ -48,7 +48,7 @@ impl<'a> Fs<'a> {
     /// an unclean file system is rolled forward first. The mount keeps a
     /// copy of what it needs from `nilfs`, which the caller may drop.
     pub fn mount(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
-        Self::mount_with(nilfs, now, false, Recovery::Kernel)
+        Self::mount_with(nilfs, now, false, Recovery::Kernel, nilfs.scan.cno)
     }
 
     /// Known-bad: a read-write mount whose recovery forgets the roll-forward
@@ -56,7 +56,13 @@ impl<'a> Fs<'a> {
     /// made durable after the last checkpoint is lost. Kept so that the
     /// demo's and the crash checkers' judgement can be shown to catch it.
     pub fn mount_forgetting_roll_forward(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
-        Self::mount_with(nilfs, now, false, Recovery::ForgetRollForward)
+        Self::mount_with(
+            nilfs,
+            now,
+            false,
+            Recovery::ForgetRollForward,
+            nilfs.scan.cno,
+        )
     }
 
     /// Known-bad: a read-write mount that, after the log scan fell back to
@@ -64,14 +70,43 @@ impl<'a> Fs<'a> {
     /// rejected (`SbWriter::fall_back_to_spare` skipped). Kept so that the
     /// fallback test can be shown to catch it.
     pub fn mount_keeping_rejected_super_block(nilfs: &Nilfs<'a>, now: u64) -> Result<Self> {
-        Self::mount_with(nilfs, now, false, Recovery::KeepRejectedSuperBlock)
+        Self::mount_with(
+            nilfs,
+            now,
+            false,
+            Recovery::KeepRejectedSuperBlock,
+            nilfs.scan.cno,
+        )
     }
 
+    /// Mount snapshot `cno` read-only (`mount -o ro,cp=N`:
+    /// `nilfs_attach_snapshot`): its tree as it was taken, every change
+    /// EROFS, nothing written. EINVAL for a checkpoint that is not a
+    /// snapshot, and for one that does not exist (the ENOENT of
+    /// `nilfs_cpfile_is_snapshot` becomes EINVAL).
+    pub fn mount_snapshot(nilfs: &Nilfs<'a>, cno: Cno, now: u64) -> Result<Self> {
+        match nilfs.checkpoint(cno)? {
+            Some(cp) if cp.is_snapshot() => {
+                Self::mount_with(nilfs, now, true, Recovery::Kernel, cno)
+            }
+            Some(_) => Err(Error::errno(
+                Errno::EINVAL,
+                format!("the specified checkpoint is not a snapshot (checkpoint number={cno})"),
+            )),
+            None => Err(Error::errno(
+                Errno::EINVAL,
+                format!("checkpoint {cno} does not exist"),
+            )),
+        }
+    }
+
+    /// Mount checkpoint `cno` (the latest but for a snapshot mount).
     fn mount_with(
         nilfs: &Nilfs<'a>,
         now: u64,
         read_only: bool,
         recovery: Recovery,
+        cno: Cno,
     ) -> Result<Self> {
         let dev = nilfs.device();
         let sb = nilfs.sb.clone();
@@ -90,8 +125,8 @@ impl<'a> Fs<'a> {
             nextnum: s.nextnum,
         };
         let sr = &nilfs.super_root;
-        let cp = nilfs.checkpoint(s.cno)?.ok_or_else(|| {
-            Error::corrupt("cpfile", format!("latest checkpoint {} is missing", s.cno))
+        let cp = nilfs.checkpoint(cno)?.ok_or_else(|| {
+            Error::corrupt("cpfile", format!("checkpoint {cno} to mount is missing"))
         })?;
         // The mount keeps its own copy of the image's state, which the
         // metadata files load their blocks through until the cleaner
