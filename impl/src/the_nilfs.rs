@@ -106,7 +106,7 @@ impl<'d> Nilfs<'d> {
                         "block size differs between the two super blocks",
                     ));
                 }
-                sb = spare;
+                sb = spare.fallen_back_from(&sb)?;
                 // The kernel drops VALID_FS to allow roll-forward after a rollback.
                 (search_super_root(dev, &sb, false)?, Some(first))
             }

@@ -15,6 +15,16 @@
 //!   `s_first_data_block`, with a sound log resealed there, made the
 //!   scan's log offset (pseg + nblocks - seg_start) wrap. The kernel checks
 //!   only the segment number; the scan now refuses such a cursor.
+//! - image/regress-003-fallback-takes-the-spare-geometry: found by the
+//!   fork-mode run as an allocation past 3 GiB (four inputs, one bug): the
+//!   chosen copy's logs were not found, the mount fell back to the spare,
+//!   and ours took the spare's whole geometry unchecked, a damaged
+//!   `s_nsegments` among it, which `check` then walked segment by segment.
+//!   The kernel keeps the disk layout of the copy it chose first
+//!   (`load_nilfs` does not rerun `nilfs_store_disk_layout`) and checks
+//!   the spare's cursor against it; so does ours now
+//!   (`SuperBlock::fallen_back_from`; test
+//!   `sb_fallback::a_fallback_keeps_the_disk_layout_of_the_first_copy`).
 //! - image_ops/regress-001-secondary-reserves-no-segments: the secondary
 //!   copy, resealed with `s_r_segments_percentage` 0, was not the one in
 //!   use, and `check` compared only a few fields of the two copies, so it

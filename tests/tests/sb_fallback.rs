@@ -148,3 +148,33 @@ fn the_fallback_mount_continues_from_the_spare_cursor() {
     assert!(nilfs.scan.cno > before);
     assert!(nilfs.checkpoint(Cno(nilfs.scan.cno.0)).unwrap().is_some());
 }
+
+/// After a fallback the disk layout is still the one the kernel read from
+/// the copy it chose first (`nilfs_store_disk_layout` does not run again;
+/// `load_nilfs` takes only the spare's CRC seed, write time and cursor,
+/// and checks the cursor against that layout). Postmortem: the image
+/// fuzzer (`image`, fork mode) found ours taking the spare's whole
+/// geometry unchecked; a spare with a damaged `s_nsegments` made `check`
+/// build a usage table for 2^24 and more segments (past 3 GiB).
+#[test]
+fn a_fallback_keeps_the_disk_layout_of_the_first_copy() {
+    let (dev, want) = damaged();
+    let before = Nilfs::open(&dev).unwrap();
+    let spare = 1 - before.sb_choice.chosen;
+    let (nsegments, bps) = (before.geo.nsegments, before.geo.blocks_per_segment);
+    let recipe = format!("sb{spare}.s_nsegments = 0x10000000000");
+    corrupt::apply(&dev, &Recipe::parse(&recipe).unwrap()).unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    assert!(nilfs.rolled_back);
+    assert_eq!(nilfs.geo.nsegments, nsegments, "the first copy's layout");
+    assert_eq!(nilfs.sb.nsegments, nsegments);
+    assert_eq!(latest_manifest(&dev), want);
+    // What ran out of memory: the checker's walk of every segment.
+    nilfs::check::check_device(&dev, &Default::default());
+    // A spare whose cursor lies past the first copy's segments is refused,
+    // as nilfs_store_log_cursor refuses it.
+    let recipe = format!("sb{spare}.s_last_pseg = {}", nsegments * bps);
+    corrupt::apply(&dev, &Recipe::parse(&recipe).unwrap()).unwrap();
+    let e = Nilfs::open(&dev).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("last log at block"), "{e}");
+}

@@ -445,13 +445,30 @@ impl SuperBlock {
                 "{seg_blocks} segment blocks exceed the device's {dev_blocks}"
             ));
         }
-        let segnum = self.last_pseg.0 / u64::from(bps);
+        self.check_log_cursor()?;
+        self.check_entry_sizes(bs)
+    }
+
+    /// `nilfs_store_log_cursor`: `s_last_pseg` lies in a segment that
+    /// exists (of this super block's `nsegments`).
+    pub fn check_log_cursor(&self) -> Result<()> {
+        let segnum = self.last_pseg.0 / u64::from(self.blocks_per_segment.max(1));
         if segnum >= self.nsegments {
-            return bad(format!(
-                "last log at block {} is in segment {segnum} of {}",
-                self.last_pseg, self.nsegments
+            return Err(Error::corrupt(
+                WHAT,
+                format!(
+                    "last log at block {} is in segment {segnum} of {}",
+                    self.last_pseg, self.nsegments
+                ),
             ));
         }
+        Ok(())
+    }
+
+    /// The entry sizes the kernel checks as it loads the super root's
+    /// files (`nilfs_dat_read`, `nilfs_cpfile_read`, `nilfs_sufile_read`),
+    /// for blocks of `bs` bytes.
+    pub fn check_entry_sizes(&self, bs: u32) -> Result<()> {
         let sizes = [
             ("DAT entry", self.dat_entry_size, MIN_DAT_ENTRY_SIZE),
             ("checkpoint", self.checkpoint_size, MIN_CHECKPOINT_SIZE),
@@ -463,10 +480,34 @@ impl SuperBlock {
         ];
         for (name, size, min) in sizes {
             if size < min || u32::from(size) > bs {
-                return bad(format!("{name} size {size} outside [{min}, {bs}]"));
+                return Err(Error::corrupt(
+                    WHAT,
+                    format!("{name} size {size} outside [{min}, {bs}]"),
+                ));
             }
         }
         Ok(())
+    }
+
+    /// This copy as the kernel holds it after falling back to it from
+    /// `first` (`load_nilfs`: "trying rollback from an earlier position"):
+    /// the spare is copied over the super block in use and its CRC seed,
+    /// write time and log cursor are taken, but `nilfs_store_disk_layout`
+    /// does not run again, so the disk layout stays `first`'s (segments,
+    /// their size, the first data block, the reserved percentage, the
+    /// inode size and first inode number). Checked as the kernel checks
+    /// it then: the cursor against that layout (`nilfs_store_log_cursor`)
+    /// and the entry sizes (the super root's loaders).
+    pub fn fallen_back_from(mut self, first: &SuperBlock) -> Result<Self> {
+        self.blocks_per_segment = first.blocks_per_segment;
+        self.nsegments = first.nsegments;
+        self.first_data_block = first.first_data_block;
+        self.r_segments_percentage = first.r_segments_percentage;
+        self.inode_size = first.inode_size;
+        self.first_ino = first.first_ino;
+        self.check_log_cursor()?;
+        self.check_entry_sizes(self.block_size()?)?;
+        Ok(self)
     }
 
     /// Whether compat_ro bits this implementation does not know are set: the
