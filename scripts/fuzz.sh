@@ -7,10 +7,12 @@
 # (`cargo fuzz cmin`). One line of figures per target goes to stdout and to
 # fuzz/stats/TARGET.txt.
 #
-# Usage: scripts/fuzz.sh [--runs N] [--time S] [--minimize] [--keep-going] [TARGET...]
+# Usage: scripts/fuzz.sh [--runs N] [--time S] [--minimize] [--keep-going] [--jobs J] [TARGET...]
 #   default targets: every fuzz/fuzz_targets/*.rs
 #   --keep-going: libFuzzer's fork mode, which goes on past a crash and
 #   collects every one found (artifacts/TARGET/) instead of stopping.
+#   --jobs J: fork mode with J processes at once (one per core); implies
+#   --keep-going.
 # Needs cargo-fuzz (installed if missing). It builds with the stable
 # toolchain and no sanitizer (`-s none`): the code under test is safe Rust,
 # so what the fuzzer hunts is panics, hangs (-timeout) and allocations past
@@ -21,17 +23,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
-runs=10000000 time=0 minimize=0 fork=() targets=()
+runs=10000000 time=0 minimize=0 fork=() jobs=1 targets=()
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) runs=$2; shift 2 ;;
     --time) time=$2; shift 2 ;;
     --minimize) minimize=1; shift ;;
-    --keep-going) fork=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1); shift ;;
-    -*) sed -n '2,20p' "$0" >&2; exit 2 ;;
+    --keep-going) fork=(-ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1); shift ;;
+    --jobs) jobs=$2; fork=(-ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1); shift 2 ;;
+    -*) sed -n '2,22p' "$0" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
+[ ${#fork[@]} -eq 0 ] || fork=(-fork="$jobs" "${fork[@]}")
 if [ ${#targets[@]} -eq 0 ]; then
   for f in fuzz_targets/*.rs; do targets+=("$(basename "$f" .rs)"); done
 fi
