@@ -25,6 +25,13 @@
 //!   the spare's cursor against it; so does ours now
 //!   (`SuperBlock::fallen_back_from`; test
 //!   `sb_fallback::a_fallback_keeps_the_disk_layout_of_the_first_copy`).
+//! - image/regress-004-spare-scanned-with-its-own-geometry: found by the
+//!   10-million run after regress-003's fix: `check`'s super block pass
+//!   scanned the spare copy's logs with the spare's own unchecked
+//!   geometry, and its `s_blocks_per_segment` of 0 divided by zero. The
+//!   pass now scans the spare as the mount falls back to it (the chosen
+//!   copy's layout), and `SegGeometry::new` refuses fewer than 16 blocks
+//!   a segment for every caller.
 //! - image_ops/regress-001-secondary-reserves-no-segments: the secondary
 //!   copy, resealed with `s_r_segments_percentage` 0, was not the one in
 //!   use, and `check` compared only a few fields of the two copies, so it

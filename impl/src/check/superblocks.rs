@@ -125,7 +125,16 @@ pub(super) fn open_failed(dev: &dyn BlockDevice, err: &Error, r: &mut Report) {
         (1 - choice.chosen, choice.spare()),
     ] {
         let Some(s) = s else { continue };
-        match search_super_root(dev, s, valid_fs && k == choice.chosen) {
+        // The spare is scanned as the mount falls back to it: with the
+        // chosen copy's disk layout (`SuperBlock::fallen_back_from`).
+        let as_mounted = if k == choice.chosen {
+            Ok(s.clone())
+        } else {
+            s.clone().fallen_back_from(&sb)
+        };
+        let scan =
+            as_mounted.and_then(|m| search_super_root(dev, &m, valid_fs && k == choice.chosen));
+        match scan {
             Ok(_) => any_scan = true,
             Err(e) => push(
                 r,

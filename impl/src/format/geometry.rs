@@ -21,8 +21,16 @@ pub struct SegGeometry {
 }
 
 impl SegGeometry {
-    /// From a super block that passed `check_geometry`.
+    /// From a super block that passed `check_geometry`; one with fewer
+    /// than `NILFS_SEG_MIN_BLOCKS` blocks a segment (which that check
+    /// refuses) is refused here too, so no caller divides by zero.
     pub fn new(sb: &SuperBlock) -> Result<Self> {
+        if sb.blocks_per_segment < super::SEG_MIN_BLOCKS {
+            return Err(crate::Error::corrupt(
+                "super block",
+                format!("{} blocks per segment", sb.blocks_per_segment),
+            ));
+        }
         Ok(SegGeometry {
             block_size: sb.block_size()?,
             blocks_per_segment: u64::from(sb.blocks_per_segment),
