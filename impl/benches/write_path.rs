@@ -10,7 +10,8 @@
 //! warm-up pass of every phase at 1/16 scale runs first, on its own device.
 //!
 //! `cargo bench -p nilfs-impl --bench write_path` (full scale);
-//! append `-- --scale 16` to divide every size by 16.
+//! append `-- --scale 16` to divide every size by 16, and `--profile` to
+//! run the phases alone (no memcpy baseline, no warm-up) under a profiler.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -321,14 +322,21 @@ fn main() {
         .map(|s| s.parse::<u64>().expect("--scale N"))
         .unwrap_or(1)
         .max(1);
+    // --profile: the phases alone, without the memcpy baseline and the
+    // warm-up, so that a profiler sees only the file system.
+    let profile = args.iter().any(|a| a == "--profile");
     println!("write-path benchmark, sizes / {scale}");
-    let (best, median) = memcpy_bandwidth();
-    println!("memcpy (start): best {best:.0} MiB/s, median {median:.0} MiB/s");
-    println!("warm-up at 1/16 of the sizes below...");
-    run(scale * 16, &Report { quiet: true });
+    if !profile {
+        let (best, median) = memcpy_bandwidth();
+        println!("memcpy (start): best {best:.0} MiB/s, median {median:.0} MiB/s");
+        println!("warm-up at 1/16 of the sizes below...");
+        run(scale * 16, &Report { quiet: true });
+    }
     println!("| phase | amount | time | rate | device resident | RSS now / peak |");
     println!("|---|---|---|---|---|---|");
     run(scale, &Report { quiet: false });
-    let (best, median) = memcpy_bandwidth();
-    println!("memcpy (end): best {best:.0} MiB/s, median {median:.0} MiB/s");
+    if !profile {
+        let (best, median) = memcpy_bandwidth();
+        println!("memcpy (end): best {best:.0} MiB/s, median {median:.0} MiB/s");
+    }
 }

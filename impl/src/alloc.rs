@@ -151,9 +151,7 @@ impl<'a> Palloc<'a> {
 
     /// `nilfs_palloc_desc_block_init`: every group all free.
     fn desc_init(&self) -> Vec<u8> {
-        let n = self.geo.groups_per_desc_block() as usize;
-        let epg = u32::try_from(self.geo.entries_per_group()).unwrap_or(u32::MAX);
-        palloc::encode_group_descs(&vec![epg; n], self.geo.block_size)
+        desc_init_of(&self.geo)
     }
 
     fn check_nr(&self, nr: u64) -> Result<()> {
@@ -249,10 +247,11 @@ impl<'a> Palloc<'a> {
         let epg = self.geo.entries_per_group();
         let dblk = self.desc_blk(group)?;
         let doff = self.desc_off(group);
-        let init = self.desc_init();
+        // The pristine descriptor block is built only for a hole.
+        let geo = &self.geo;
         let nfrees = le32(
             self.mdt
-                .get_block_init(dblk, |b| b.copy_from_slice(&init))?,
+                .get_block_init(dblk, |b| b.copy_from_slice(&desc_init_of(geo)))?,
             doff,
         );
         if nfrees == 0 {
@@ -364,10 +363,10 @@ impl<'a> Palloc<'a> {
             "palloc: entry {} freed twice between prepare and commit",
             req.nr
         );
-        let init = self.desc_init();
+        let geo = &self.geo;
         let desc = self
             .mdt
-            .get_block_init(dblk, |b| b.copy_from_slice(&init))
+            .get_block_init(dblk, |b| b.copy_from_slice(&desc_init_of(geo)))
             .expect("palloc: descriptor block of a cached bitmap");
         let n = le32(desc, doff);
         put_le32(desc, doff, n.wrapping_add(1)); // le32_add_cpu wraps
@@ -489,19 +488,37 @@ impl<'a> Palloc<'a> {
 }
 
 /// The first clear bit in `[from, to)`.
+/// The descriptor block a hole reads as: every group's `pg_nfrees` full.
+fn desc_init_of(geo: &PallocGeometry) -> Vec<u8> {
+    let n = geo.groups_per_desc_block() as usize;
+    let epg = u32::try_from(geo.entries_per_group()).unwrap_or(u32::MAX);
+    palloc::encode_group_descs(&vec![epg; n], geo.block_size)
+}
+
 fn find_zero(bitmap: &[u8], from: u64, to: u64) -> Option<u64> {
+    // nilfs_palloc_find_available_slot's find_next_zero_bit, a 64-bit
+    // word at a time (bit k of the group is bit k%8 of byte k/8, so a
+    // little-endian word holds bits 64w..64w+63 in order).
+    let to = to.min(bitmap.len() as u64 * 8);
     let mut pos = from;
     while pos < to {
-        let byte = usize::try_from(pos / 8).ok()?;
-        let b = *bitmap.get(byte)?;
-        if b == 0xFF && pos.is_multiple_of(8) {
-            pos += 8;
-            continue;
+        let byte = (pos / 64 * 8) as usize;
+        let word = match bitmap.get(byte..byte + 8) {
+            Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
+            None => {
+                // A tail shorter than a word (never for whole blocks).
+                let mut w = [0xFFu8; 8];
+                let tail = &bitmap[byte..];
+                w[..tail.len()].copy_from_slice(tail);
+                u64::from_le_bytes(w)
+            }
+        };
+        let free = !word >> (pos % 64);
+        if free != 0 {
+            let found = pos + u64::from(free.trailing_zeros());
+            return (found < to).then_some(found);
         }
-        if b & (1 << (pos % 8)) == 0 {
-            return Some(pos);
-        }
-        pos += 1;
+        pos = (pos / 64 + 1) * 64;
     }
     None
 }
@@ -526,4 +543,31 @@ fn not_allocated(nr: u64) -> Error {
         Errno::EINVAL,
         format!("palloc: entry {nr} is not allocated (double free?)"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_zero;
+    use proptest::prelude::*;
+
+    /// The bit-by-bit scan the word-wise one replaced.
+    fn find_zero_bitwise(bitmap: &[u8], from: u64, to: u64) -> Option<u64> {
+        (from..to).find(|&p| {
+            bitmap
+                .get((p / 8) as usize)
+                .is_some_and(|b| b & (1 << (p % 8)) == 0)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn the_word_scan_finds_what_the_bit_scan_finds(
+            bitmap in prop::collection::vec(prop_oneof![Just(0xFFu8), any::<u8>()], 0..80),
+            from in 0u64..700,
+            len in 0u64..700,
+        ) {
+            let to = from + len;
+            prop_assert_eq!(find_zero(&bitmap, from, to), find_zero_bitwise(&bitmap, from, to));
+        }
+    }
 }

@@ -4,7 +4,7 @@
 //! (`nilfs_new_inode`), read a block of it as it stands, truncate its
 //! mapping (`nilfs_truncate_bmap`) and evict it (`nilfs_evict_inode`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{sectors, Fs};
 use crate::bmap::write::Bmap;
@@ -80,6 +80,16 @@ impl FileState {
 pub(crate) struct Inodes {
     files: BTreeMap<Ino, FileState>,
     dirty: Vec<Ino>,
+    /// The same inodes as `dirty`, for membership in O(log n).
+    on_dirty_list: BTreeSet<Ino>,
+    /// `ns_ndirtyblks`, kept as the kernel keeps it rather than summed on
+    /// every operation (which made each operation O(dirty files)). The
+    /// sum is exact for every file but those in `recount`, which were
+    /// handed out mutably since they were last counted; `counted` holds
+    /// what each file contributes to the sum. `None`: recount them all.
+    ndirty: Option<u64>,
+    counted: BTreeMap<Ino, u64>,
+    recount: BTreeSet<Ino>,
     /// References open files hold (the `igrab` of an open file): an
     /// inode whose last link goes while it is open stays, unlinked, until
     /// the last one is released.
@@ -93,7 +103,10 @@ pub(crate) struct Inodes {
 #[derive(Debug, Default)]
 struct Journal {
     pre: BTreeMap<Ino, Option<FileState>>,
-    dirty: Vec<Ino>,
+    /// The dirty list's length then: an operation only appends to it, so
+    /// the list is saved whole (`dirty`) only before an eviction edits it.
+    dirty_len: usize,
+    dirty: Option<Vec<Ino>>,
 }
 
 impl Inodes {
@@ -101,7 +114,8 @@ impl Inodes {
     pub(crate) fn begin_journal(&mut self) {
         self.journal = Some(Journal {
             pre: BTreeMap::new(),
-            dirty: self.dirty.clone(),
+            dirty_len: self.dirty.len(),
+            dirty: None,
         });
     }
 
@@ -114,7 +128,12 @@ impl Inodes {
                 None => self.files.remove(&i),
             };
         }
-        self.dirty = j.dirty;
+        match j.dirty {
+            Some(list) => self.dirty = list,
+            None => self.dirty.truncate(j.dirty_len),
+        }
+        self.on_dirty_list = self.dirty.iter().copied().collect();
+        self.ndirty = None;
     }
 
     /// Stop journaling: the changes stand.
@@ -145,6 +164,7 @@ impl Inodes {
     /// The same, mutably.
     pub(crate) fn loaded_mut(&mut self, i: Ino) -> &mut FileState {
         self.save(i);
+        self.recount.insert(i);
         self.files
             .get_mut(&i)
             .unwrap_or_else(|| panic!("fs: inode {i} is not loaded"))
@@ -152,13 +172,15 @@ impl Inodes {
 
     fn insert(&mut self, i: Ino, f: FileState) {
         self.save(i);
+        self.recount.insert(i);
         self.files.insert(i, f);
     }
 
     /// Put `i` on the dirty list (once).
     pub(crate) fn touch(&mut self, i: Ino) {
-        if !self.dirty.contains(&i) {
+        if self.on_dirty_list.insert(i) {
             self.dirty.push(i);
+            self.recount.insert(i);
         }
     }
 
@@ -170,26 +192,86 @@ impl Inodes {
     /// Put back the dirty list a failed construction took
     /// (`nilfs_redirty_inodes`).
     pub(crate) fn restore_dirty(&mut self, list: Vec<Ino>) {
+        self.save_dirty_list();
+        self.on_dirty_list = list.iter().copied().collect();
         self.dirty = list;
+        self.ndirty = None;
     }
 
     /// Take the dirty list for a construction (`nilfs_segctor_collect_dirty_files`).
     pub(crate) fn take_dirty(&mut self) -> Vec<Ino> {
+        self.save_dirty_list();
+        self.on_dirty_list.clear();
+        self.ndirty = None;
         std::mem::take(&mut self.dirty)
     }
 
-    /// `ns_ndirtyblks`: the dirty data blocks of the files on the dirty list.
-    pub(crate) fn ndirty_blocks(&self) -> u64 {
+    /// `ns_ndirtyblks`: the dirty data blocks of the files on the dirty
+    /// list. O(files changed since the last call), not O(dirty files).
+    pub(crate) fn ndirty_blocks(&mut self) -> u64 {
+        let contribution = |files: &BTreeMap<Ino, FileState>, on: &BTreeSet<Ino>, i: &Ino| {
+            if on.contains(i) {
+                files.get(i).map_or(0, |f| f.dirty.len() as u64)
+            } else {
+                0
+            }
+        };
+        let sum = match self.ndirty {
+            None => {
+                self.recount.clear();
+                self.counted.clear();
+                let mut sum = 0;
+                for i in &self.dirty {
+                    let n = contribution(&self.files, &self.on_dirty_list, i);
+                    self.counted.insert(*i, n);
+                    sum += n;
+                }
+                sum
+            }
+            Some(mut sum) => {
+                for i in std::mem::take(&mut self.recount) {
+                    let n = contribution(&self.files, &self.on_dirty_list, &i);
+                    let was = if n == 0 {
+                        self.counted.remove(&i)
+                    } else {
+                        self.counted.insert(i, n)
+                    };
+                    sum = sum - was.unwrap_or(0) + n;
+                }
+                sum
+            }
+        };
+        self.ndirty = Some(sum);
+        debug_assert_eq!(sum, self.ndirty_blocks_summed(), "ns_ndirtyblks drifted");
+        sum
+    }
+
+    /// The same sum, walked over the dirty list (O(dirty files)).
+    pub(crate) fn ndirty_blocks_summed(&self) -> u64 {
         self.dirty
             .iter()
             .map(|i| self.files.get(i).map_or(0, |f| f.dirty.len() as u64))
             .sum()
     }
 
+    /// Under a journal, keep the whole dirty list before an edit other
+    /// than an append.
+    fn save_dirty_list(&mut self) {
+        if let Some(j) = self.journal.as_mut() {
+            if j.dirty.is_none() {
+                j.dirty = Some(self.dirty.clone());
+            }
+        }
+    }
+
     fn evict(&mut self, i: Ino) {
         self.save(i);
         self.files.remove(&i);
-        self.dirty.retain(|&x| x != i);
+        if self.on_dirty_list.remove(&i) {
+            self.save_dirty_list();
+            self.dirty.retain(|&x| x != i);
+        }
+        self.recount.insert(i);
     }
 
     /// Whether an open file holds `i`.

@@ -187,7 +187,7 @@ impl<'a> Fs<'a> {
     /// `ns_ndirtyblks`: the dirty data blocks awaiting a construction
     /// (what the log writer's watermark is compared with).
     pub fn dirty_data_blocks(&self) -> u64 {
-        self.inodes.ndirty_blocks()
+        self.inodes.ndirty_blocks_summed()
     }
 
     /// A read-only mount (every change is EROFS).
