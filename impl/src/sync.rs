@@ -31,7 +31,8 @@ pub use std::sync::{
 pub use std::thread;
 
 /// Reference counting outside every modelled interleaving: immutable,
-/// shared closures such as a metadata file's block loader. Always std's
+/// shared closures such as a metadata file's block loader, and immutable
+/// bytes such as the read-only view's cached DAT blocks. Always std's
 /// (loom's `Arc` cannot hold an unsized `dyn Fn`), and never used to share
 /// mutable state between threads.
 pub use std::sync::Arc as StdArc;

@@ -23,7 +23,7 @@ use crate::format::superblock::{SuperBlock, STATE_VALID_FS};
 use crate::format::SegGeometry;
 use crate::format::{BlockNr, Cno, FileBlk, Ino, SegNum, VBlockNr};
 use crate::recovery::{load_super_block, search_super_root, SbChoice, ScanResult};
-use crate::sync::{lock, Mutex};
+use crate::sync::{lock, Mutex, StdArc};
 use crate::{Error, Result};
 
 /// A metadata file, as the reader addresses it.
@@ -59,7 +59,8 @@ pub struct Nilfs<'d> {
     pub super_root: SuperRoot,
     /// DAT entry blocks already read, by DAT file offset (bounded). The
     /// view is read-only, so a block never changes under it.
-    dat_blocks: Mutex<BTreeMap<u64, Option<Vec<u8>>>>,
+    /// Shared (`StdArc`, immutable bytes), so a hit copies no block.
+    dat_blocks: Mutex<BTreeMap<u64, Option<StdArc<[u8]>>>>,
 }
 
 /// A copy of the mounted state with an empty DAT block cache (a mount
@@ -151,6 +152,12 @@ impl<'d> Nilfs<'d> {
         read_block(self.dev, self.geo.block_size, b.0)
     }
 
+    /// Read the blocks from `first` on into `buf` (a whole number of
+    /// blocks) in one device call.
+    pub fn read_blocks_into(&self, first: BlockNr, buf: &mut [u8]) -> Result<()> {
+        crate::device::read_blocks_into(self.dev, self.geo.block_size, first.0, buf)
+    }
+
     fn inode_of(&self, f: MetaFile<'_>) -> Inode {
         match f {
             MetaFile::Dat => self.super_root.dat.clone(),
@@ -220,7 +227,8 @@ impl<'d> Nilfs<'d> {
         let block = match cached {
             Some(b) => b,
             None => {
-                let b = self.mdt_block(MetaFile::Dat, FileBlk(blk))?;
+                let b: Option<StdArc<[u8]>> =
+                    self.mdt_block(MetaFile::Dat, FileBlk(blk))?.map(Into::into);
                 let mut cache = lock(&self.dat_blocks);
                 if cache.len() >= DAT_CACHE_BLOCKS {
                     cache.clear();

@@ -168,6 +168,28 @@ pub fn for_each(
     }
 }
 
+/// Call `f(key, ptr)` for every mapped block with `key` in `keys`, in key
+/// order, reading only the nodes whose key ranges meet `keys` (a read of
+/// one part of a large file walks one path down and along, not the tree).
+pub fn for_each_in(
+    bmap: &[u64; INODE_BMAP_SIZE],
+    keys: std::ops::Range<u64>,
+    src: &mut dyn NodeSource,
+    f: &mut dyn FnMut(u64, u64) -> Result<()>,
+) -> Result<()> {
+    match BmapRoot::decode(bmap)? {
+        BmapRoot::Direct(d) => {
+            for (k, &p) in d.ptrs.iter().enumerate() {
+                if p != 0 && keys.contains(&(k as u64)) {
+                    f(k as u64, p)?;
+                }
+            }
+            Ok(())
+        }
+        BmapRoot::Btree(root) => walk_in(&root, &keys, src, f),
+    }
+}
+
 /// The child at `ptr`, which must carry `level`, the level its parent
 /// implies ("btree level mismatch" in the kernel).
 fn child(src: &mut dyn NodeSource, ptr: u64, level: u8) -> Result<BtreeNode> {
@@ -193,6 +215,43 @@ fn walk(
             f(key, ptr)?;
         } else {
             walk(&child(src, ptr, node.level - 1)?, src, f)?;
+        }
+    }
+    Ok(())
+}
+
+fn walk_in(
+    node: &BtreeNode,
+    keys: &std::ops::Range<u64>,
+    src: &mut dyn NodeSource,
+    f: &mut dyn FnMut(u64, u64) -> Result<()>,
+) -> Result<()> {
+    let n = usize::from(node.nchildren);
+    for i in 0..n {
+        let (key, ptr) = (node.keys[i], node.ptrs[i]);
+        if node.level == BTREE_LEVEL_NODE_MIN {
+            if key >= keys.end {
+                break;
+            }
+            if key >= keys.start {
+                f(key, ptr)?;
+            }
+            continue;
+        }
+        // The keys `lookup` sends to child i: [keys[i], keys[i + 1]), and
+        // for child 0 everything below keys[1]. Only those are taken from
+        // it, so that a damaged child holding keys beyond its window reads
+        // as lookup reads it.
+        let lo = if i == 0 { keys.start } else { key.max(keys.start) };
+        let hi = match node.keys.get(i + 1) {
+            Some(&next) if i + 1 < n => next.min(keys.end),
+            _ => keys.end,
+        };
+        if lo >= keys.end {
+            break;
+        }
+        if lo < hi {
+            walk_in(&child(src, ptr, node.level - 1)?, &(lo..hi), src, f)?;
         }
     }
     Ok(())

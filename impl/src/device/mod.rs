@@ -59,16 +59,27 @@ pub fn check_range(size: u64, off: u64, len: usize) -> Result<()> {
 
 /// Read filesystem block `blocknr` of `block_size` bytes.
 pub fn read_block(dev: &dyn BlockDevice, block_size: u32, blocknr: u64) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; block_size as usize];
+    read_blocks_into(dev, block_size, blocknr, &mut buf)?;
+    Ok(buf)
+}
+
+/// Read `buf.len()` bytes (whole blocks) from filesystem block `blocknr`
+/// on; an I/O error names the first block.
+pub fn read_blocks_into(
+    dev: &dyn BlockDevice,
+    block_size: u32,
+    blocknr: u64,
+    buf: &mut [u8],
+) -> Result<()> {
     let off = blocknr
         .checked_mul(u64::from(block_size))
         .ok_or_else(|| Error::Io {
             blocknr,
             detail: "block number overflows the byte offset".into(),
         })?;
-    let mut buf = vec![0u8; block_size as usize];
-    dev.read_at(off, &mut buf).map_err(|e| match e {
+    dev.read_at(off, buf).map_err(|e| match e {
         Error::Io { detail, .. } => Error::Io { blocknr, detail },
         other => other,
-    })?;
-    Ok(buf)
+    })
 }

@@ -4,7 +4,8 @@
 
 use super::Fs;
 use crate::format::inode::{Inode, S_IFDIR, S_IFMT, S_IFREG};
-use crate::format::Ino;
+use crate::bmap::DiskNodes;
+use crate::format::{Ino, VBlockNr};
 use crate::{Errno, Error, Result};
 
 /// The kernel's `PAGE_SIZE` (x86-64): the unit a buffered write goes in.
@@ -124,13 +125,56 @@ impl<'a> Fs<'a> {
             return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
         }
         let end = size.min(offset.saturating_add(len));
-        let bs = u64::from(self.bs);
-        let mut out = Vec::with_capacity(end.saturating_sub(offset).min(1 << 30) as usize);
-        for (key, within, n) in block_spans(offset, end, bs) {
-            let b = self.read_file_block(i, key)?;
-            out.extend_from_slice(&b[within..within + n]);
-        }
+        let n = end.saturating_sub(offset);
+        let too_long = || Error::errno(Errno::EFBIG, format!("a read of {n} bytes"));
+        let mut out = Vec::new();
+        out.try_reserve_exact(usize::try_from(n).map_err(|_| too_long())?)
+            .map_err(|_| too_long())?;
+        out.resize(n as usize, 0);
+        self.read_into(i, offset, &mut out)?;
         Ok(out)
+    }
+
+    /// Read from `offset` into `buf`, as the kernel's read copies into a
+    /// user buffer; returns how many bytes (short at EOF). Dirty blocks
+    /// come from memory, whole clean blocks straight from the device into
+    /// `buf`, holes as zeros.
+    pub fn read_into(&mut self, i: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let size = self.file(i)?.raw.size;
+        if self.inodes.loaded(i).raw.mode & S_IFMT == S_IFDIR {
+            return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
+        }
+        let end = size.min(offset.saturating_add(buf.len() as u64));
+        let bs = u64::from(self.bs);
+        let (dev, bsz) = (self.dev, self.bs);
+        let mut at = 0usize;
+        for (key, within, n) in block_spans(offset, end, bs) {
+            let out = &mut buf[at..at + n];
+            at += n;
+            let f = self.inodes.loaded(i);
+            if let Some(d) = f.dirty.get(&key) {
+                out.copy_from_slice(&d[within..within + n]);
+                continue;
+            }
+            let f = self.inodes.loaded_mut(i);
+            let dat = self.dat.file_mut();
+            let ptr = f
+                .bmap
+                .lookup(key, &mut DiskNodes::translated(dev, bsz, dat))?;
+            match ptr {
+                None => out.fill(0),
+                Some(v) => {
+                    let pbn = dat.translate(VBlockNr(v))?;
+                    if n as u64 == bs {
+                        crate::device::read_blocks_into(dev, bsz, pbn.0, out)?;
+                    } else {
+                        let b = crate::device::read_block(dev, bsz, pbn.0)?;
+                        out.copy_from_slice(&b[within..within + n]);
+                    }
+                }
+            }
+        }
+        Ok(at)
     }
 
     /// A symlink's target as `page_get_link` reads it: the first page, cut

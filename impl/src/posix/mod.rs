@@ -30,6 +30,10 @@ pub(crate) const LINK_PAGE_SIZE: u64 = 4096;
 /// The largest data piece [`CheckpointView::read_pieces`] hands over.
 pub const STREAM_CHUNK: u64 = 1 << 20;
 
+fn too_long(len: u64) -> Error {
+    Error::errno(Errno::EFBIG, format!("a read of {len} bytes does not fit in memory"))
+}
+
 /// A piece of a file's content, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Piece<'b> {
@@ -122,13 +126,23 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
     /// Every mapped block of `inode` as (file block, disk block), in order,
     /// with virtual numbers translated through the DAT. One walk of the tree.
     pub fn block_map(&self, inode: &Inode) -> Result<BTreeMap<u64, BlockNr>> {
-        let mut keys = Vec::new();
+        self.block_map_in(inode, 0..u64::MAX)
+    }
+
+    /// [`Self::block_map`] of the blocks with offsets in `keys` alone.
+    pub fn block_map_in(
+        &self,
+        inode: &Inode,
+        keys: std::ops::Range<u64>,
+    ) -> Result<BTreeMap<u64, BlockNr>> {
+        let mut found = Vec::new();
         let mut dat = self.fs;
         let mut nodes = DiskNodes::translated(self.fs.device(), self.fs.block_size(), &mut dat);
-        bmap::for_each(&inode.bmap, &mut nodes, &mut |k, p| {
-            keys.push((k, p));
+        bmap::for_each_in(&inode.bmap, keys, &mut nodes, &mut |k, p| {
+            found.push((k, p));
             Ok(())
         })?;
+        let keys = found;
         let mut out = BTreeMap::new();
         for (k, v) in keys {
             if v != 0 {
@@ -145,37 +159,76 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         if off >= end {
             return Ok(Vec::new());
         }
+        let n = usize::try_from(end - off).map_err(|_| too_long(end - off))?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(n).map_err(|_| too_long(end - off))?;
+        // Every byte is written by the read; zeroed first all the same
+        // (a page of zeros costs little next to the read).
+        out.resize(n, 0);
+        self.read_into(inode, off, &mut out)?;
+        Ok(out)
+    }
+
+    /// Read the file's data from `off` into `buf`, as the kernel's read
+    /// copies into a user buffer; returns how many bytes (short at EOF).
+    /// Holes read as zeros; runs of blocks that lie one after another on
+    /// the device are read in one device call.
+    pub fn read_into(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let end = inode.size.min(off.saturating_add(buf.len() as u64));
+        if off >= end {
+            return Ok(0);
+        }
+        let out = &mut buf[..(end - off) as usize];
         let bs = u64::from(self.fs.block_size());
-        // A read of a small part of a large file looks its blocks up one by
-        // one; a large read maps the whole file in one walk of its tree.
-        let nblocks = (end - off).div_ceil(bs) + 1;
-        let map = if nblocks * 8 < inode.size.div_ceil(bs) {
-            let first = off / bs;
-            let mut m = BTreeMap::new();
-            let mut dat = self.fs;
-            let mut nodes = DiskNodes::translated(self.fs.device(), self.fs.block_size(), &mut dat);
-            for k in first..(end - 1) / bs + 1 {
-                if let Some(v) = bmap::lookup(&inode.bmap, k, &mut nodes)? {
-                    m.insert(k, self.fs.dat_translate(VBlockNr(v))?);
+        // The mapped blocks of the range alone, in one walk of the part of
+        // the tree that holds them.
+        let map = self.block_map_in(inode, off / bs..end.div_ceil(bs))?;
+        self.fill(&map, off, out)?;
+        Ok(out.len())
+    }
+
+    /// Fill `out` with bytes `[off, off + out.len())` of a file whose
+    /// mapped blocks are `map`: unmapped blocks as zeros, whole blocks
+    /// straight from the device in runs of consecutive disk blocks, a
+    /// block cut by either end through one block read.
+    fn fill(&self, map: &BTreeMap<u64, BlockNr>, off: u64, out: &mut [u8]) -> Result<()> {
+        let bs = u64::from(self.fs.block_size());
+        let end = off + out.len() as u64;
+        // A run of whole blocks: (first key, first disk block, count).
+        let mut run: Option<(u64, BlockNr, u64)> = None;
+        let read_run = |run: Option<(u64, BlockNr, u64)>, out: &mut [u8]| -> Result<()> {
+            if let Some((k, pbn, n)) = run {
+                let at = (k * bs - off) as usize;
+                self.fs
+                    .read_blocks_into(pbn, &mut out[at..at + (n * bs) as usize])?;
+            }
+            Ok(())
+        };
+        // Bytes before `done` are read or zeroed (holes read as zeros).
+        let mut done = 0usize;
+        for (&k, &pbn) in map.range(off / bs..end.div_ceil(bs)) {
+            let start = k * bs;
+            let lo = (start.max(off) - off) as usize;
+            let hi = ((start + bs).min(end) - off) as usize;
+            out[done..lo].fill(0);
+            done = hi;
+            if start < off || start + bs > end {
+                let block = self.fs.read_block(pbn)?;
+                let within = (start.max(off) - start) as usize;
+                out[lo..hi].copy_from_slice(&block[within..within + (hi - lo)]);
+                continue;
+            }
+            match run {
+                Some((rk, rp, n)) if rk + n == k && rp.0 + n == pbn.0 => run = Some((rk, rp, n + 1)),
+                _ => {
+                    read_run(run.take(), out)?;
+                    run = Some((k, pbn, 1));
                 }
             }
-            m
-        } else {
-            self.block_map(inode)?
-        };
-        let mut out = Vec::with_capacity((end - off).min(1 << 30) as usize);
-        let mut pos = off;
-        while pos < end {
-            let blk = pos / bs;
-            let within = (pos % bs) as usize;
-            let n = ((bs - within as u64).min(end - pos)) as usize;
-            match map.get(&blk) {
-                Some(&pbn) => out.extend_from_slice(&self.fs.read_block(pbn)?[within..within + n]),
-                None => out.resize(out.len() + n, 0),
-            }
-            pos += n as u64;
         }
-        Ok(out)
+        read_run(run, out)?;
+        out[done..].fill(0);
+        Ok(())
     }
 
     /// The whole content of a regular file or symlink, in one buffer of
@@ -196,27 +249,25 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
         let bs = u64::from(self.fs.block_size());
         let map = self.block_map(inode)?;
         let mut buf: Vec<u8> = Vec::new();
-        // The end of what was handed over or buffered.
+        // The end of what was handed over; then each extent of mapped
+        // blocks (consecutive keys), at most a chunk at a time.
         let mut pos = 0u64;
-        for (&k, &pbn) in map.range(..size.div_ceil(bs)) {
-            let start = k * bs;
+        let mut keys = map.range(..size.div_ceil(bs)).map(|(&k, _)| k).peekable();
+        while let Some(first) = keys.next() {
+            let start = first * bs;
             if start > pos {
-                if !buf.is_empty() {
-                    sink(Piece::Data(&buf))?;
-                    buf.clear();
-                }
                 sink(Piece::Hole(start - pos))?;
             }
-            let n = bs.min(size - start) as usize;
-            buf.extend_from_slice(&self.fs.read_block(pbn)?[..n]);
-            pos = start + n as u64;
-            if buf.len() as u64 >= STREAM_CHUNK {
-                sink(Piece::Data(&buf))?;
-                buf.clear();
+            let mut last = first;
+            while (last + 1 - first) * bs < STREAM_CHUNK && keys.peek() == Some(&(last + 1)) {
+                last = keys.next().expect("peeked");
             }
-        }
-        if !buf.is_empty() {
+            let stop = ((last + 1) * bs).min(size);
+            buf.clear();
+            buf.resize((stop - start) as usize, 0);
+            self.fill(&map, start, &mut buf)?;
             sink(Piece::Data(&buf))?;
+            pos = stop;
         }
         if pos < size {
             sink(Piece::Hole(size - pos))?;

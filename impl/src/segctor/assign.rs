@@ -22,8 +22,16 @@ use crate::{Error, Result};
 /// What the fill-in leaves for the write: every laid-out block's final
 /// content by the layout's tag, and the super root block (unsealed).
 pub(super) struct Filled {
-    pub(super) payload: BTreeMap<u64, Vec<u8>>,
+    pub(super) payload: BTreeMap<u64, Content>,
     pub(super) super_root: Vec<u8>,
+}
+
+/// A laid-out block's final content: built for the log (a node, a
+/// metadata block, a block the cleaner moves), or a user file's dirty
+/// block, which the write reads where it lies rather than copying it.
+pub(super) enum Content {
+    Built(Vec<u8>),
+    Dirty(Ino, u64),
 }
 
 impl<'a> Fs<'a> {
@@ -94,12 +102,20 @@ impl<'a> Fs<'a> {
         };
         self.cpfile.file_mut().finalize_checkpoint(cno, &fin)?;
         // Contents, now final.
-        let mut payload: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        let mut payload: BTreeMap<u64, Content> = BTreeMap::new();
         for (t, s) in c.srcs.iter().enumerate() {
             let data = match *s {
-                Src::Data(i, key) => self.data_block(i, key)?,
-                Src::Node(i, id) => self.bmap_of_mut(i).encode_node(id)?,
-                Src::Gc(n) => gc_blocks[n].data.clone(),
+                Src::Data(i, key) if !is_metadata(i) => {
+                    if !self.inodes.loaded(i).dirty.contains_key(&key) {
+                        return Err(Error::Invalid(format!(
+                            "dirty block {key} of inode {i} vanished"
+                        )));
+                    }
+                    Content::Dirty(i, key)
+                }
+                Src::Data(i, key) => Content::Built(self.meta_block(i, key)?),
+                Src::Node(i, id) => Content::Built(self.bmap_of_mut(i).encode_node(id)?),
+                Src::Gc(n) => Content::Built(gc_blocks[n].data.clone()),
             };
             payload.insert(t as u64, data);
         }
@@ -135,11 +151,8 @@ impl<'a> Fs<'a> {
         }
     }
 
-    /// The final content of a data block being written.
-    fn data_block(&mut self, i: Ino, key: u64) -> Result<Vec<u8>> {
-        if !is_metadata(i) {
-            return Ok(self.inodes.loaded(i).dirty[&key].clone());
-        }
+    /// The final content of a metadata file's block being written.
+    fn meta_block(&mut self, i: Ino, key: u64) -> Result<Vec<u8>> {
         let m = self.meta_file(i).expect("a metadata file");
         m.mdt
             .read(key)?

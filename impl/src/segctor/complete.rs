@@ -8,7 +8,7 @@
 use super::layout::LogPlan;
 use std::collections::BTreeMap;
 
-use super::assign::Filled;
+use super::assign::{Content, Filled};
 use super::write::{assemble, check_log, write};
 use super::{Construction, Stage};
 use crate::format::Cno;
@@ -23,15 +23,23 @@ impl<'a> Fs<'a> {
     /// of no return.
     pub(super) fn write_logs(&mut self, c: &mut Construction, filled: Filled) -> Result<()> {
         let Filled {
-            mut payload,
+            payload,
             super_root,
         } = filled;
         let (bs, seed) = (self.bs, self.sb.crc_seed);
+        let inodes = &self.inodes;
         for p in &c.plans {
-            let mine: BTreeMap<u64, Vec<u8>> = p
+            let mine: BTreeMap<u64, &[u8]> = p
                 .payload
                 .iter()
-                .filter_map(|(t, _)| payload.remove(t).map(|d| (*t, d)))
+                .filter_map(|(t, _)| payload.get(t).map(|d| (*t, d)))
+                .map(|(t, d)| {
+                    let bytes: &[u8] = match d {
+                        Content::Built(b) => b,
+                        Content::Dirty(i, key) => &inodes.loaded(*i).dirty[key],
+                    };
+                    (t, bytes)
+                })
                 .collect();
             let sr = p.super_root.map(|_| &super_root[..]);
             let log = assemble(p, &mine, sr, bs, seed)?;

@@ -99,7 +99,7 @@ impl<'a> Fs<'a> {
             for &(t, pbn) in &p.payload {
                 let (key, v) = blocks[t as usize];
                 self.dat.file_mut().start(v, cno, pbn)?;
-                payload.insert(t, f.dirty[&key].clone());
+                payload.insert(t, &f.dirty[&key][..]);
             }
             let log = assemble(p, &payload, None, bs, self.sb.crc_seed)?;
             write_checked(self.dev, p, &log, bs, self.sb.crc_seed)?;

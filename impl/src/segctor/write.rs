@@ -16,9 +16,9 @@ use crate::{Error, Result};
 /// Assemble the bytes of `plan`: `payload` gives each tagged block's
 /// content (exactly one block each), `super_root` the super root block
 /// (its checksum is computed here). Returns the log, sealed.
-pub fn assemble(
+pub fn assemble<B: AsRef<[u8]>>(
     plan: &LogPlan,
-    payload: &BTreeMap<u64, Vec<u8>>,
+    payload: &BTreeMap<u64, B>,
     super_root: Option<&[u8]>,
     block_size: u32,
     seed: u32,
@@ -35,7 +35,8 @@ pub fn assemble(
     for (tag, _) in &plan.payload {
         let data = payload
             .get(tag)
-            .ok_or_else(|| Error::Invalid(format!("no content for payload block {tag}")))?;
+            .ok_or_else(|| Error::Invalid(format!("no content for payload block {tag}")))?
+            .as_ref();
         if data.len() != bs {
             return Err(Error::Invalid(format!(
                 "payload block {tag} is {} bytes",
