@@ -137,6 +137,29 @@ fn run(scale: u64, report: &Report) {
     let mut base = vec![0u8; MIB as usize];
     SplitMix64::new(1).fill(&mut base);
     let mut chunk = vec![0u8; MIB as usize];
+    // The device's own speed first, as a floor under the file system's:
+    // the same bytes written straight to a fresh MemDevice in 8 MiB calls
+    // (a segment at a time), which allocates and faults in each block as
+    // the file system's writes do.
+    {
+        let raw = MemDevice::new(DEVICE_BYTES);
+        let mut seg = vec![0u8; (8 * MIB) as usize];
+        let t = Instant::now();
+        for s in 0..file_bytes / (8 * MIB) {
+            for (j, c) in seg.chunks_mut(MIB as usize).enumerate() {
+                seq_chunk(&base, s * 8 + j as u64, c);
+            }
+            nilfs::device::BlockDevice::write_at(&raw, s * 8 * MIB, &seg).expect("write");
+        }
+        let total = t.elapsed();
+        report.row(
+            "baseline: the same bytes straight to a fresh MemDevice, 8 MiB writes",
+            format!("{} MiB", file_bytes / MIB),
+            total,
+            mib_s(file_bytes, total),
+            &raw,
+        );
+    }
     let f = fs.create(ino::ROOT, b"big", 0o644).expect("create");
     let mut sync_time = Duration::ZERO;
     let t = Instant::now();
@@ -178,7 +201,10 @@ fn run(scale: u64, report: &Report) {
         let t = Instant::now();
         let got = fs.read_into(f, n * MIB, &mut buf).expect("read");
         busy += t.elapsed();
-        assert!(got as u64 == MIB && buf == chunk, "chunk {n} reads back wrong");
+        assert!(
+            got as u64 == MIB && buf == chunk,
+            "chunk {n} reads back wrong"
+        );
     }
     report.row(
         "sequential read, Fs::read_into, 1 MiB calls",

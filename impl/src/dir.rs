@@ -126,9 +126,11 @@ impl DirFile {
 
     /// Every record start of block `i`, with a typed error for the zero
     /// `rec_len` the kernel reports as "zero-length directory entry".
-    fn records(&self, i: usize) -> Result<Vec<usize>> {
+    fn records(&self, i: usize) -> Result<impl Iterator<Item = usize> + Clone + '_> {
+        // The whole block is checked first, so a damaged record anywhere
+        // in it fails the caller before it acts on any record; then the
+        // offsets are walked again without a list.
         let b = &self.blocks[i];
-        let mut offs = Vec::new();
         let mut off = 0usize;
         while off < b.len() {
             let len = rec_len_at(b, off);
@@ -138,10 +140,16 @@ impl DirFile {
                     format!("zero-length entry in block {i} at {off}"),
                 ));
             }
-            offs.push(off);
             off += len;
         }
-        Ok(offs)
+        let mut off = 0usize;
+        Ok(std::iter::from_fn(move || {
+            (off < b.len()).then(|| {
+                let at = off;
+                off += rec_len_at(b, at);
+                at
+            })
+        }))
     }
 
     /// `nilfs_find_entry`: the live entry named `name`.
@@ -239,7 +247,7 @@ impl DirFile {
             .ok()
             .filter(|&i| i < self.blocks.len());
         let i = i.ok_or_else(|| Error::OutOfRange(format!("directory block {}", pos.block)))?;
-        let offs = self.records(i)?;
+        let offs: Vec<usize> = self.records(i)?.collect();
         let k = offs.iter().position(|&o| o == pos.offset).ok_or_else(|| {
             Error::OutOfRange(format!("no record at {} in block {i}", pos.offset))
         })?;
@@ -261,7 +269,7 @@ impl DirFile {
             .ok()
             .filter(|&i| i < self.blocks.len());
         let i = i.ok_or_else(|| Error::OutOfRange(format!("directory block {}", pos.block)))?;
-        if !self.records(i)?.contains(&pos.offset) {
+        if !self.records(i)?.any(|o| o == pos.offset) {
             return Err(Error::OutOfRange(format!(
                 "no record at {} in block {i}",
                 pos.offset

@@ -733,6 +733,9 @@ fn ranged_reads_agree_with_the_whole_file_map() {
         let lo = (off as usize).min(expect.len());
         let hi = (off as usize + len).min(expect.len());
         assert_eq!(n, hi - lo, "length of the read at {off}+{len}");
-        assert!(buf[..n] == expect[lo..hi], "content of the read at {off}+{len}");
+        assert!(
+            buf[..n] == expect[lo..hi],
+            "content of the read at {off}+{len}"
+        );
     }
 }

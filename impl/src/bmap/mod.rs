@@ -242,7 +242,11 @@ fn walk_in(
         // for child 0 everything below keys[1]. Only those are taken from
         // it, so that a damaged child holding keys beyond its window reads
         // as lookup reads it.
-        let lo = if i == 0 { keys.start } else { key.max(keys.start) };
+        let lo = if i == 0 {
+            keys.start
+        } else {
+            key.max(keys.start)
+        };
         let hi = match node.keys.get(i + 1) {
             Some(&next) if i + 1 < n => next.min(keys.end),
             _ => keys.end,

@@ -100,6 +100,10 @@ impl BlockDevice for MemDevice {
             match chunks.get_mut(&idx) {
                 Some(c) => c[within..within + n].copy_from_slice(src),
                 None if src.iter().all(|&b| b == 0) => {}
+                // A whole chunk is copied as it is, without zeroing first.
+                None if n == CHUNK as usize => {
+                    chunks.insert(idx, Box::from(src));
+                }
                 None => {
                     let mut c = vec![0u8; CHUNK as usize].into_boxed_slice();
                     c[within..within + n].copy_from_slice(src);

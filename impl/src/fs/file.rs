@@ -3,8 +3,8 @@
 //! and `fdatasync` (a data-only log when only data changed).
 
 use super::Fs;
-use crate::format::inode::{Inode, S_IFDIR, S_IFMT, S_IFREG};
 use crate::bmap::DiskNodes;
+use crate::format::inode::{Inode, S_IFDIR, S_IFMT, S_IFREG};
 use crate::format::{Ino, VBlockNr};
 use crate::{Errno, Error, Result};
 

@@ -31,7 +31,10 @@ pub(crate) const LINK_PAGE_SIZE: u64 = 4096;
 pub const STREAM_CHUNK: u64 = 1 << 20;
 
 fn too_long(len: u64) -> Error {
-    Error::errno(Errno::EFBIG, format!("a read of {len} bytes does not fit in memory"))
+    Error::errno(
+        Errno::EFBIG,
+        format!("a read of {len} bytes does not fit in memory"),
+    )
 }
 
 /// A piece of a file's content, in order.
@@ -219,7 +222,9 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
                 continue;
             }
             match run {
-                Some((rk, rp, n)) if rk + n == k && rp.0 + n == pbn.0 => run = Some((rk, rp, n + 1)),
+                Some((rk, rp, n)) if rk + n == k && rp.0 + n == pbn.0 => {
+                    run = Some((rk, rp, n + 1))
+                }
                 _ => {
                     read_run(run.take(), out)?;
                     run = Some((k, pbn, 1));

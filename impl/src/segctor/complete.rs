@@ -9,7 +9,7 @@ use super::layout::LogPlan;
 use std::collections::BTreeMap;
 
 use super::assign::{Content, Filled};
-use super::write::{assemble, check_log, write};
+use super::write::{assemble_into, check_log, write};
 use super::{Construction, Stage};
 use crate::format::Cno;
 use crate::fs::Fs;
@@ -27,8 +27,9 @@ impl<'a> Fs<'a> {
             super_root,
         } = filled;
         let (bs, seed) = (self.bs, self.sb.crc_seed);
+        let mut log = std::mem::take(&mut self.sc.log_buf.0);
         let inodes = &self.inodes;
-        for p in &c.plans {
+        let written = c.plans.iter().try_for_each(|p| {
             let mine: BTreeMap<u64, &[u8]> = p
                 .payload
                 .iter()
@@ -42,9 +43,11 @@ impl<'a> Fs<'a> {
                 })
                 .collect();
             let sr = p.super_root.map(|_| &super_root[..]);
-            let log = assemble(p, &mine, sr, bs, seed)?;
-            write_checked(self.dev, p, &log, bs, seed)?;
-        }
+            assemble_into(p, &mine, sr, bs, seed, &mut log)?;
+            write_checked(self.dev, p, &log, bs, seed)
+        });
+        self.sc.log_buf.0 = log;
+        written?;
         self.dev.flush()?;
         c.stage = Stage::Done;
         Ok(())

@@ -23,6 +23,21 @@ pub fn assemble<B: AsRef<[u8]>>(
     block_size: u32,
     seed: u32,
 ) -> Result<Vec<u8>> {
+    let mut log = Vec::new();
+    assemble_into(plan, payload, super_root, block_size, seed, &mut log)?;
+    Ok(log)
+}
+
+/// [`assemble`] into `log` (cleared first), whose memory a caller reuses
+/// from one log to the next.
+pub fn assemble_into<B: AsRef<[u8]>>(
+    plan: &LogPlan,
+    payload: &BTreeMap<u64, B>,
+    super_root: Option<&[u8]>,
+    block_size: u32,
+    seed: u32,
+    log: &mut Vec<u8>,
+) -> Result<()> {
     let bs = block_size as usize;
     let summary = Summary {
         header: plan.header,
@@ -30,7 +45,8 @@ pub fn assemble<B: AsRef<[u8]>>(
     };
     let sum = summary.encode(block_size);
     let nblocks = plan.header.nblocks as usize;
-    let mut log = Vec::with_capacity(nblocks * bs);
+    log.clear();
+    log.reserve(nblocks * bs);
     log.extend_from_slice(&sum);
     for (tag, _) in &plan.payload {
         let data = payload
@@ -65,8 +81,8 @@ pub fn assemble<B: AsRef<[u8]>>(
             log.len() / bs
         )));
     }
-    seal_log(&mut log, seed);
-    Ok(log)
+    seal_log(log, seed);
+    Ok(())
 }
 
 /// Write an assembled log at its start block.

@@ -156,8 +156,11 @@ impl Bmap {
             )));
         }
         for node in self.arena.iter_mut().flatten() {
-            node.dirty = false;
-            node.assigned = false;
+            if node.dirty || node.assigned {
+                let node = StdArc::make_mut(node);
+                node.dirty = false;
+                node.assigned = false;
+            }
         }
         self.assigning = false;
         self.bmap_dirty = false;

@@ -58,6 +58,7 @@ use super::NodeSource;
 use crate::format::bmap::{BMAP_LARGE, DIRECT_NBLOCKS};
 use crate::format::btree::{node_ncmax, BtreeNode, NODE_ROOT, ROOT_NCHILDREN_MAX};
 use crate::format::{BTREE_LEVEL_MAX, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
+use crate::sync::StdArc;
 use crate::{Errno, Error, Result};
 
 mod check;
@@ -244,7 +245,10 @@ pub struct Bmap {
     block_size: u32,
     ncmax: usize,
     root: Root,
-    arena: Vec<Option<Node>>,
+    /// Nodes shared copy-on-write (`StdArc::make_mut`), so that a copy of
+    /// the mapping (a savepoint before every operation) costs a pointer a
+    /// node, not a block.
+    arena: Vec<Option<StdArc<Node>>>,
     free_ids: Vec<u32>,
     /// Slot value → node, for every node in memory (the btnode cache's key).
     by_ptr: BTreeMap<u64, NodeId>,

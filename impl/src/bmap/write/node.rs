@@ -7,13 +7,14 @@ use super::*;
 impl Bmap {
     pub(super) fn node(&self, id: NodeId) -> &Node {
         self.arena[id.0 as usize]
-            .as_ref()
+            .as_deref()
             .unwrap_or_else(|| panic!("bmap: node {id:?} was released"))
     }
 
     pub(super) fn node_mut(&mut self, id: NodeId) -> &mut Node {
         self.arena[id.0 as usize]
             .as_mut()
+            .map(StdArc::make_mut)
             .unwrap_or_else(|| panic!("bmap: node {id:?} was released"))
     }
 
@@ -55,6 +56,7 @@ impl Bmap {
             (Loc::Root, Loc::Node(id)) | (Loc::Node(id), Loc::Root) => {
                 let node = self.arena[id.0 as usize]
                     .as_mut()
+                    .map(StdArc::make_mut)
                     .unwrap_or_else(|| panic!("bmap: node {id:?} was released"));
                 let Root::Btree(root) = &mut self.root else {
                     panic!("bmap: B-tree operation on a direct map")
@@ -69,7 +71,10 @@ impl Bmap {
                 let (i, j) = (x.0 as usize, y.0 as usize);
                 assert!(i != j, "bmap: a node moved onto itself");
                 let (lo, hi) = self.arena.split_at_mut(i.max(j));
-                let (p, q) = (lo[i.min(j)].as_mut(), hi[0].as_mut());
+                let (p, q) = (
+                    lo[i.min(j)].as_mut().map(StdArc::make_mut),
+                    hi[0].as_mut().map(StdArc::make_mut),
+                );
                 let (p, q) = (
                     &mut p.expect("bmap: released node").bt,
                     &mut q.expect("bmap: released node").bt,
@@ -86,10 +91,10 @@ impl Bmap {
 
     pub(super) fn alloc_id(&mut self, node: Node) -> NodeId {
         if let Some(i) = self.free_ids.pop() {
-            self.arena[i as usize] = Some(node);
+            self.arena[i as usize] = Some(StdArc::new(node));
             NodeId(i)
         } else {
-            self.arena.push(Some(node));
+            self.arena.push(Some(StdArc::new(node)));
             NodeId((self.arena.len() - 1) as u32)
         }
     }
