@@ -709,7 +709,7 @@ fn ranged_reads_agree_with_the_whole_file_map() {
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
         let f = fs.create(ino::ROOT, b"sparse", 0o644).unwrap();
         for b in 0..8_000u64 {
-            if rng.next_u64() % 2 == 0 {
+            if rng.next_u64().is_multiple_of(2) {
                 let data = pattern(b, 1024);
                 fs.write(f, b * 1024, &data).unwrap();
                 expect[(b * 1024) as usize..][..1024].copy_from_slice(&data);
