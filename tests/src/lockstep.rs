@@ -53,6 +53,56 @@ pub fn model_durable(s: &State) -> Durable {
     }
 }
 
+/// [`model_durable`] with the manifests it already made remembered, by
+/// namespace. `manifest::manifest` is a function of the namespace alone,
+/// so a namespace equal to one seen before has the same lines; a
+/// checkpoint's namespace is frozen, and the latest one is the live tree
+/// it was made from, so nearly every namespace of a comparison has been
+/// seen at the one before. Hashing every file of every checkpoint again at
+/// each comparison was most of the harness's time (issue 15). Namespaces
+/// that share structure (clones of one another, as the model's states
+/// are) compare in time independent of their size: imbl's maps skip
+/// shared nodes and `Arc`'d pages compare by pointer first.
+#[derive(Default)]
+pub struct ModelManifests {
+    /// Most recent last.
+    seen: Vec<(nilfs_model::Namespace, Vec<String>)>,
+}
+
+impl ModelManifests {
+    /// Namespaces remembered (a comparison needs the live tree and each
+    /// checkpoint of each state followed).
+    const KEEP: usize = 64;
+
+    /// The manifest lines of `ns`.
+    pub fn manifest(&mut self, ns: &nilfs_model::Namespace) -> Vec<String> {
+        if let Some(i) = self.seen.iter().rposition(|(n, _)| n == ns) {
+            let hit = self.seen.remove(i);
+            let lines = hit.1.clone();
+            self.seen.push(hit);
+            return lines;
+        }
+        let lines = nilfs_model::manifest::manifest(ns);
+        if self.seen.len() == Self::KEEP {
+            self.seen.remove(0);
+        }
+        self.seen.push((ns.clone(), lines.clone()));
+        lines
+    }
+
+    /// [`model_durable`] of `s`.
+    pub fn durable(&mut self, s: &State) -> Durable {
+        Durable {
+            live: self.manifest(&s.live),
+            checkpoints: s
+                .checkpoints
+                .iter()
+                .map(|(c, cp)| (*c, self.manifest(&cp.ns)))
+                .collect(),
+        }
+    }
+}
+
 // ------------------------------------------------------------------ adapter
 
 /// The image a test case runs on.
@@ -258,6 +308,7 @@ struct Lockstep {
     states: Vec<(State, Promises)>,
     steps: Vec<Step>,
     on_invalid: OnInvalid,
+    manifests: ModelManifests,
 }
 
 impl Lockstep {
@@ -266,6 +317,7 @@ impl Lockstep {
             states: vec![(initial, Promises::default())],
             steps: Vec::new(),
             on_invalid,
+            manifests: ModelManifests::default(),
         }
     }
 
@@ -357,13 +409,21 @@ impl Lockstep {
                 allowed: vec!["a readable image".into()],
                 detail: sut.detail(),
             })?;
-            let first = model_durable(&self.states[0].0);
-            self.states.retain(|(s, _)| model_durable(s) == got);
+            // Each state's view once (the first kept for the report).
+            let manifests = &mut self.manifests;
+            let want: Vec<Durable> = self
+                .states
+                .iter()
+                .map(|(s, _)| manifests.durable(s))
+                .collect();
+            let mut keep = want.iter().map(|d| *d == got);
+            self.states.retain(|_| keep.next() == Some(true));
             if self.states.is_empty() {
+                let first = &want[0];
                 return Err(Divergence {
                     what: format!(
                         "the durable state read through the read path differs: {}",
-                        durable_diff(&first, &got)
+                        durable_diff(first, &got)
                     ),
                     steps: self.steps.clone(),
                     allowed: vec![format!("{first:#?}")],

@@ -1,0 +1,1071 @@
+//! Throughput of the checking machinery (issue 15, "Speed"): how many
+//! operations per second the lockstep harness runs, and how many cut points
+//! per second the crash enumeration judges, each next to baselines measured
+//! in the same run. The shuttle explorations are timed by
+//! scripts/bench-shuttle.sh (they need `--cfg shuttle`).
+//!
+//! 1. Lockstep: workloads from the generator the lockstep test uses
+//!    (`nilfs_model::gen`, every profile, block sizes 1, 2 and 4 KiB,
+//!    1..40 generation steps, drawn as tests/tests/lockstep.rs draws them
+//!    but from a SplitMix64 with a fixed seed), run through
+//!    `lockstep::run_workload` against `ImplUnderTest`. The adapter is
+//!    wrapped to time its `apply` (the implementation) and `durable` (the
+//!    abstraction function: `nilref check` of every checkpoint and the
+//!    manifests read back) inside the run. Baselines on the same recorded
+//!    operations: the model alone (the harness's own loop: `step`,
+//!    `accept_all`, the laws, `ModelManifests::durable` where the harness
+//!    compares)
+//!    and the implementation alone (the adapter replaying the same
+//!    operations, `durable` where the harness called it).
+//! 2. Crash enumeration, judged by the model: the workload of
+//!    tests/tests/crash_envelope.rs (30 operations) cut after every k-th
+//!    block write, plain and torn; per cut point: the workload on a
+//!    `CutDevice`, the model following the completed operations, crash,
+//!    mount, the durable state read back, the envelope computed and
+//!    checked. Baseline: the same workload on an uncut device, and the
+//!    recovery and read-back alone.
+//! 3. Crash enumeration, judged by the last completed sync: the workload
+//!    of impl/tests/crash.rs (`every_cut_point_recovers_the_last_completed_sync`,
+//!    27 operations, 4 syncs) through `Fs` directly, every k, plain and torn;
+//!    per cut point: the workload, `nilref check` of the cut image, mount
+//!    and the latest tree's manifest compared with the synced states.
+//!
+//! A single-shot harness (`harness = false`), like impl/benches: one pass
+//! of each part takes seconds, and it is the rate of a fixed, deterministic
+//! workload that matters. Single-threaded (but for the read-ahead thread
+//! of `nilref check`): every rate is per core. Each headline rate is also
+//! given per CPU second (all threads, /proc/self/stat), the steadier
+//! figure on a machine shared with other work.
+//!
+//! `cargo bench -p nilfs-conformance --bench throughput` (default scale);
+//! append `-- --scale N` to run 1/N of it (`--quick` is `--scale 8`),
+//! `--part lockstep|crash|sync` to run one part, and `--profile` to run
+//! the lockstep part alone without the baselines (under a profiler).
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use nilfs::device::{BlockDevice, CutDevice, MemDevice};
+use nilfs::format::ino;
+use nilfs::fs::Fs;
+use nilfs::inspect::manifest::manifest;
+use nilfs::mkfs::{self, MkfsOptions};
+use nilfs::posix::CheckpointView;
+use nilfs::rng::SplitMix64;
+use nilfs::the_nilfs::Nilfs;
+use nilfs_conformance::lockstep::{
+    self, format, model_after_format, model_durable, Durable, ImageSpec, ImplUnderTest,
+    ModelManifests, OnInvalid, Sut, NS,
+};
+use nilfs_model::gen::{generate, Features, GenConfig, Profile};
+use nilfs_model::laws::{check_transition, Promises};
+use nilfs_model::{step, Errno, Geometry, Op, Outcome, Pattern, State};
+use serde_json::Value;
+
+/// The seed the lockstep cases are drawn from.
+const SEED: u64 = 0x4e49_4c46_5315_0015;
+/// Lockstep cases at scale 1.
+const CASES: u64 = 192;
+
+fn secs(t: Duration) -> String {
+    format!("{:.2} s", t.as_secs_f64())
+}
+
+fn rate(n: u64, t: Duration, unit: &str) -> String {
+    if t.is_zero() {
+        return "-".into();
+    }
+    format!("{:.0} {unit}", n as f64 / t.as_secs_f64())
+}
+
+/// CPU time of this process so far, all its threads (`nilref check`
+/// reads ahead on a second thread), from /proc/self/stat: utime + stime
+/// in clock ticks, taken as 100 a second (Linux's USER_HZ). Ticks are
+/// 10 ms: a sum of many short intervals is right on average.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // Fields 14 and 15 of proc(5); `rest` starts at field 3.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// What a timed loop had of the machine: its CPU time against its wall
+/// time, and the rate per CPU second.
+fn cpu_line(what: &str, n: u64, unit: &str, wall: Duration, cpu: Duration) {
+    println!(
+        "{what}: CPU time {} (all threads) in {} of wall time, {:.0} % of one core; {} per CPU second.",
+        secs(cpu),
+        secs(wall),
+        100.0 * cpu.as_secs_f64() / wall.as_secs_f64(),
+        rate(n, cpu, unit)
+    );
+}
+
+fn share(part: Duration, whole: Duration) -> String {
+    format!("{:.0} %", 100.0 * part.as_secs_f64() / whole.as_secs_f64())
+}
+
+// ------------------------------------------------------------ lockstep
+
+/// One generated case, as tests/tests/lockstep.rs's `case_strategy` makes
+/// them.
+#[derive(Clone, Debug)]
+struct Case {
+    spec: ImageSpec,
+    seed: u64,
+    len: usize,
+    profile: Profile,
+}
+
+fn cases(n: u64) -> Vec<Case> {
+    let mut r = SplitMix64::new(SEED);
+    (0..n)
+        .map(|_| Case {
+            spec: ImageSpec {
+                block_size: [1024u64, 2048, 4096][(r.next_u64() % 3) as usize],
+                ..ImageSpec::default()
+            },
+            seed: r.next_u64(),
+            len: 1 + (r.next_u64() % 39) as usize,
+            profile: Profile::ALL[(r.next_u64() % Profile::ALL.len() as u64) as usize],
+        })
+        .collect()
+}
+
+/// The case's workload for geometry `g` (`Case::workload` of the test: a
+/// final mount so the last state is compared through the read path).
+fn workload_lines(case: &Case, g: &Geometry) -> Vec<Value> {
+    let mut cfg = GenConfig::new(case.seed, case.len, case.profile);
+    cfg.geometry = g.clone();
+    cfg.features = Features::ALL;
+    cfg.clock = case.spec.ctime as i64 * NS;
+    let mut lines = generate(&cfg).lines;
+    lines.push(
+        serde_json::to_value(Op::Mount {
+            cp: None,
+            ro: false,
+        })
+        .expect("serialises"),
+    );
+    lines
+}
+
+/// The adapter with a stopwatch on each call the harness makes.
+struct Timed<'d> {
+    inner: ImplUnderTest<'d>,
+    applied: usize,
+    apply: Duration,
+    durable: Duration,
+    /// After how many applied operations each `durable` call came, and
+    /// what it returned.
+    durables: Vec<(usize, Result<Durable, String>)>,
+}
+
+impl Sut for Timed<'_> {
+    fn apply(&mut self, op: &Op) -> Outcome {
+        let t = Instant::now();
+        let out = self.inner.apply(op);
+        self.apply += t.elapsed();
+        self.applied += 1;
+        out
+    }
+    fn durable(&mut self) -> Result<Durable, String> {
+        let t = Instant::now();
+        let d = self.inner.durable();
+        self.durable += t.elapsed();
+        self.durables.push((self.applied, d.clone()));
+        d
+    }
+    fn detail(&self) -> Option<String> {
+        self.inner.detail()
+    }
+}
+
+/// What one lockstep run did, for the baselines to repeat.
+struct Recorded {
+    spec: ImageSpec,
+    geometry: Geometry,
+    steps: Vec<lockstep::Step>,
+    durables: Vec<(usize, Result<Durable, String>)>,
+}
+
+#[derive(Default)]
+struct LockstepTimes {
+    cases: u64,
+    lines: u64,
+    ops: u64,
+    durable_calls: u64,
+    diverged: u64,
+    panicked: u64,
+    /// Generation and mkfs (outside the ops/s figure).
+    setup: Duration,
+    /// `run_workload`, all of it.
+    run: Duration,
+    /// The CPU time of the same.
+    run_cpu: Duration,
+    apply: Duration,
+    durable: Duration,
+}
+
+fn run_lockstep(cases: &[Case], keep: bool) -> (LockstepTimes, Vec<Recorded>) {
+    let mut t = LockstepTimes::default();
+    let mut recorded = Vec::new();
+    for case in cases {
+        let t0 = Instant::now();
+        let dev = MemDevice::new(case.spec.device_bytes);
+        let g = format(&dev, &case.spec).expect("mkfs");
+        let lines = workload_lines(case, &g);
+        let initial = model_after_format(g.clone(), &case.spec);
+        t.setup += t0.elapsed();
+        let mut sut = Timed {
+            inner: ImplUnderTest::from_device(&dev, case.spec.ctime),
+            applied: 0,
+            apply: Duration::ZERO,
+            durable: Duration::ZERO,
+            durables: Vec::new(),
+        };
+        let (t1, c1) = (Instant::now(), cpu_time());
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            lockstep::run_workload(&mut sut, initial, &lines, OnInvalid::Panic)
+        }));
+        t.run += t1.elapsed();
+        t.run_cpu += cpu_time().saturating_sub(c1);
+        t.cases += 1;
+        t.lines += lines.len() as u64;
+        t.ops += sut.applied as u64;
+        t.apply += sut.apply;
+        t.durable += sut.durable;
+        t.durable_calls += sut.durables.len() as u64;
+        match r {
+            Ok(Ok(steps)) => {
+                if keep {
+                    recorded.push(Recorded {
+                        spec: case.spec.clone(),
+                        geometry: g,
+                        steps,
+                        durables: sut.durables,
+                    });
+                }
+            }
+            Ok(Err(d)) => {
+                t.diverged += 1;
+                eprintln!("{case:?} diverged: {}", d.what);
+            }
+            Err(_) => t.panicked += 1,
+        }
+    }
+    (t, recorded)
+}
+
+#[derive(Default)]
+struct ModelTimes {
+    ops: u64,
+    /// `step`, `accept_all`, the laws, the dedup.
+    step: Duration,
+    /// The model's durable views (`ModelManifests`, as the harness makes
+    /// them) and the filter, where the harness compares.
+    durable: Duration,
+    /// `step` time by operation kind.
+    by_kind: BTreeMap<String, (u64, Duration)>,
+}
+
+/// The model's side of the harness on the recorded steps: what
+/// `Lockstep::step` does but `sut.apply` and `sut.durable`.
+fn replay_model(recs: &[Recorded]) -> ModelTimes {
+    let mut t = ModelTimes::default();
+    for rec in recs {
+        let mut states = vec![(
+            model_after_format(rec.geometry.clone(), &rec.spec),
+            Promises::default(),
+        )];
+        let mut manifests = ModelManifests::default();
+        let mut durables = rec.durables.iter().peekable();
+        for (i, s) in rec.steps.iter().enumerate() {
+            let t0 = Instant::now();
+            let mut next: Vec<(State, Promises)> = Vec::new();
+            for (st, promises) in &states {
+                for b in step(st, &s.op) {
+                    for n in b.accept_all(&s.out) {
+                        let mut p = promises.clone();
+                        if let Err(law) = check_transition(st, &s.op, &s.out, &n, &mut p) {
+                            panic!("the model broke its own {law} on {:?}", s.op);
+                        }
+                        if !next.iter().any(|(m, _)| *m == n) {
+                            next.push((n, p));
+                        }
+                    }
+                }
+            }
+            assert!(!next.is_empty(), "replay diverged at {:?}", s.op);
+            states = next;
+            let d = t0.elapsed();
+            t.step += d;
+            add(&mut t.by_kind, &s.op, d);
+            t.ops += 1;
+            while let Some((_, got)) = durables.next_if(|(at, _)| *at == i + 1) {
+                let got = got.as_ref().expect("a durable view");
+                let t1 = Instant::now();
+                let want: Vec<Durable> = states.iter().map(|(s, _)| manifests.durable(s)).collect();
+                let mut keep = want.iter().map(|d| d == got);
+                states.retain(|_| keep.next() == Some(true));
+                assert!(!states.is_empty(), "replay: the durable view differs");
+                t.durable += t1.elapsed();
+            }
+        }
+    }
+    t
+}
+
+#[derive(Default)]
+struct ImplTimes {
+    ops: u64,
+    apply: Duration,
+    durable: Duration,
+    /// `nilref check` of every checkpoint, timed apart where `durable` was
+    /// called (not included in `durable`).
+    check: Duration,
+    /// `apply` time by operation kind.
+    by_kind: BTreeMap<String, (u64, Duration)>,
+}
+
+/// The operation's name in the trace format (`"op"`).
+fn kind(op: &Op) -> String {
+    serde_json::to_value(op).expect("serialises")["op"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string()
+}
+
+fn add(by_kind: &mut BTreeMap<String, (u64, Duration)>, op: &Op, d: Duration) {
+    let e = by_kind.entry(kind(op)).or_default();
+    e.0 += 1;
+    e.1 += d;
+}
+
+/// The adapter alone on the recorded operations, `durable` where the
+/// harness called it.
+fn replay_impl(recs: &[Recorded]) -> ImplTimes {
+    let mut t = ImplTimes::default();
+    for rec in recs {
+        let dev = MemDevice::new(rec.spec.device_bytes);
+        format(&dev, &rec.spec).expect("mkfs");
+        let mut sut = ImplUnderTest::from_device(&dev, rec.spec.ctime);
+        let mut durables = rec.durables.iter().peekable();
+        for (i, s) in rec.steps.iter().enumerate() {
+            let t0 = Instant::now();
+            let out = sut.apply(&s.op);
+            let d = t0.elapsed();
+            t.apply += d;
+            add(&mut t.by_kind, &s.op, d);
+            t.ops += 1;
+            assert_eq!(out, s.out, "the replay answered differently: {:?}", s.op);
+            while durables.next_if(|(at, _)| *at == i + 1).is_some() {
+                let t1 = Instant::now();
+                std::hint::black_box(sut.durable().expect("a durable view"));
+                t.durable += t1.elapsed();
+                // The first half of `durable` again, alone: `nilref check`
+                // of every checkpoint (the rest is the manifests).
+                let t2 = Instant::now();
+                let opts = nilfs::check::Options {
+                    checkpoints: nilfs::check::Checkpoints::All,
+                    ..Default::default()
+                };
+                assert!(nilfs::check::check_device(&dev, &opts).is_clean());
+                t.check += t2.elapsed();
+            }
+        }
+    }
+    t
+}
+
+fn lockstep_part(scale: u64, profile: bool) {
+    let n = (CASES / scale).max(1);
+    let cases = cases(n);
+    let wall = Instant::now();
+    let (t, recs) = run_lockstep(&cases, !profile);
+    println!();
+    println!(
+        "## Lockstep: {} generated cases (seed {SEED:#x}), {} workload lines, {} operations sent",
+        t.cases, t.lines, t.ops
+    );
+    println!();
+    println!(
+        "{} abstraction calls (`durable`), {} divergences, {} panics; generation and mkfs {} (not counted below).",
+        t.durable_calls,
+        t.diverged,
+        t.panicked,
+        secs(t.setup)
+    );
+    println!();
+    println!("| what | operations | time | share of the lockstep run | rate (per core) |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    let row = |what: &str, ops: u64, d: Duration, whole: Duration| {
+        println!(
+            "| {what} | {ops} | {} | {} | {} |",
+            secs(d),
+            share(d, whole),
+            rate(ops, d, "ops/s")
+        );
+    };
+    row(
+        "**lockstep** (`run_workload`, all of it)",
+        t.ops,
+        t.run,
+        t.run,
+    );
+    row(
+        "&nbsp; in the adapter's `apply` (nilfs-ref)",
+        t.ops,
+        t.apply,
+        t.run,
+    );
+    row(
+        "&nbsp; in the adapter's `durable` (check + manifests)",
+        t.ops,
+        t.durable,
+        t.run,
+    );
+    let rest = t.run.saturating_sub(t.apply + t.durable);
+    row("&nbsp; the rest (model and harness)", t.ops, rest, t.run);
+    let cpu = || {
+        println!();
+        cpu_line("The lockstep run", t.ops, "ops", t.run, t.run_cpu);
+    };
+    if profile {
+        cpu();
+        println!();
+        println!("wall time {}", secs(wall.elapsed()));
+        return;
+    }
+    let m = replay_model(&recs);
+    let i = replay_impl(&recs);
+    println!(
+        "| baseline: the model alone (step, accept, laws, `model_durable`) | {} | {} | {} | {} |",
+        m.ops,
+        secs(m.step + m.durable),
+        share(m.step + m.durable, t.run),
+        rate(m.ops, m.step + m.durable, "ops/s")
+    );
+    row("&nbsp; step, accept_all, laws", m.ops, m.step, t.run);
+    row(
+        "&nbsp; `model_durable` and compare",
+        m.ops,
+        m.durable,
+        t.run,
+    );
+    println!(
+        "| baseline: nilfs-ref alone (adapter `apply` + `durable`) | {} | {} | {} | {} |",
+        i.ops,
+        secs(i.apply + i.durable),
+        share(i.apply + i.durable, t.run),
+        rate(i.ops, i.apply + i.durable, "ops/s")
+    );
+    row("&nbsp; `apply` only", i.ops, i.apply, t.run);
+    row("&nbsp; `durable` only", i.ops, i.durable, t.run);
+    row(
+        "&nbsp; &nbsp; of which `nilref check` (timed apart, again)",
+        i.ops,
+        i.check,
+        t.run,
+    );
+    row(
+        "&nbsp; &nbsp; of which the rest (open, manifests: read and sha256)",
+        i.ops,
+        i.durable.saturating_sub(i.check),
+        t.run,
+    );
+    cpu();
+    println!();
+    println!("By operation kind, in the baselines (the eight costliest in nilfs-ref's `apply`):");
+    println!();
+    println!("| operation | count | nilfs-ref `apply` | per op | model step | per op |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    let mut kinds: Vec<_> = i.by_kind.iter().collect();
+    kinds.sort_by_key(|(_, (_, d))| std::cmp::Reverse(*d));
+    for (k, (n, d)) in kinds.into_iter().take(8) {
+        let (_, md) = m.by_kind.get(k).copied().unwrap_or_default();
+        let per = |d: Duration| format!("{:.0} µs", d.as_secs_f64() * 1e6 / *n as f64);
+        println!(
+            "| {k} | {n} | {} | {} | {} | {} |",
+            secs(*d),
+            per(*d),
+            secs(md),
+            per(md)
+        );
+    }
+    println!();
+    println!(
+        "(the baselines replay the {} cases that passed; wall time of the part {})",
+        recs.len(),
+        secs(wall.elapsed())
+    );
+}
+
+// ---------------------------------------------- crash enumeration, model
+
+fn text(s: &str) -> Pattern {
+    Pattern::Text(s.into())
+}
+
+fn blk(tag: &str, count: u64) -> Pattern {
+    Pattern::Blk {
+        tag: tag.into(),
+        first: 0,
+        count,
+        len: None,
+    }
+}
+
+/// tests/tests/crash_envelope.rs's workload: 30 operations.
+fn envelope_workload() -> Vec<Op> {
+    let p = |s: &str| s.to_string();
+    let write = |path: &str, offset: u64, data: Pattern| Op::Write {
+        append: false,
+        path: p(path),
+        offset,
+        data,
+        at: None,
+    };
+    let create = |path: &str, perm: u32| Op::Create {
+        path: p(path),
+        perm,
+        excl: true,
+        at: None,
+    };
+    let fdatasync = |path: &str| Op::Fdatasync {
+        path: p(path),
+        at: None,
+    };
+    let fsync = |path: &str| Op::Fsync {
+        path: p(path),
+        at: None,
+    };
+    vec![
+        Op::Mount {
+            cp: None,
+            ro: false,
+        },
+        Op::Mkdir {
+            path: p("/d"),
+            perm: 0o755,
+            at: None,
+        },
+        create("/a", 0o644),
+        write("/a", 0, blk("a", 3)),
+        create("/d/b", 0o644),
+        write("/d/b", 0, text("first")),
+        Op::Sync,
+        write("/a", 5000, text("overwritten in the middle")),
+        fdatasync("/a"),
+        create("/d/c", 0o600),
+        write("/d/c", 0, blk("c", 2)),
+        fsync("/d/c"),
+        Op::Mkcp { snapshot: true },
+        Op::Rename {
+            noreplace: false,
+            exchange: false,
+            old: p("/d/b"),
+            new: p("/b"),
+            at: None,
+        },
+        Op::Unlink {
+            path: p("/d/c"),
+            at: None,
+        },
+        Op::Truncate {
+            path: p("/a"),
+            size: 3000,
+            at: None,
+        },
+        Op::Symlink {
+            target: p("d"),
+            path: p("/l"),
+            at: None,
+        },
+        Op::Link {
+            old: p("/a"),
+            new: p("/d/a2"),
+            at: None,
+        },
+        fdatasync("/a"),
+        create("/big", 0o644),
+        write("/big", 0, blk("big", 40)),
+        Op::Sync,
+        write("/big", 8192, text("tail")),
+        fdatasync("/big"),
+        write("/big", 200_000, text("past the end")),
+        fsync("/big"),
+        Op::Mkdir {
+            path: p("/e"),
+            perm: 0o700,
+            at: None,
+        },
+        create("/e/f", 0o644),
+        write("/e/f", 0, text("x")),
+        Op::Sync,
+    ]
+}
+
+fn envelope_spec() -> ImageSpec {
+    ImageSpec {
+        device_bytes: 16 << 20,
+        ..ImageSpec::default()
+    }
+}
+
+#[derive(Default)]
+struct CutTimes {
+    points: u64,
+    workload: Duration,
+    model: Duration,
+    recover: Duration,
+    durable: Duration,
+    envelope: Duration,
+    /// The same envelope with one `ModelManifests` for every cut point
+    /// (what crash_envelope.rs could do); not part of the loop's time.
+    envelope_memo: Duration,
+    memo: ModelManifests,
+}
+
+/// One cut point of crash_envelope.rs's `check_every_cut`: the workload
+/// until the cut, the model following it, crash, mount, the durable view,
+/// the envelope; panics outside it.
+fn envelope_cut(
+    base: &MemDevice,
+    initial: &State,
+    ops: &[Op],
+    k: u64,
+    tear: bool,
+    t: &mut CutTimes,
+) {
+    let spec = envelope_spec();
+    let dev = CutDevice::new(base.duplicate(), 1024, k);
+    let dev = if tear { dev.tearing() } else { dev };
+    let mut model = vec![initial.clone()];
+    let mut sut = ImplUnderTest::from_device(&dev, spec.ctime);
+    let mut completed = 0;
+    for op in ops {
+        let t0 = Instant::now();
+        let out = sut.try_apply(op).expect("supported");
+        t.workload += t0.elapsed();
+        if out == Outcome::Err(Errno::EIO) {
+            break;
+        }
+        let t1 = Instant::now();
+        let mut next = Vec::new();
+        for s in model.iter() {
+            for b in step(s, op) {
+                if let Some(n) = b.accept(&out) {
+                    if !next.contains(&n) {
+                        next.push(n);
+                    }
+                }
+            }
+        }
+        assert!(!next.is_empty(), "the model rejects {op:?} -> {out:?}");
+        model = next;
+        t.model += t1.elapsed();
+        completed += 1;
+    }
+    let t2 = Instant::now();
+    dev.restore();
+    assert_eq!(sut.apply(&Op::Crash), Outcome::Ok);
+    let mounted = sut.apply(&Op::Mount {
+        cp: None,
+        ro: false,
+    }) == Outcome::Ok;
+    t.recover += t2.elapsed();
+    let t3 = Instant::now();
+    let durable = if mounted { sut.durable().ok() } else { None };
+    let durable = durable.unwrap_or_else(|| panic!("cut {k} (torn {tear}): did not mount or read"));
+    t.durable += t3.elapsed();
+    let t4 = Instant::now();
+    let allowed = envelope(&model, ops.get(completed));
+    assert!(
+        allowed.contains(&durable),
+        "cut {k} (torn {tear}): outside the envelope"
+    );
+    t.envelope += t4.elapsed();
+    t.points += 1;
+    // Timed apart: the same envelope, the model's manifests remembered.
+    let t5 = Instant::now();
+    let memo = envelope_with(&model, ops.get(completed), &mut |s| t.memo.durable(s));
+    let memo_time = t5.elapsed();
+    assert!(memo == allowed, "cut {k}: the remembered manifests differ");
+    t.envelope_memo += memo_time;
+}
+
+/// crash_envelope.rs's `envelope`.
+fn envelope(model: &[State], in_flight: Option<&Op>) -> Vec<Durable> {
+    envelope_with(model, in_flight, &mut model_durable)
+}
+
+/// `envelope`, with the model's durable view made by `durable`.
+fn envelope_with(
+    model: &[State],
+    in_flight: Option<&Op>,
+    durable: &mut dyn FnMut(&State) -> Durable,
+) -> Vec<Durable> {
+    let mut before: Vec<State> = model.to_vec();
+    if let Some(op) = in_flight {
+        for s in model {
+            for b in step(s, op) {
+                if !before.contains(&b.next) {
+                    before.push(b.next);
+                }
+            }
+        }
+    }
+    let mount = Op::Mount {
+        cp: None,
+        ro: false,
+    };
+    let mut out = Vec::new();
+    for s in &before {
+        for c in step(s, &Op::Crash) {
+            for m in step(&c.next, &mount) {
+                if m.accept(&Outcome::Ok).is_some() {
+                    let d = durable(&m.next);
+                    if !out.contains(&d) {
+                        out.push(d);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn crash_part(scale: u64) {
+    let wall = Instant::now();
+    let ops = envelope_workload();
+    let spec = envelope_spec();
+    let base = MemDevice::new(spec.device_bytes);
+    let g = format(&base, &spec).expect("mkfs");
+    let initial = model_after_format(g, &spec);
+    let full = CutDevice::new(base.duplicate(), 1024, u64::MAX);
+    {
+        let mut sut = ImplUnderTest::from_device(&full, spec.ctime);
+        for op in &ops {
+            sut.apply(op);
+        }
+    }
+    let total = full.written();
+    let mut t = CutTimes::default();
+    let (t0, c0) = (Instant::now(), cpu_time());
+    for tear in [false, true] {
+        for k in (u64::from(tear)..=total).step_by(scale as usize) {
+            envelope_cut(&base, &initial, &ops, k, tear, &mut t);
+        }
+    }
+    let run = t0.elapsed();
+    let run_cpu = cpu_time().saturating_sub(c0);
+    // Baselines: the whole workload on an uncut device, and the recovery
+    // and read-back of the final image alone.
+    let reps = t.points.max(1);
+    let (mut whole, mut rec) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..reps {
+        let dev = CutDevice::new(base.duplicate(), 1024, u64::MAX);
+        let t1 = Instant::now();
+        let mut sut = ImplUnderTest::from_device(&dev, spec.ctime);
+        for op in &ops {
+            sut.apply(op);
+        }
+        whole += t1.elapsed();
+        let t2 = Instant::now();
+        sut.apply(&Op::Crash);
+        sut.apply(&Op::Mount {
+            cp: None,
+            ro: false,
+        });
+        std::hint::black_box(sut.durable().expect("durable"));
+        rec += t2.elapsed();
+    }
+    println!();
+    println!(
+        "## Crash enumeration judged by the model (crash_envelope.rs's workload: {} operations, {total} block writes; every {}{} cut point, plain and torn)",
+        ops.len(),
+        scale,
+        if scale == 1 { "st" } else { "th" }
+    );
+    println!();
+    println!("| what | cut points | time | share | rate (per core) |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    let row = |what: &str, d: Duration| {
+        println!(
+            "| {what} | {} | {} | {} | {} |",
+            t.points,
+            secs(d),
+            share(d, run),
+            rate(t.points, d, "cut points/s")
+        );
+    };
+    row(
+        "**every cut point** (workload, model, recovery, judgement)",
+        run,
+    );
+    row("&nbsp; the workload until the cut (nilfs-ref)", t.workload);
+    row(
+        "&nbsp; the model following the completed operations",
+        t.model,
+    );
+    row("&nbsp; crash and mount (recovery)", t.recover);
+    row(
+        "&nbsp; `durable` (check + manifests of every checkpoint)",
+        t.durable,
+    );
+    row("&nbsp; the envelope (model) and the comparison", t.envelope);
+    row(
+        "(apart: the envelope with one `ModelManifests` for all cut points)",
+        t.envelope_memo,
+    );
+    println!(
+        "| baseline: the whole workload, uncut, no judgement (×{reps}) | {reps} | {} | {} | {} |",
+        secs(whole),
+        share(whole, run),
+        rate(reps, whole, "runs/s")
+    );
+    println!(
+        "| baseline: crash, mount and `durable` of the final image (×{reps}) | {reps} | {} | {} | {} |",
+        secs(rec),
+        share(rec, run),
+        rate(reps, rec, "runs/s")
+    );
+    println!();
+    cpu_line("Every cut point", t.points, "cut points", run, run_cpu);
+    println!();
+    println!("wall time of the part {}", secs(wall.elapsed()));
+}
+
+// ------------------------------------- crash enumeration, last sync
+
+const BS: u64 = 1024;
+
+/// impl/tests/common's xorshift pattern.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn fresh() -> MemDevice {
+    let dev = MemDevice::new(64 << 20);
+    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(BS, 64)).unwrap();
+    dev
+}
+
+/// impl/tests/crash.rs's workload: 27 operations, 4 syncs; how many
+/// syncs completed.
+fn sync_workload(dev: &dyn BlockDevice) -> usize {
+    let synced = std::cell::Cell::new(0usize);
+    let _ = (|| -> nilfs::Result<()> {
+        let nilfs = Nilfs::open(dev)?;
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000)?;
+        let a = fs.create(ino::ROOT, b"a", 0o644)?;
+        fs.write(a, 0, &pattern(1, 12_000))?;
+        let d = fs.mkdir(ino::ROOT, b"d", 0o755)?;
+        let b = fs.create(d, b"b", 0o644)?;
+        fs.write(b, 0, b"first")?;
+        fs.sync()?;
+        synced.set(1);
+        for n in 0..8 {
+            let f = fs.create(d, format!("n{n}").as_bytes(), 0o644)?;
+            fs.write(f, 0, &pattern(10 + n, 700))?;
+        }
+        fs.write(a, 5000, b"overwritten in the middle")?;
+        fs.sync()?;
+        synced.set(2);
+        fs.rename(d, b"b", ino::ROOT, b"b")?;
+        fs.unlink(d, b"n3")?;
+        fs.truncate(a, 3000)?;
+        fs.symlink(ino::ROOT, b"l", b"d/n1")?;
+        fs.sync()?;
+        synced.set(3);
+        let big = fs.create(ino::ROOT, b"big", 0o644)?;
+        fs.write(big, 0, &pattern(99, 300_000))?;
+        fs.link(a, d, b"a2")?;
+        fs.sync()?;
+        synced.set(4);
+        fs.unmount()?;
+        Ok(())
+    })();
+    synced.get()
+}
+
+/// `nilref check` of the cut image, then the latest tree's manifest.
+fn latest_manifest(dev: &dyn BlockDevice) -> String {
+    let r = nilfs::check::check_device(dev, &Default::default());
+    assert!(r.is_clean(), "nilref check after the cut:\n{r}");
+    let nilfs = Nilfs::open(dev).unwrap_or_else(|e| panic!("mount after the cut: {e}"));
+    manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap()
+}
+
+fn sync_part(scale: u64) {
+    let wall = Instant::now();
+    let base = fresh();
+    let cut = |k: u64, tear: bool| {
+        let d = CutDevice::new(base.duplicate(), BS, k);
+        if tear {
+            d.tearing()
+        } else {
+            d
+        }
+    };
+    let full = cut(u64::MAX, false);
+    assert_eq!(sync_workload(&full), 4);
+    let total = full.written();
+    // The write counts at which each sync completed, and the state of
+    // each number of completed syncs (setup, as the test does it).
+    let t_setup = Instant::now();
+    let mut points = Vec::new();
+    for k in 0..=total {
+        let done = sync_workload(&cut(k, false));
+        while points.len() < done {
+            points.push(k);
+        }
+    }
+    let states: Vec<String> = (0..=4)
+        .map(|n| {
+            let dev = cut(if n == 0 { 0 } else { points[n - 1] }, false);
+            sync_workload(&dev);
+            latest_manifest(&dev.inner)
+        })
+        .collect();
+    let setup = t_setup.elapsed();
+    let completed = |k: u64| points.iter().filter(|&&p| p <= k).count();
+    let (mut n_points, mut work, mut judge) = (0u64, Duration::ZERO, Duration::ZERO);
+    let (t0, c0) = (Instant::now(), cpu_time());
+    for tear in [false, true] {
+        for k in (u64::from(tear)..=total).step_by(scale as usize) {
+            let t1 = Instant::now();
+            let dev = cut(k, tear);
+            sync_workload(&dev);
+            work += t1.elapsed();
+            let t2 = Instant::now();
+            let got = latest_manifest(&dev.inner);
+            let (lo, hi) = if tear {
+                (completed(k - 1), (completed(k) + 1).min(4))
+            } else {
+                (completed(k), (completed(k) + 1).min(4))
+            };
+            assert!(
+                (lo..=hi).any(|n| states[n] == got),
+                "cut {k} (torn {tear}): not a synced state"
+            );
+            judge += t2.elapsed();
+            n_points += 1;
+        }
+    }
+    let run = t0.elapsed();
+    let run_cpu = cpu_time().saturating_sub(c0);
+    let reps = n_points.max(1);
+    let mut whole = Duration::ZERO;
+    for _ in 0..reps {
+        let t1 = Instant::now();
+        sync_workload(&cut(u64::MAX, false));
+        whole += t1.elapsed();
+    }
+    println!();
+    println!(
+        "## Crash enumeration judged by the last completed sync (impl/tests/crash.rs's workload: 27 operations, 4 syncs, {total} block writes; every {}{} cut point, plain and torn)",
+        scale,
+        if scale == 1 { "st" } else { "th" }
+    );
+    println!();
+    println!("| what | cut points | time | share | rate (per core) |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    let row = |what: &str, n: u64, d: Duration| {
+        println!(
+            "| {what} | {n} | {} | {} | {} |",
+            secs(d),
+            share(d, run),
+            rate(n, d, "cut points/s")
+        );
+    };
+    row(
+        "**every cut point** (workload, check, mount, compare)",
+        n_points,
+        run,
+    );
+    row(
+        "&nbsp; the workload until the cut (nilfs-ref)",
+        n_points,
+        work,
+    );
+    row(
+        "&nbsp; `nilref check`, mount, manifest, compare",
+        n_points,
+        judge,
+    );
+    println!(
+        "| baseline: the whole workload, uncut, no judgement (×{reps}) | {reps} | {} | {} | {} |",
+        secs(whole),
+        share(whole, run),
+        rate(reps, whole, "runs/s")
+    );
+    println!();
+    cpu_line("Every cut point", n_points, "cut points", run, run_cpu);
+    println!();
+    println!(
+        "setup (the sync points: {} uncut-to-k runs, and 5 reference states) {}; wall time of the part {}",
+        total + 1,
+        secs(setup),
+        secs(wall.elapsed())
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mut scale = args
+        .iter()
+        .position(|a| a == "--scale")
+        .and_then(|p| args.get(p + 1))
+        .map(|s| s.parse::<u64>().expect("--scale N"))
+        .unwrap_or(1)
+        .max(1);
+    if args.iter().any(|a| a == "--quick") {
+        scale *= 8;
+    }
+    let part = args
+        .iter()
+        .position(|a| a == "--part")
+        .and_then(|p| args.get(p + 1))
+        .map(String::as_str)
+        .unwrap_or("all");
+    let profile = args.iter().any(|a| a == "--profile");
+    let wall = Instant::now();
+    println!("# Checking throughput (issue 15), scale 1/{scale}");
+    if matches!(part, "all" | "lockstep") {
+        lockstep_part(scale, profile);
+    }
+    if !profile && matches!(part, "all" | "crash") {
+        crash_part(scale);
+    }
+    if !profile && matches!(part, "all" | "sync") {
+        sync_part(scale);
+    }
+    println!();
+    println!(
+        "total wall time {}, CPU time {} (all threads); load average at the end: {}",
+        secs(wall.elapsed()),
+        secs(cpu_time()),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
