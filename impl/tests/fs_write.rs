@@ -618,10 +618,25 @@ fn attributes_and_special_files_survive_remount() {
 /// memory only (also found by pjdfstest).
 #[test]
 fn an_unlinked_open_file_lives_until_its_last_close() {
+    unlinked_open_file(None);
+}
+
+/// The same with the inode cache's limit at 0: every construction lets go
+/// of every file it may, and must keep the unlinked open one and the one
+/// whose access time is only in memory.
+#[test]
+fn an_unlinked_open_file_outlives_the_inode_cache() {
+    unlinked_open_file(Some(0));
+}
+
+fn unlinked_open_file(cache_limit: Option<usize>) {
     let dev = MemDevice::new(32 << 20);
     mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+    if let Some(n) = cache_limit {
+        fs.set_inode_cache_limit(n);
+    }
     let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
     fs.write(f, 0, &pattern(5000, 1)).unwrap();
     let g = fs.create(ino::ROOT, b"g", 0o644).unwrap();
@@ -664,6 +679,12 @@ fn an_unlinked_open_file_lives_until_its_last_close() {
     .unwrap();
     assert_eq!(fs.atime_ns(h).unwrap(), 1_900_000_000_123_456_789);
     assert_eq!(fs.stat(h).unwrap().mtime_ns(), mtime);
+    fs.sync().unwrap();
+    assert_eq!(
+        fs.atime_ns(h).unwrap(),
+        1_900_000_000_123_456_789,
+        "the in-memory access time outlives a construction"
+    );
 
     fs.unmount().unwrap();
     assert_checks_clean(&dev, "after an unmount with an unlinked file open");

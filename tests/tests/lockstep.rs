@@ -591,6 +591,51 @@ fn generated_runs_catch_dropped_writes() {
     assert_eq!(passed, 16, "the same cases pass with the writes kept");
 }
 
+/// The inode cache's limit at 0: after every construction every clean,
+/// unreferenced file leaves memory and is read back from the ifile when
+/// next used. The same generated cases must stay in the envelope (nothing
+/// depends on a file staying loaded), and with the known-bad eviction that
+/// lets dirty files go too, some of them must diverge.
+#[test]
+fn generated_runs_without_an_inode_cache_stay_in_the_envelope() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let n = 24;
+    let mut runner = TestRunner::new(Config {
+        cases: n,
+        rng_seed: RngSeed::Fixed(SEED ^ 0x1cac4e),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = case_strategy();
+    let (mut caught, mut passed) = (0, 0);
+    for _ in 0..n {
+        let case = strategy.new_tree(&mut runner).expect("a value").current();
+        let workload = |g: &nilfs_model::Geometry| case.workload(g);
+        match run_lines(&case.spec, &workload, |s| {
+            Box::new(s.on_mount(|fs| fs.set_inode_cache_limit(0)))
+        }) {
+            Ok(_) => passed += 1,
+            Err(d) => eprintln!(
+                "{case:?} with the inode cache's limit at 0: {d}\nminimal workload:\n{}",
+                minimal(&case)
+            ),
+        }
+        if run_lines(&case.spec, &workload, |s| {
+            Box::new(s.on_mount(|fs| {
+                fs.set_inode_cache_limit(0);
+                fs.known_bad_evict_dirty_inodes();
+            }))
+        })
+        .is_err()
+        {
+            caught += 1;
+        }
+    }
+    assert_eq!(passed, n, "every case passes with clean files let go");
+    assert!(caught > 0, "no case noticed dirty files let go");
+}
+
 // ------------------------------------------------------ shrunk failures
 
 /// Found by the lockstep proptest (block size 1024; shrunk, then reduced by

@@ -402,6 +402,10 @@ impl<'a> Fs<'a> {
     /// `sync`: write one checkpoint holding every change (nothing if clean).
     /// Returns the new checkpoint number.
     pub fn sync(&mut self) -> Result<Option<Cno>> {
+        if self.inodes.shrink_dirty {
+            // Known-bad: the inode cache let go before the construction.
+            self.inodes.shrink();
+        }
         let cno = self.construct()?;
         if !self.read_only {
             // nilfs_sync_fs: after the construction, one super block copy

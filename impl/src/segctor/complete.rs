@@ -73,6 +73,7 @@ impl<'a> Fs<'a> {
         for &i in &c.order {
             self.inodes.loaded_mut(i).mark_clean()?;
         }
+        self.inodes.shrink();
         self.ifile.mark_clean()?;
         self.cpfile.mark_clean()?;
         self.sufile.mark_clean()?;

@@ -73,6 +73,8 @@ pub struct ImplUnderTest<'d> {
     /// Read-only snapshot mounts, by checkpoint number: the image as it
     /// was mounted and the checkpoint entry it was mounted with.
     snaps: BTreeMap<u64, (Nilfs<'d>, Checkpoint)>,
+    /// Called on every read-write mount (a tuning or a known-bad switch).
+    on_mount: Option<fn(&mut Fs<'d>)>,
 }
 
 impl<'d> ImplUnderTest<'d> {
@@ -87,7 +89,15 @@ impl<'d> ImplUnderTest<'d> {
             now,
             last_error: None,
             snaps: BTreeMap::new(),
+            on_mount: None,
         }
+    }
+
+    /// Call `f` on every read-write mount's `Fs` before its first
+    /// operation (`Fs::set_inode_cache_limit`, a known-bad switch).
+    pub fn on_mount(mut self, f: fn(&mut Fs<'d>)) -> Self {
+        self.on_mount = Some(f);
+        self
     }
 
     /// Executes `op` and returns the observed outcome (an errno is
@@ -133,12 +143,15 @@ impl<'d> ImplUnderTest<'d> {
             return Err(Errno::EBUSY);
         }
         let nilfs = Nilfs::open(self.dev).map_err(|e| self.errno(e))?;
-        let fs = if ro {
+        let mut fs = if ro {
             Fs::mount_read_only(&nilfs, self.now)
         } else {
             Fs::mount(&nilfs, self.now)
         }
         .map_err(|e| self.errno(e))?;
+        if let (false, Some(f)) = (ro, self.on_mount) {
+            f(&mut fs);
+        }
         self.fs = Some(fs);
         Ok(())
     }
