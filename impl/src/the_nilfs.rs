@@ -61,6 +61,11 @@ pub struct Nilfs<'d> {
     /// view is read-only, so a block never changes under it.
     /// Shared (`StdArc`, immutable bytes), so a hit copies no block.
     dat_blocks: Mutex<BTreeMap<u64, Option<StdArc<[u8]>>>>,
+    /// Ifile blocks [`Nilfs::ifile_inode`] read, by the ifile's mapping
+    /// root (`i_bmap`, which names one version of one file in a read-only
+    /// view) and block offset (bounded): a walk of a tree reads each block
+    /// once for the 32 inodes it holds, not once per inode.
+    ifile_blocks: Mutex<BTreeMap<IfileBlockKey, Option<StdArc<[u8]>>>>,
 }
 
 /// A copy of the mounted state with an empty DAT block cache (a mount
@@ -77,12 +82,18 @@ impl Clone for Nilfs<'_> {
             scan: self.scan.clone(),
             super_root: self.super_root.clone(),
             dat_blocks: Mutex::new(BTreeMap::new()),
+            ifile_blocks: Mutex::new(BTreeMap::new()),
         }
     }
 }
 
 /// DAT entry blocks kept by [`Nilfs`] (16 MiB at 4 KiB blocks).
 const DAT_CACHE_BLOCKS: usize = 4096;
+/// An ifile block: the ifile's `i_bmap` and the block's offset.
+type IfileBlockKey = ([u64; 7], u64);
+
+/// Ifile blocks kept by [`Nilfs`] (4 MiB at 4 KiB blocks).
+const IFILE_CACHE_BLOCKS: usize = 1024;
 
 impl<'d> Nilfs<'d> {
     /// Open `dev` as the kernel's `load_nilfs` would, without recovery writes:
@@ -129,6 +140,7 @@ impl<'d> Nilfs<'d> {
             scan,
             super_root,
             dat_blocks: Mutex::new(BTreeMap::new()),
+            ifile_blocks: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -420,7 +432,23 @@ impl<'d> Nilfs<'d> {
         let blk = geo
             .entry_blkoff(ino.0)
             .ok_or_else(|| Error::OutOfRange(format!("inode number {ino}")))?;
-        let Some(data) = self.mdt_block(MetaFile::Ifile(ifile), FileBlk(blk))? else {
+        let key = (ifile.bmap, blk);
+        let cached = lock(&self.ifile_blocks).get(&key).cloned();
+        let block = match cached {
+            Some(b) => b,
+            None => {
+                let b: Option<StdArc<[u8]>> = self
+                    .mdt_block(MetaFile::Ifile(ifile), FileBlk(blk))?
+                    .map(Into::into);
+                let mut cache = lock(&self.ifile_blocks);
+                if cache.len() >= IFILE_CACHE_BLOCKS {
+                    cache.clear();
+                }
+                cache.insert(key, b.clone());
+                b
+            }
+        };
+        let Some(data) = block else {
             return Ok(None);
         };
         let off = geo.entry_offset_in_block(ino.0);
