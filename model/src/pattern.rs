@@ -74,6 +74,8 @@ impl Pattern {
             }
             Pattern::Zeros(_) => {}
             Pattern::Blk { tag, first, .. } => {
+                // Each block: its header, then `~` to the block's end.
+                out.fill(b'~');
                 let mut pos = start;
                 let mut done = 0;
                 while done < n {
@@ -81,23 +83,26 @@ impl Pattern {
                     let within = (pos % BLK_SIZE) as usize;
                     let header = format!("{tag}:{block:08}\n");
                     let take = (BLK_SIZE as usize - within).min(n - done);
-                    for (k, b) in out[done..done + take].iter_mut().enumerate() {
-                        let at = within + k;
-                        *b = if at < header.len() {
-                            header.as_bytes()[at]
-                        } else {
-                            b'~'
-                        };
+                    if within < header.len() {
+                        let h = &header.as_bytes()[within..header.len().min(within + take)];
+                        out[done..done + h.len()].copy_from_slice(h);
                     }
                     done += take;
                     pos += take as u64;
                 }
             }
             Pattern::Seeded { seed, .. } => {
-                for (k, b) in out.iter_mut().enumerate() {
+                // Byte p is byte p % 8 (little-endian) of word p / 8, one
+                // splitmix64 per word.
+                let mut k = 0usize;
+                while k < n {
                     let p = start + k as u64;
                     let word = splitmix64(seed ^ (p / 8).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                    *b = (word >> (8 * (p % 8))) as u8;
+                    let bytes = word.to_le_bytes();
+                    let from = (p % 8) as usize;
+                    let take = (8 - from).min(n - k);
+                    out[k..k + take].copy_from_slice(&bytes[from..from + take]);
+                    k += take;
                 }
             }
         }
@@ -173,6 +178,51 @@ mod tests {
                 for (k, b) in part.iter().enumerate() {
                     let i = start as usize + k;
                     assert_eq!(*b, whole.get(i).copied().unwrap_or(0));
+                }
+            }
+        }
+    }
+
+    /// The word-at-a-time fills equal their byte-by-byte definitions.
+    #[test]
+    fn fills_equal_their_definitions() {
+        let seeded = |seed: u64, p: u64| {
+            let word = splitmix64(seed ^ (p / 8).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            (word >> (8 * (p % 8))) as u8
+        };
+        let blk = |tag: &str, first: u64, p: u64| {
+            let header = format!("{tag}:{:08}\n", first + p / BLK_SIZE);
+            let at = (p % BLK_SIZE) as usize;
+            header.as_bytes().get(at).copied().unwrap_or(b'~')
+        };
+        for start in [0u64, 1, 7, 8, 9, 13, 4090, 4095, 4096, 8200] {
+            for len in [0usize, 1, 5, 8, 17, 4096, 9000] {
+                let mut out = vec![0xA5; len];
+                let p = Pattern::Seeded {
+                    seed: 42,
+                    len: 20_000,
+                };
+                p.fill(start, &mut out);
+                for (k, b) in out.iter().enumerate() {
+                    let at = start + k as u64;
+                    let want = if at < 20_000 { seeded(42, at) } else { 0 };
+                    assert_eq!(*b, want, "seeded byte {at}");
+                }
+                let p = Pattern::Blk {
+                    tag: "tag".into(),
+                    first: 3,
+                    count: 4,
+                    len: None,
+                };
+                p.fill(start, &mut out);
+                for (k, b) in out.iter().enumerate() {
+                    let at = start + k as u64;
+                    let want = if at < 4 * BLK_SIZE {
+                        blk("tag", 3, at)
+                    } else {
+                        0
+                    };
+                    assert_eq!(*b, want, "blk byte {at}");
                 }
             }
         }

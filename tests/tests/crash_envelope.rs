@@ -10,7 +10,7 @@
 
 use nilfs::device::{CutDevice, MemDevice};
 use nilfs_conformance::lockstep::{
-    format, model_after_format, model_durable, Durable, ImageSpec, ImplUnderTest, Sut,
+    format, model_after_format, Durable, ImageSpec, ImplUnderTest, ModelManifests, Sut,
 };
 use nilfs_model::{step, Errno, Op, Outcome, Pattern, State};
 
@@ -249,7 +249,14 @@ fn run_cut(dev: &CutDevice, ops: &[Op], model: &mut Vec<State>) -> Cut {
 /// The durable states the model allows after a crash at this point and a
 /// mount: from the states after the completed operations, and — the one
 /// in flight may have taken effect — from each of its outcomes.
-fn envelope(model: &[State], in_flight: Option<&Op>) -> Vec<Durable> {
+///
+/// `manifests` remembers the model's manifests by namespace across cut
+/// points: nearly every cut's envelope holds states an earlier one held.
+fn envelope(
+    model: &[State],
+    in_flight: Option<&Op>,
+    manifests: &mut ModelManifests,
+) -> Vec<Durable> {
     let mut before: Vec<State> = model.to_vec();
     if let Some(op) = in_flight {
         for s in model {
@@ -269,7 +276,7 @@ fn envelope(model: &[State], in_flight: Option<&Op>) -> Vec<Durable> {
         for c in step(s, &Op::Crash) {
             for m in step(&c.next, &mount) {
                 if m.accept(&Outcome::Ok).is_some() {
-                    let d = model_durable(&m.next);
+                    let d = manifests.durable(&m.next);
                     if !out.contains(&d) {
                         out.push(d);
                     }
@@ -290,12 +297,13 @@ fn check_every_cut(tear: bool) -> usize {
     let total = full.written();
     assert!(total > 100, "only {total} block writes");
     let mut distinct = Vec::new();
+    let mut manifests = ModelManifests::default();
     for k in u64::from(tear)..=total {
         let dev = CutDevice::new(base.duplicate(), 1024, k);
         let dev = if tear { dev.tearing() } else { dev };
         let mut model = vec![initial.clone()];
         let cut = run_cut(&dev, &ops, &mut model);
-        let allowed = envelope(&model, ops.get(cut.completed));
+        let allowed = envelope(&model, ops.get(cut.completed), &mut manifests);
         let durable = cut.durable.unwrap_or_else(|| {
             panic!("cut after {k} block writes (torn: {tear}): the image did not mount or read")
         });
@@ -343,13 +351,14 @@ fn a_silently_lost_write_leaves_the_envelope() {
     run_cut(&full, &ops, &mut vec![initial.clone()]);
     let total = full.written();
     let mut caught = 0;
+    let mut manifests = ModelManifests::default();
     for lose in (1..total).step_by(5) {
         let dev = CutDevice::new(base.duplicate(), 1024, u64::MAX).losing(lose);
         let mut model = vec![initial.clone()];
         let cut = run_cut(&dev, &ops, &mut model);
         let inside = cut
             .durable
-            .is_some_and(|d| envelope(&model, ops.get(cut.completed)).contains(&d));
+            .is_some_and(|d| envelope(&model, ops.get(cut.completed), &mut manifests).contains(&d));
         if !inside {
             caught += 1;
         }
