@@ -66,6 +66,9 @@ pub struct Nilfs<'d> {
     /// view) and block offset (bounded): a walk of a tree reads each block
     /// once for the 32 inodes it holds, not once per inode.
     ifile_blocks: Mutex<BTreeMap<IfileBlockKey, Option<StdArc<[u8]>>>>,
+    /// File digests [`Nilfs::file_digest`] computed, by mapping root and
+    /// size (bounded).
+    digests: Mutex<BTreeMap<IfileBlockKey, [u8; 32]>>,
 }
 
 /// A copy of the mounted state with an empty DAT block cache (a mount
@@ -83,6 +86,7 @@ impl Clone for Nilfs<'_> {
             super_root: self.super_root.clone(),
             dat_blocks: Mutex::new(BTreeMap::new()),
             ifile_blocks: Mutex::new(BTreeMap::new()),
+            digests: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -91,6 +95,9 @@ impl Clone for Nilfs<'_> {
 const DAT_CACHE_BLOCKS: usize = 4096;
 /// An ifile block: the ifile's `i_bmap` and the block's offset.
 type IfileBlockKey = ([u64; 7], u64);
+
+/// File digests kept by [`Nilfs`].
+const DIGEST_CACHE_FILES: usize = 65_536;
 
 /// Ifile blocks kept by [`Nilfs`] (4 MiB at 4 KiB blocks).
 const IFILE_CACHE_BLOCKS: usize = 1024;
@@ -141,6 +148,7 @@ impl<'d> Nilfs<'d> {
             super_root,
             dat_blocks: Mutex::new(BTreeMap::new()),
             ifile_blocks: Mutex::new(BTreeMap::new()),
+            digests: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -419,6 +427,31 @@ impl<'d> Nilfs<'d> {
     /// (`ns_segnum`, `ns_nextnum`).
     pub fn writer_segments(&self) -> [SegNum; 2] {
         [self.scan.segnum, self.scan.nextnum]
+    }
+
+    /// The digest of a file's contents whose inode has mapping root `bmap`
+    /// and size `size`, computed by `compute` unless this view computed it
+    /// before. In one read-only view the root and the size decide the
+    /// contents (the same pointers, translated by the same DAT, read from
+    /// the same blocks), so a file unchanged across checkpoints is read
+    /// and hashed once for all of them, not once per checkpoint.
+    pub fn file_digest(
+        &self,
+        bmap: [u64; 7],
+        size: u64,
+        compute: impl FnOnce() -> Result<[u8; 32]>,
+    ) -> Result<[u8; 32]> {
+        let key = (bmap, size);
+        if let Some(d) = lock(&self.digests).get(&key) {
+            return Ok(*d);
+        }
+        let d = compute()?;
+        let mut cache = lock(&self.digests);
+        if cache.len() >= DIGEST_CACHE_FILES {
+            cache.clear();
+        }
+        cache.insert(key, d);
+        Ok(d)
     }
 
     /// Inode `ino` in the ifile whose inode is `ifile`; `None` if its block

@@ -70,12 +70,26 @@ fn line_of(
         _ => {
             let mut h = Sha256::new();
             contents(&mut |b| h.update(b))?;
-            let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-            let mut line = format!("{hex}  {size}  ").into_bytes();
-            line.extend_from_slice(path);
-            (path.to_vec(), line)
+            regular_line(path, size, &h.finalize().into())
         }
     })
+}
+
+/// A regular file's line, from its digest.
+fn regular_line(path: &[u8], size: u64, digest: &[u8; 32]) -> Line {
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let mut line = format!("{hex}  {size}  ").into_bytes();
+    line.extend_from_slice(path);
+    (path.to_vec(), line)
+}
+
+/// Whether `line_of` hashes this type's contents (a regular file, or an
+/// inode of no known type, which reads as one).
+fn is_hashed(inode: &Inode) -> bool {
+    !matches!(
+        inode.file_type(),
+        S_IFIFO | S_IFSOCK | S_IFCHR | S_IFBLK | S_IFDIR | S_IFLNK
+    )
 }
 
 /// How much of a file `live_manifest` reads at a time.
@@ -102,10 +116,27 @@ fn finish(mut lines: Vec<Line>) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The manifest of every entry of the checkpoint.
+/// The manifest of every entry of the checkpoint. A file's digest is
+/// computed once per image (`Nilfs::file_digest`): the manifests of many
+/// checkpoints of one image hash each unchanged file once.
 pub fn manifest(view: &CheckpointView<'_, '_>) -> Result<String> {
     let mut lines: Vec<Line> = Vec::new();
     view.walk_tree(&mut |path, _ino, inode| {
+        if is_hashed(inode) {
+            let digest = view.image().file_digest(inode.bmap, inode.size, || {
+                let mut h = Sha256::new();
+                view.read_pieces(inode, &mut |piece| {
+                    match piece {
+                        Piece::Data(d) => h.update(d),
+                        Piece::Hole(n) => feed_zeros(&mut |b| h.update(b), n),
+                    }
+                    Ok(())
+                })?;
+                Ok(h.finalize().into())
+            })?;
+            lines.push(regular_line(path, inode.size, &digest));
+            return Ok(());
+        }
         let contents = |sink: Sink<'_>| match inode.file_type() {
             S_IFLNK => view.readlink(inode).map(|t| sink(&t)),
             _ => view.read_pieces(inode, &mut |piece| {

@@ -85,6 +85,11 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
 
     /// The view of checkpoint entry `cp`, read before (a snapshot mount
     /// keeps the entry it was mounted with).
+    /// The image the view reads.
+    pub fn image(&self) -> &'a Nilfs<'d> {
+        self.fs
+    }
+
     pub fn with_checkpoint(fs: &'a Nilfs<'d>, cp: Checkpoint) -> Self {
         CheckpointView { fs, cp }
     }
