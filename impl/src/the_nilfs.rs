@@ -68,7 +68,7 @@ pub struct Nilfs<'d> {
     ifile_blocks: Mutex<BTreeMap<IfileBlockKey, Option<StdArc<[u8]>>>>,
     /// File digests [`Nilfs::file_digest`] computed, by mapping root and
     /// size (bounded).
-    digests: Mutex<BTreeMap<IfileBlockKey, [u8; 32]>>,
+    digests: Mutex<BTreeMap<([u64; 7], u64, u8), [u8; 32]>>,
 }
 
 /// A copy of the mounted state with an empty DAT block cache (a mount
@@ -435,13 +435,15 @@ impl<'d> Nilfs<'d> {
     /// contents (the same pointers, translated by the same DAT, read from
     /// the same blocks), so a file unchanged across checkpoints is read
     /// and hashed once for all of them, not once per checkpoint.
+    /// `kind` tells digests of different definitions apart.
     pub fn file_digest(
         &self,
         bmap: [u64; 7],
         size: u64,
+        kind: u8,
         compute: impl FnOnce() -> Result<[u8; 32]>,
     ) -> Result<[u8; 32]> {
-        let key = (bmap, size);
+        let key = (bmap, size, kind);
         if let Some(d) = lock(&self.digests).get(&key) {
             return Ok(*d);
         }

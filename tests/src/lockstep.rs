@@ -22,8 +22,13 @@
 //! `inspect::manifest`), which shares nothing with the write path above the
 //! on-disk format: the manifest of the latest checkpoint, and the manifest
 //! of every checkpoint the cpfile lists. The model's side
-//! ([`model_durable`]) is `manifest::manifest` of its live namespace and of
-//! each checkpoint's frozen one. nilfs-ref makes a checkpoint only when asked
+//! ([`model_durable`]) is `manifest::page_manifest` of its live namespace
+//! and of each checkpoint's frozen one. Both sides digest a file's contents
+//! by the page digest (SHA-256 of its non-zero 4 KiB pages with their
+//! indexes, then the size), each computed by its own code from what it
+//! holds: the model from its pages, nilfs-ref from what its read path
+//! reads. SHA-256 of the contents with holes as zeros, manifest.sh's, cost
+//! two thirds of a lockstep run in hashing zeros. nilfs-ref makes a checkpoint only when asked
 //! (it has no timer), so its checkpoint numbers must be exactly the model's:
 //! the sets of numbers are compared exactly, a stricter rule than the lscp
 //! shape rule the model applies to the kernel.
@@ -44,17 +49,17 @@ use nilfs_model::{step, Geometry, Op, Outcome, State};
 /// for model state `s`.
 pub fn model_durable(s: &State) -> Durable {
     Durable {
-        live: nilfs_model::manifest::manifest(&s.live),
+        live: nilfs_model::manifest::page_manifest(&s.live),
         checkpoints: s
             .checkpoints
             .iter()
-            .map(|(c, cp)| (*c, nilfs_model::manifest::manifest(&cp.ns)))
+            .map(|(c, cp)| (*c, nilfs_model::manifest::page_manifest(&cp.ns)))
             .collect(),
     }
 }
 
 /// [`model_durable`] with the manifests it already made remembered, by
-/// namespace. `manifest::manifest` is a function of the namespace alone,
+/// namespace. `manifest::page_manifest` is a function of the namespace alone,
 /// so a namespace equal to one seen before has the same lines; a
 /// checkpoint's namespace is frozen, and the latest one is the live tree
 /// it was made from, so nearly every namespace of a comparison has been
@@ -82,7 +87,7 @@ impl ModelManifests {
             self.seen.push(hit);
             return lines;
         }
-        let lines = nilfs_model::manifest::manifest(ns);
+        let lines = nilfs_model::manifest::page_manifest(ns);
         if self.seen.len() == Self::KEEP {
             self.seen.remove(0);
         }

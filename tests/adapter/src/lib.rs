@@ -35,7 +35,10 @@ use sha2::{Digest, Sha256};
 pub const NS: i64 = 1_000_000_000;
 
 /// What the harness can observe of an implementation's durable state: the
-/// manifest (manifest.sh lines) of the live tree and of every checkpoint.
+/// manifest of the live tree and of every checkpoint, in manifest.sh's
+/// line format with each regular file's digest the page digest
+/// (`nilfs::inspect::manifest::PageDigest`, the model's
+/// `manifest::file_page_digest`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Durable {
     pub live: Vec<String>,
@@ -530,8 +533,12 @@ impl<'d> ImplUnderTest<'d> {
         let nilfs = Nilfs::open(self.dev).map_err(|e| format!("open: {e}"))?;
         let view_manifest = |cno: Option<Cno>| -> Result<Vec<String>, String> {
             let view = CheckpointView::open(&nilfs, cno).map_err(|e| format!("cp {cno:?}: {e}"))?;
-            let m = nilfs::inspect::manifest::manifest(&view)
-                .map_err(|e| format!("manifest of cp {cno:?}: {e}"))?;
+            // The page digest, as the harness's model side computes it.
+            let m = nilfs::inspect::manifest::manifest_with(
+                &view,
+                nilfs::inspect::manifest::ContentDigest::Pages,
+            )
+            .map_err(|e| format!("manifest of cp {cno:?}: {e}"))?;
             Ok(lines(&m))
         };
         let mut checkpoints = BTreeMap::new();
