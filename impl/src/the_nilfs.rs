@@ -68,7 +68,7 @@ pub struct Nilfs<'d> {
     ifile_blocks: Mutex<BTreeMap<IfileBlockKey, Option<StdArc<[u8]>>>>,
     /// File digests [`Nilfs::file_digest`] computed, by mapping root and
     /// size (bounded).
-    digests: Mutex<BTreeMap<([u64; 7], u64, u8), [u8; 32]>>,
+    digests: Mutex<BTreeMap<DigestKey, [u8; 32]>>,
 }
 
 /// A copy of the mounted state with an empty DAT block cache (a mount
@@ -95,6 +95,9 @@ impl Clone for Nilfs<'_> {
 const DAT_CACHE_BLOCKS: usize = 4096;
 /// An ifile block: the ifile's `i_bmap` and the block's offset.
 type IfileBlockKey = ([u64; 7], u64);
+
+/// A file digest: the file's `i_bmap`, its size, the digest's kind.
+type DigestKey = ([u64; 7], u64, u8);
 
 /// File digests kept by [`Nilfs`].
 const DIGEST_CACHE_FILES: usize = 65_536;
