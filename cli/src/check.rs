@@ -68,7 +68,7 @@ pub fn run(image: &Path, cp: Option<u64>, json: bool, all: bool, quiet: bool) ->
     };
     let mut opts = Options {
         checkpoints,
-        progress: None,
+        ..Options::default()
     };
     let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new(0);

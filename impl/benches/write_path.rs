@@ -194,6 +194,34 @@ fn sequential_on_dense(file_bytes: u64, base: &[u8]) -> (Duration, Duration) {
     (total, sync_time)
 }
 
+/// Phase (3)'s small files on a fresh file system on a pre-faulted
+/// `DenseDevice`: (time, files).
+fn small_files_on_dense(dirs: u64) -> (Duration, u64) {
+    let dev =
+        DenseDevice::new((dirs * FILES_PER_DIR * 3 * 4096).next_multiple_of(8 * MIB) + 64 * MIB);
+    mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
+    let nilfs = Nilfs::open(&dev).expect("open");
+    let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
+    let mut rng = SplitMix64::new(3);
+    let mut data = vec![0u8; 4 * 1024];
+    let t = Instant::now();
+    for d in 0..dirs {
+        let dir = fs
+            .mkdir(ino::ROOT, format!("d{d:03}").as_bytes(), 0o755)
+            .expect("mkdir");
+        for n in 0..FILES_PER_DIR {
+            let len = 1024 + (rng.next_u64() % (3 * 1024 + 1)) as usize;
+            rng.fill(&mut data[..len]);
+            let i: Ino = fs
+                .create(dir, format!("f{n:04}").as_bytes(), 0o644)
+                .expect("create");
+            fs.write(i, 0, &data[..len]).expect("write");
+        }
+        fs.sync().expect("sync");
+    }
+    (t.elapsed(), dirs * FILES_PER_DIR)
+}
+
 fn fresh_device(bytes: u64) -> MemDevice {
     let dev = MemDevice::new(bytes);
     mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
@@ -371,6 +399,14 @@ fn run(scale: u64, report: &Report) {
         format!("{files} files, {} MiB", bytes / MIB),
         total,
         format!("{} ({})", ops_s(files, total), mib_s(bytes, total)),
+        &dev,
+    );
+    let (dense, dense_files) = small_files_on_dense(dirs);
+    report.row(
+        "small files, the same, on a fresh file system on a pre-faulted dense device",
+        format!("{dense_files} files"),
+        dense,
+        ops_s(dense_files, dense),
         &dev,
     );
     let per: Vec<String> = tenths

@@ -741,6 +741,22 @@ fn ranged_reads_agree_with_the_whole_file_map() {
         expect.truncate(8_000 * 1024 - 300);
         fs.unmount().unwrap();
     }
+    // nilref check reads a small image on one thread and a larger one
+    // with a second thread reading ahead: both ways, the same report.
+    let report = |inline_bytes| {
+        let r = nilfs::check::check_device(
+            &dev,
+            &nilfs::check::Options {
+                inline_bytes: Some(inline_bytes),
+                ..Default::default()
+            },
+        );
+        assert!(r.is_clean(), "{r}");
+        (r.to_string(), r.stats.bytes_read, r.stats.logs)
+    };
+    let (one_thread, two_threads) = (report(u64::MAX), report(0));
+    assert!(one_thread.2 > 10, "the image has many logs");
+    assert_eq!(one_thread, two_threads);
     let nilfs = Nilfs::open(&dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     let (_, inode) = view.resolve(b"/sparse", true).unwrap();

@@ -80,6 +80,10 @@ struct SegWalk {
 /// latest checkpoint must have them), with the log that names each.
 pub(crate) type DsyncInodes = Vec<(u64, u64, Option<u64>)>;
 
+/// Below this many bytes of used segments, the logs pass reads and checks
+/// on one thread.
+const INLINE_MAX: u64 = 16 << 20;
+
 impl Ck<'_, '_> {
     /// Walk every used segment's logs, then the logs after the latest
     /// super root; return the inodes of their data-sync logs.
@@ -116,39 +120,57 @@ impl Ck<'_, '_> {
         let (dev, bs, dev_blocks) = (self.dev, u64::from(self.bs), self.dev_blocks);
         let seed = self.fs.sb.crc_seed;
         let reads: Vec<(u64, u64)> = plan.iter().map(|p| (p.1, p.3)).collect();
+        let fetch = move |start: u64, n: u64| -> Option<Prefetched> {
+            let bytes = n.saturating_mul(bs);
+            (bytes <= PREFETCH_MAX && start.saturating_add(n) <= dev_blocks)
+                .then(|| {
+                    let mut b = vec![0u8; bytes as usize];
+                    dev.read_at(start * bs, &mut b).ok().map(|()| b)
+                })
+                .flatten()
+                .map(|b| {
+                    let sums = log_sums(&b, bs, seed);
+                    (b, sums)
+                })
+        };
+        let mut check = |this: &mut Self, (seg, start, end, limit), got: Option<Prefetched>| {
+            if let Some((b, _)) = &got {
+                this.report.stats.bytes_read += b.len() as u64;
+            }
+            let pre = Pre {
+                buf: got.as_ref().map(|g| &g.0[..]),
+                sums: got.as_ref().map_or(&[][..], |g| &g.1[..]),
+            };
+            this.segment(seg, start, end, limit, pre, &mut seqs);
+        };
+        // A small image is checked on this thread: handing each segment to
+        // a second thread and back cost more than the reads, and under
+        // load the handoff waited on the scheduler.
+        let total: u64 = reads.iter().map(|&(_, n)| n.saturating_mul(bs)).sum();
+        if total <= self.opts.inline_bytes.unwrap_or(INLINE_MAX) {
+            for (&p, &(start, n)) in plan.iter().zip(&reads) {
+                if self.stopped() {
+                    break;
+                }
+                check(self, p, fetch(start, n));
+            }
+            return self.roll_forward_logs();
+        }
         crate::sync::std_scope(|sc| {
             let (tx, rx) = crate::sync::std_sync_channel::<Option<Prefetched>>(1);
             sc.spawn(move || {
                 for (start, n) in reads {
-                    let bytes = n.saturating_mul(bs);
-                    let buf = (bytes <= PREFETCH_MAX && start.saturating_add(n) <= dev_blocks)
-                        .then(|| {
-                            let mut b = vec![0u8; bytes as usize];
-                            dev.read_at(start * bs, &mut b).ok().map(|()| b)
-                        })
-                        .flatten()
-                        .map(|b| {
-                            let sums = log_sums(&b, bs, seed);
-                            (b, sums)
-                        });
-                    if tx.send(buf).is_err() {
+                    if tx.send(fetch(start, n)).is_err() {
                         return;
                     }
                 }
             });
-            for &(seg, start, end, limit) in &plan {
+            for &p in &plan {
                 let got = rx.recv().ok().flatten();
                 if self.stopped() {
                     break;
                 }
-                if let Some((b, _)) = &got {
-                    self.report.stats.bytes_read += b.len() as u64;
-                }
-                let pre = Pre {
-                    buf: got.as_ref().map(|g| &g.0[..]),
-                    sums: got.as_ref().map_or(&[][..], |g| &g.1[..]),
-                };
-                self.segment(seg, start, end, limit, pre, &mut seqs);
+                check(self, p, got);
             }
         });
         self.roll_forward_logs()

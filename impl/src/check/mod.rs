@@ -66,6 +66,10 @@ pub struct Options {
     pub checkpoints: Checkpoints,
     /// Called now and then on long checks.
     pub progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+    /// Used segments of at most this many bytes are read and checked on
+    /// one thread; above it a second thread reads ahead. `None`: 16 MiB.
+    /// (Set by the test that runs both ways on one image.)
+    pub inline_bytes: Option<u64>,
 }
 
 /// Check the NILFS2 file system on `dev`.
