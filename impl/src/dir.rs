@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use crate::format::dir::{parse_block, rec_len_for, FT_DIR};
 use crate::format::le::{put_bytes, put_u16, put_u64, put_u8, u16_at, u64_at, u8_at};
 use crate::format::{Ino, NAME_LEN};
+use crate::sync::StdArc;
 use crate::{Errno, Error, Result};
 
 /// The blocks of one directory, in memory. The directory's size is always
@@ -22,7 +23,10 @@ use crate::{Errno, Error, Result};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirFile {
     block_size: u32,
-    blocks: Vec<Vec<u8>>,
+    /// Shared copy-on-write (`StdArc::make_mut`): the journal a failed
+    /// operation rolls back to copies a directory's state before every
+    /// create, and this makes that a copy of pointers.
+    blocks: Vec<StdArc<Vec<u8>>>,
     dirty: BTreeSet<u64>,
 }
 
@@ -73,7 +77,7 @@ impl DirFile {
         for k in 0..n {
             let b = read(k)?;
             parse_block(&b, block_size).map_err(|e| e.of_inode_block(k))?;
-            blocks.push(b);
+            blocks.push(StdArc::new(b));
         }
         Ok(DirFile {
             block_size,
@@ -99,7 +103,7 @@ impl DirFile {
         put_bytes(&mut b, dot + 12, b"..");
         DirFile {
             block_size,
-            blocks: vec![b],
+            blocks: vec![StdArc::new(b)],
             dirty: BTreeSet::from([0]),
         }
     }
@@ -110,7 +114,7 @@ impl DirFile {
     }
 
     /// The blocks.
-    pub fn blocks(&self) -> &[Vec<u8>] {
+    pub fn blocks(&self) -> &[StdArc<Vec<u8>>] {
         &self.blocks
     }
 
@@ -208,7 +212,7 @@ impl DirFile {
         }
         let (i, off) = match slot {
             Some((i, off, live, used, len)) => {
-                let b = &mut self.blocks[i];
+                let b = StdArc::make_mut(&mut self.blocks[i]);
                 if live {
                     // Split: the live entry keeps its own length, the rest
                     // becomes the new entry.
@@ -223,11 +227,11 @@ impl DirFile {
                 // We hit i_size: a new block, one record spanning it.
                 let mut b = vec![0u8; bs];
                 put_rec_len(&mut b, 0, bs);
-                self.blocks.push(b);
+                self.blocks.push(StdArc::new(b));
                 (self.blocks.len() - 1, 0)
             }
         };
-        let b = &mut self.blocks[i];
+        let b = StdArc::make_mut(&mut self.blocks[i]);
         put_u8(b, off + 10, name.len() as u8);
         put_bytes(b, off + 12, name);
         put_u64(b, off, ino.0);
@@ -251,7 +255,7 @@ impl DirFile {
         let k = offs.iter().position(|&o| o == pos.offset).ok_or_else(|| {
             Error::OutOfRange(format!("no record at {} in block {i}", pos.offset))
         })?;
-        let b = &mut self.blocks[i];
+        let b = StdArc::make_mut(&mut self.blocks[i]);
         let end = pos.offset + rec_len_at(b, pos.offset);
         if k > 0 {
             let prev = offs[k - 1];
@@ -275,7 +279,7 @@ impl DirFile {
                 pos.offset
             )));
         }
-        let b = &mut self.blocks[i];
+        let b = StdArc::make_mut(&mut self.blocks[i]);
         put_u64(b, pos.offset, ino.0);
         put_u8(b, pos.offset + 11, file_type);
         self.dirty.insert(i as u64);

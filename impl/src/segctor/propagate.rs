@@ -227,7 +227,7 @@ impl<'a> Fs<'a> {
         let f = self.inodes.loaded_mut(i);
         if let Some(d) = &f.dir {
             for b in d.dirty_blocks().collect::<Vec<_>>() {
-                f.dirty.insert(b, d.blocks()[b as usize].clone());
+                f.dirty.insert(b, d.blocks()[b as usize].to_vec());
             }
         }
         let keys: Vec<u64> = f.dirty.keys().copied().collect();
