@@ -166,8 +166,12 @@ impl nilfs::device::BlockDevice for DenseDevice {
 /// The sequential write of phase (1) on a pre-faulted `DenseDevice`:
 /// (time, time inside sync).
 fn sequential_on_dense(file_bytes: u64, base: &[u8]) -> (Duration, Duration) {
-    let dev =
-        DenseDevice::new((file_bytes * 3 / 2).max(64 * MIB).next_multiple_of(8 * MIB) + 8 * MIB);
+    let dev = DenseDevice::new(
+        (file_bytes * 3 / 2)
+            .max(256 * MIB)
+            .next_multiple_of(8 * MIB)
+            + 8 * MIB,
+    );
     mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
     let nilfs = Nilfs::open(&dev).expect("open");
     let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
@@ -197,8 +201,12 @@ fn sequential_on_dense(file_bytes: u64, base: &[u8]) -> (Duration, Duration) {
 /// Phase (3)'s small files on a fresh file system on a pre-faulted
 /// `DenseDevice`: (time, files).
 fn small_files_on_dense(dirs: u64) -> (Duration, u64) {
-    let dev =
-        DenseDevice::new((dirs * FILES_PER_DIR * 3 * 4096).next_multiple_of(8 * MIB) + 64 * MIB);
+    let dev = DenseDevice::new(
+        (dirs * FILES_PER_DIR * 3 * 4096)
+            .max(256 * MIB)
+            .next_multiple_of(8 * MIB)
+            + 64 * MIB,
+    );
     mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
     let nilfs = Nilfs::open(&dev).expect("open");
     let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
