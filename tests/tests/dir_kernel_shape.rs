@@ -35,7 +35,7 @@ fn replaying_the_kernels_entries_gives_the_kernels_blocks() {
         );
         for (i, b) in ours.blocks().iter().enumerate() {
             let theirs = fs.read_block(map[&(i as u64)]).unwrap();
-            assert!(b == &theirs, "{path}: block {i} differs from the kernel's");
+            assert!(**b == theirs, "{path}: block {i} differs from the kernel's");
         }
         assert_eq!(ours.is_empty(ino).unwrap(), entries.len() == 2, "{path}");
         let _ = Ino(0);
