@@ -175,6 +175,17 @@ fn sequential_on_dense(file_bytes: u64, base: &[u8]) -> (Duration, Duration) {
     mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
     let nilfs = Nilfs::open(&dev).expect("open");
     let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
+    let (f, total, sync_time) = write_sequential(&mut fs, file_bytes, base);
+    let mut chunk = vec![0u8; MIB as usize];
+    let got = fs.read(f, file_bytes - MIB, MIB).expect("read");
+    seq_chunk(base, file_bytes / MIB - 1, &mut chunk);
+    assert!(got == chunk, "the last chunk on the dense device");
+    (total, sync_time)
+}
+
+/// Phase (1): `/big` written in 1 MiB calls, a sync per 64 MiB and at
+/// the end. Returns the file, the time, and the time inside the syncs.
+fn write_sequential(fs: &mut Fs<'_>, file_bytes: u64, base: &[u8]) -> (Ino, Duration, Duration) {
     let f = fs.create(ino::ROOT, b"big", 0o644).expect("create");
     let mut chunk = vec![0u8; MIB as usize];
     let mut sync_time = Duration::ZERO;
@@ -191,11 +202,39 @@ fn sequential_on_dense(file_bytes: u64, base: &[u8]) -> (Duration, Duration) {
     let s = Instant::now();
     fs.sync().expect("sync");
     sync_time += s.elapsed();
-    let total = t.elapsed();
-    let got = fs.read(f, file_bytes - MIB, MIB).expect("read");
-    seq_chunk(base, file_bytes / MIB - 1, &mut chunk);
-    assert!(got == chunk, "the last chunk on the dense device");
-    (total, sync_time)
+    (f, t.elapsed(), sync_time)
+}
+
+/// Phase (3): `dirs` directories of 1,000 files of 1-4 KiB (seeded), a
+/// sync after each directory. Returns the time, the time of each tenth,
+/// and the bytes written.
+fn write_small_files(fs: &mut Fs<'_>, dirs: u64) -> (Duration, Vec<Duration>, u64) {
+    let mut rng = SplitMix64::new(3);
+    let mut data = vec![0u8; 4 * 1024];
+    let mut bytes = 0u64;
+    let mut tenths = Vec::new();
+    let t = Instant::now();
+    let mut mark = Instant::now();
+    for d in 0..dirs {
+        let dir = fs
+            .mkdir(ino::ROOT, format!("d{d:03}").as_bytes(), 0o755)
+            .expect("mkdir");
+        for n in 0..FILES_PER_DIR {
+            let len = 1024 + (rng.next_u64() % (3 * 1024 + 1)) as usize;
+            rng.fill(&mut data[..len]);
+            let i: Ino = fs
+                .create(dir, format!("f{n:04}").as_bytes(), 0o644)
+                .expect("create");
+            fs.write(i, 0, &data[..len]).expect("write");
+            bytes += len as u64;
+        }
+        fs.sync().expect("sync");
+        if (d + 1) % (dirs / 10).max(1) == 0 {
+            tenths.push(mark.elapsed());
+            mark = Instant::now();
+        }
+    }
+    (t.elapsed(), tenths, bytes)
 }
 
 /// Phase (3)'s small files on a fresh file system on a pre-faulted
@@ -210,24 +249,8 @@ fn small_files_on_dense(dirs: u64) -> (Duration, u64) {
     mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
     let nilfs = Nilfs::open(&dev).expect("open");
     let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
-    let mut rng = SplitMix64::new(3);
-    let mut data = vec![0u8; 4 * 1024];
-    let t = Instant::now();
-    for d in 0..dirs {
-        let dir = fs
-            .mkdir(ino::ROOT, format!("d{d:03}").as_bytes(), 0o755)
-            .expect("mkdir");
-        for n in 0..FILES_PER_DIR {
-            let len = 1024 + (rng.next_u64() % (3 * 1024 + 1)) as usize;
-            rng.fill(&mut data[..len]);
-            let i: Ino = fs
-                .create(dir, format!("f{n:04}").as_bytes(), 0o644)
-                .expect("create");
-            fs.write(i, 0, &data[..len]).expect("write");
-        }
-        fs.sync().expect("sync");
-    }
-    (t.elapsed(), dirs * FILES_PER_DIR)
+    let (t, _, _) = write_small_files(&mut fs, dirs);
+    (t, dirs * FILES_PER_DIR)
 }
 
 fn fresh_device(bytes: u64) -> MemDevice {
@@ -272,22 +295,7 @@ fn run(scale: u64, report: &Report) {
             &raw,
         );
     }
-    let f = fs.create(ino::ROOT, b"big", 0o644).expect("create");
-    let mut sync_time = Duration::ZERO;
-    let t = Instant::now();
-    for n in 0..file_bytes / MIB {
-        seq_chunk(&base, n, &mut chunk);
-        fs.write(f, n * MIB, &chunk).expect("write");
-        if ((n + 1) * MIB).is_multiple_of(SEQ_SYNC_BYTES) {
-            let s = Instant::now();
-            fs.sync().expect("sync");
-            sync_time += s.elapsed();
-        }
-    }
-    let s = Instant::now();
-    fs.sync().expect("sync");
-    sync_time += s.elapsed();
-    let total = t.elapsed();
+    let (f, total, sync_time) = write_sequential(&mut fs, file_bytes, &base);
     let (dense, dense_sync) = sequential_on_dense(file_bytes, &base);
     report.row(
         "sequential write, the same, on a pre-faulted dense device (the file system's own cost)",
@@ -375,32 +383,7 @@ fn run(scale: u64, report: &Report) {
 
     // (3) Small files: `dirs` directories of 1,000 files of 1-4 KiB each,
     // a sync after each directory. Timed per tenth to expose growth.
-    let mut rng = SplitMix64::new(3);
-    let mut data = vec![0u8; 4 * 1024];
-    let mut bytes = 0u64;
-    let mut tenths = Vec::new();
-    let t = Instant::now();
-    let mut mark = Instant::now();
-    for d in 0..dirs {
-        let dir = fs
-            .mkdir(ino::ROOT, format!("d{d:03}").as_bytes(), 0o755)
-            .expect("mkdir");
-        for n in 0..FILES_PER_DIR {
-            let len = 1024 + (rng.next_u64() % (3 * 1024 + 1)) as usize;
-            rng.fill(&mut data[..len]);
-            let i: Ino = fs
-                .create(dir, format!("f{n:04}").as_bytes(), 0o644)
-                .expect("create");
-            fs.write(i, 0, &data[..len]).expect("write");
-            bytes += len as u64;
-        }
-        fs.sync().expect("sync");
-        if (d + 1) % (dirs / 10).max(1) == 0 {
-            tenths.push(mark.elapsed());
-            mark = Instant::now();
-        }
-    }
-    let total = t.elapsed();
+    let (total, tenths, bytes) = write_small_files(&mut fs, dirs);
     let files = dirs * FILES_PER_DIR;
     report.row(
         "create + write small files (1-4 KiB), sync per directory",
