@@ -13,6 +13,9 @@
 //! A single-shot harness, not criterion or divan: one check of a 5 GiB
 //! image takes seconds, and the figure is a rate over the whole image.
 
+mod common;
+
+use common::{arg, content, flag, status};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -26,43 +29,6 @@ use nilfs::the_nilfs::Nilfs;
 const MIB: u64 = 1 << 20;
 const NOW: u64 = 1_800_000_000;
 const FILES_PER_DIR: u64 = 1_000;
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn flag(name: &str) -> bool {
-    std::env::args().any(|a| a == name)
-}
-
-fn status(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024
-}
-
-/// Seeded bytes, different for every file.
-fn content(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn build(path: &Path, files: u64) {
     let dirs = files.div_ceil(FILES_PER_DIR);
