@@ -685,3 +685,46 @@ fn regress_the_cleaner_keeps_segments_of_data_only_logs() {
     let (_, inode) = view.resolve(b"/synced", false).unwrap();
     assert_eq!(view.read_all(&inode).unwrap(), data);
 }
+
+// postmortem: a data-only log (fdatasync) did not move ns_nongc_ctime, so
+// a cleaner's super root written before the next checkpoint recorded the
+// time of the last full construction instead. The kernel's
+// nilfs_segctor_complete_write sets ns_nongc_ctime for every log not
+// written by the cleaner, SC_LSEG_DSYNC included, and
+// nilfs_set_next_segment sets ns_ctime (GET_SUSTAT's ss_ctime) for every
+// log. Found while serving GET_SUSTAT through the FUSE mount.
+#[test]
+fn regress_a_data_only_log_moves_the_non_gc_time() {
+    let dev = fresh(8 << 20, 1024, 64);
+    let mut t = T0;
+    churn(&dev, "a", 6, &mut t);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, t + 100).unwrap();
+    let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+    fs.write(f, 0, &pattern(6, 8 << 10)).unwrap();
+    fs.sync().unwrap();
+    let full = fs.sustat().unwrap();
+    assert_eq!((full.ctime, full.nongc_ctime), (t + 100, t + 100));
+    // An overwrite within the size: fdatasync writes a data-only log.
+    fs.set_time(t + 200);
+    let cno = fs.lscp().unwrap().last().unwrap().cno;
+    fs.write(f, 0, &pattern(7, 8 << 10)).unwrap();
+    fs.fdatasync(f).unwrap();
+    assert_eq!(fs.lscp().unwrap().last().unwrap().cno, cno, "no checkpoint");
+    let dsync = fs.sustat().unwrap();
+    assert_eq!(
+        (dsync.ctime, dsync.nongc_ctime),
+        (t + 200, t + 200),
+        "after the data-only log"
+    );
+    // The cleaner's super root carries it (sr_nongc_ctime), and its own
+    // log moves only ns_ctime.
+    fs.set_time(t + 300);
+    let report = cleaner::clean(&mut fs, 0, 2).unwrap();
+    assert!(report.steps > 0, "the cleaner wrote a log: {report:?}");
+    let gc = fs.sustat().unwrap();
+    assert_eq!((gc.ctime, gc.nongc_ctime), (t + 300, t + 200));
+    drop(fs);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    assert_eq!(nilfs.super_root.nongc_ctime, t + 200);
+}

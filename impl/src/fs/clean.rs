@@ -21,6 +21,8 @@ pub struct SuStat {
     pub nsegs: u64,
     pub ncleansegs: u64,
     pub ndirtysegs: u64,
+    /// `ss_ctime`: the last log.
+    pub ctime: u64,
     /// `ss_nongc_ctime`: the last log not written by the cleaner.
     pub nongc_ctime: u64,
     /// `ss_prot_seq`: segments with this sequence number or later must not
@@ -36,6 +38,7 @@ impl<'a> Fs<'a> {
             nsegs: self.sufile.file().nsegments(),
             ncleansegs: h.ncleansegs,
             ndirtysegs: h.ndirtysegs,
+            ctime: self.ctime,
             nongc_ctime: self.nongc_ctime,
             prot_seq: self.sbw.prot_seq(),
         })

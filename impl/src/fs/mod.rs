@@ -34,7 +34,7 @@ mod atomic;
 mod clean;
 mod file;
 mod inode;
-mod ioctl;
+pub mod ioctl;
 mod mount;
 mod namei;
 pub mod path;
@@ -84,9 +84,14 @@ pub struct Fs<'a> {
     pub(crate) read_only: bool,
     /// The kernel's super block write policy (which copy, when).
     pub(crate) sbw: SbWriter,
-    /// `ns_nongc_ctime`: when the last construction not made by the
-    /// cleaner was made (`sr_nongc_ctime`; the cleaner's threshold).
+    /// `ns_nongc_ctime`: when the last log not written by the cleaner was
+    /// made (data-only logs included: nilfs_segctor_complete_write);
+    /// `sr_nongc_ctime` of a cleaner's super root and the cleaner's
+    /// threshold.
     pub(crate) nongc_ctime: u64,
+    /// `ns_ctime`: when the last log was made (`nilfs_set_next_segment`;
+    /// `ss_ctime` of `NILFS_IOCTL_GET_SUSTAT`).
+    pub(crate) ctime: u64,
     /// The constructor's own state between constructions.
     pub(crate) sc: SegCtor,
     /// Known-bad: a failed operation keeps what it changed (see

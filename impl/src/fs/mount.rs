@@ -162,6 +162,7 @@ impl<'a> Fs<'a> {
             sbw: SbWriter::from_mount(&nilfs.sb_choice, dev.size_bytes())?,
             sb,
             nongc_ctime: sr.nongc_ctime,
+            ctime: s.ctime,
             sc: SegCtor::default(),
             keep_failed_ops: false,
         };

@@ -50,6 +50,7 @@ pub(crate) struct Savepoint<'a> {
     inodes_count: u64,
     blocks_count: u64,
     nongc_ctime: u64,
+    ctime: u64,
     have_delta: bool,
     sbw: SbWriter,
     dirty_list: Vec<Ino>,
@@ -81,6 +82,7 @@ impl<'a> Fs<'a> {
             inodes_count: self.inodes_count,
             blocks_count: self.blocks_count,
             nongc_ctime: self.nongc_ctime,
+            ctime: self.ctime,
             have_delta: self.sc.have_delta,
             sbw: self.sbw.clone(),
             dirty_list,
@@ -105,6 +107,7 @@ impl<'a> Fs<'a> {
         self.inodes_count = s.inodes_count;
         self.blocks_count = s.blocks_count;
         self.nongc_ctime = s.nongc_ctime;
+        self.ctime = s.ctime;
         self.sc.have_delta = s.have_delta;
         self.sbw = s.sbw;
         for fs in s.files {

@@ -64,9 +64,11 @@ impl<'a> Fs<'a> {
         // cursor; at the end of nilfs_segctor_construct a "discontinued"
         // file system commits one super block copy.
         self.sc.have_delta = false;
+        // nilfs_segctor_complete_write, then nilfs_set_next_segment.
         if c.gc.is_none() {
             self.nongc_ctime = c.ctime;
         }
+        self.ctime = c.ctime;
         let free = self.free_blocks()?;
         self.sbw
             .set_log_cursor(last.start, last.header.seq, cno, free);

@@ -112,6 +112,10 @@ impl<'a> Fs<'a> {
         // (nilfs_segctor_collect_blocks), so a later fsync still makes a
         // checkpoint.
         self.cursor = cursor;
+        // nilfs_segctor_complete_write: a data-only log is not the
+        // cleaner's, so it moves ns_nongc_ctime as well as ns_ctime.
+        self.nongc_ctime = ctime;
+        self.ctime = ctime;
         self.sc.have_delta |= plans.iter().any(|p| has_delta(p, &BTreeSet::new()));
         let f = self.inodes.loaded_mut(i);
         for (key, _) in &blocks {
