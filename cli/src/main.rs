@@ -10,6 +10,7 @@ mod campaign;
 mod check;
 mod demo;
 mod exec;
+mod ioctl;
 mod listings;
 mod mount;
 mod oracle;
@@ -234,6 +235,15 @@ enum Cmd {
         /// `drop-partial-writes`.
         #[arg(long, hide = true)]
         known_bad: Option<String>,
+    },
+    /// Issue one of nilfs2's ioctls on a file or directory of a mounted
+    /// file system (the kernel's or `nilref mount`'s) and print its
+    /// answer: `sync`, `cpstat`, `sustat`, `chcp cp|ss CNO`, `rmcp CNO`,
+    /// `version`, `lscp` (whether the argv requests are served at all).
+    Ioctl {
+        path: PathBuf,
+        #[arg(required = true, num_args = 1..)]
+        request: Vec<String>,
     },
     /// Run a workload in the model's trace format against an image and
     /// record the observed outcomes (for `nilref oracle check`).
@@ -694,6 +704,7 @@ fn run(cli: Cli) -> Result<String, String> {
             out,
             dry_run,
         } => apply::run(&image, &trace, out.as_deref(), dry_run),
+        Cmd::Ioctl { path, request } => ioctl::run(&path, &request),
         Cmd::Mount {
             image,
             mountpoint,

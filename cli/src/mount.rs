@@ -35,9 +35,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     Errno as FErrno, FileAttr, FileHandle, FileType as FType, Filesystem, FopenFlags, Generation,
-    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    INodeNo, IoctlFlags, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use nilfs::format::inode::{
     Inode, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
@@ -676,6 +676,37 @@ impl Filesystem for Served {
                 s.namelen as u32,
                 s.bsize as u32,
             ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// nilfs2's ioctls (`Fs::ioctl`), on any file or directory of the
+    /// mount. FUSE passes an ioctl on as bytes ("restricted" ioctls: the
+    /// argument the request code's size names, in and out), so the
+    /// requests with a flat argument work as on the kernel's mount —
+    /// SYNC, CHANGE_CPMODE, DELETE_CHECKPOINT, GET_CPSTAT, GET_SUSTAT,
+    /// FS_IOC_GETVERSION — and the `nilfs_argv` ones (lscp's, lssu's, the
+    /// cleaner's) cannot be: their data lies behind a pointer into the
+    /// caller's memory, which only CUSE may follow. Those answer ENOTTY.
+    /// `CAP_SYS_ADMIN` is taken to be uid 0, the only thing FUSE tells.
+    #[allow(clippy::too_many_arguments)] // fuser's signature
+    fn ioctl(
+        &self,
+        req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let admin = req.uid() == 0;
+        match self.with(req, |fs| fs.ioctl(to_nilfs(i), cmd, admin, in_data)) {
+            Ok(mut out) => {
+                out.truncate(out_size as usize);
+                reply.ioctl(0, &out)
+            }
             Err(e) => reply.error(e),
         }
     }

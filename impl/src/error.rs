@@ -140,6 +140,7 @@ pub enum Errno {
     ENOTDIR = 20,
     EISDIR = 21,
     EINVAL = 22,
+    ENOTTY = 25,
     EFBIG = 27,
     ENOSPC = 28,
     EROFS = 30,

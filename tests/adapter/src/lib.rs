@@ -683,6 +683,7 @@ pub fn map_errno(e: nilfs::Errno) -> Errno {
         I::ERANGE => Errno::ERANGE,
         I::ENODATA => Errno::ENODATA,
         I::EOPNOTSUPP => Errno::EOPNOTSUPP,
+        I::ENOTTY => Errno::ENOTTY,
         // A stale handle is never a user-visible answer of a path call.
         I::ESTALE => Errno::EIO,
     }
