@@ -446,3 +446,308 @@ fn the_kernel_mounts_the_same_snapshot() {
         "the kernel mounted a plain checkpoint as a snapshot:\n{stdout}"
     );
 }
+
+/// The ioctl session both sides run, as `nilref ioctl` arguments: a
+/// snapshot made and refused, checkpoints deleted and refused, the
+/// statistics after each change (each `sync` first, so that the log
+/// writer's timer cannot change a number), the inode generation, and
+/// `lscp` (GET_CPINFO). Then, on a read-only mount, the changes refused.
+const IOCTL_SESSION: &[&str] = &[
+    "sync",
+    "cpstat",
+    "chcp ss 1",
+    "chcp ss 2",
+    "sync",
+    "cpstat",
+    "rmcp 2",
+    "rmcp 3",
+    "sync",
+    "cpstat",
+    "chcp cp 1",
+    "chcp cp 4",
+    "rmcp 1",
+    "rmcp 99",
+    "rmcp 0",
+    "chcp ss 0",
+    "chcp 7 2",
+    "sync",
+    "cpstat",
+    "sustat",
+    "lscp",
+];
+const IOCTL_SESSION_RO: &[&str] = &["sync", "chcp ss 4", "rmcp 5", "cpstat"];
+
+/// What `nilref ioctl` printed for `session` on the mount at `point`.
+fn ioctl_session(point: &Path, session: &[&str]) -> String {
+    let mut out = String::new();
+    for req in session {
+        let mut args = vec!["ioctl", point.to_str().unwrap()];
+        args.extend(req.split(' '));
+        let r = common::run(&args);
+        assert!(r.ok(), "nilref ioctl {req}: {}", r.err);
+        out += &r.out;
+    }
+    out
+}
+
+/// The geometry of both sides' images: 4 KiB blocks, so that the session's
+/// six checkpoints stay in the cpfile's first block. (A construction that
+/// starts a new cpfile block leaves Linux 6.1 one more minor checkpoint to
+/// write at the next sync or unmount: docs/findings.md K13.)
+const IOCTL_MKFS: &[&str] = &["--size", "64M", "-B", "512"];
+
+/// The FUSE side of the ioctl comparison: a fresh image, a file written
+/// and the session run on the read-write mount, then the read-only one;
+/// the image and the two outputs.
+fn fuse_ioctl_session(dir: &Path) -> (PathBuf, String, String) {
+    let m = Mount::start_with(dir, "ioctl", IOCTL_MKFS, &[]).unwrap();
+    sh(&format!("echo x > {}/f", m.point.display())).unwrap();
+    let mut rw = ioctl_session(&m.point, IOCTL_SESSION);
+    rw += &ioctl_session(&m.point.join("f"), &["version"]);
+    let point = m.point.clone();
+    let image = m.stop().unwrap();
+    let m = Mount::attach(image, point, &["-o", "ro"]).unwrap();
+    let ro = ioctl_session(&m.point, IOCTL_SESSION_RO);
+    (m.stop().unwrap(), rw, ro)
+}
+
+/// nilfs2's ioctls through FUSE (`nilref ioctl` on `nilref mount`): the
+/// flat ones answer as nilfs_ioctl does — a snapshot cannot be deleted
+/// (EBUSY), nor the mounted checkpoint made plain (EBUSY), a missing one is
+/// ENOENT, a mode other than cp/ss EINVAL, a read-only mount EROFS, a
+/// caller without CAP_SYS_ADMIN EPERM — and their changes reach the image;
+/// GET_CPINFO, whose argument points into the caller's memory, is ENOTTY.
+#[test]
+fn nilfs_ioctls_work_through_the_fuse_mount() {
+    let dir = common::scratch("fuse", "ioctl");
+    if !fuse_or_skip(&dir) {
+        return;
+    }
+    let (image, rw, ro) = fuse_ioctl_session(&dir);
+    for line in [
+        "sync: cno 2\n",
+        "chcp ss 2: ok\n",
+        "rmcp 2: EBUSY\n",
+        "chcp cp 4: EBUSY\n",
+        "rmcp 1: ok\n",
+        "rmcp 99: ENOENT\n",
+        "chcp 7 2: EINVAL\n",
+        "lscp: ENOTTY\n",
+        "version: generation 1\n",
+    ] {
+        assert!(rw.contains(line), "no {line:?} in:\n{rw}");
+    }
+    assert_eq!(
+        ro,
+        "sync: EROFS\nchcp ss 4: EROFS\nrmcp 5: EROFS\ncpstat: cno 6 ncps 3 nsss 1\n"
+    );
+    // What the ioctls changed is on the image: 2 a snapshot, 1 and 3 gone
+    // (4 and 5, which changed only the cpfile, are minor checkpoints).
+    let lscp = common::run(&["lscp", "-a", image.to_str().unwrap()]);
+    let modes: Vec<(String, String)> = lscp
+        .out
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].to_string(), f[3].to_string())
+        })
+        .collect();
+    assert_eq!(
+        modes,
+        [("2", "ss"), ("4", "cp"), ("5", "cp")].map(|(c, m)| (c.into(), m.into())),
+        "{}",
+        lscp.out
+    );
+    check_image(&image);
+    // Without CAP_SYS_ADMIN (uid 65534): EPERM before anything else.
+    let m = Mount::attach(image.clone(), dir.join("ioctl.mnt"), &[]).unwrap();
+    let who = sh(&format!(
+        "setpriv --reuid=65534 --regid=65534 --clear-groups {} ioctl {} chcp ss 4",
+        env!("CARGO_BIN_EXE_nilref"),
+        m.point.display()
+    ));
+    m.stop().unwrap();
+    assert_eq!(who.unwrap(), "chcp ss 4: EPERM\n");
+}
+
+/// Peer tier: the same session on Linux 6.1's nilfs2 in the guest, with the
+/// same `nilref ioctl` binary, prints the same lines but two:
+/// - GET_CPINFO, which the kernel serves (EINVAL for the empty argv's
+///   member size: `nilfs_ioctl_get_info`) and FUSE cannot (ENOTTY);
+/// - the generation's value: the kernel draws each at random
+///   (`get_random_u32` in `nilfs_new_inode`), nilfs-ref counts, so that a
+///   run replays.
+#[test]
+fn nilfs_ioctls_answer_as_the_kernels() {
+    let Some(()) = nilfs_conformance::peers::require(
+        "nilfs_ioctls_answer_as_the_kernels",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
+        return;
+    };
+    let dir = common::scratch("fuse", "ioctl-kernel");
+    fuse_available(&dir).expect("the peer tier needs FUSE too");
+    let (_, rw, ro) = fuse_ioctl_session(&dir);
+    let image = dir.join("kernel.img");
+    let mut mkfs = vec!["mkfs"];
+    mkfs.extend_from_slice(IOCTL_MKFS);
+    mkfs.push(image.to_str().unwrap());
+    let r = common::run(&mkfs);
+    assert!(r.ok(), "{}", r.err);
+    let session = |point: &str, reqs: &[&str]| {
+        reqs.iter()
+            .map(|r| format!("nilref ioctl {point} {r}\n"))
+            .collect::<String>()
+    };
+    let script = format!(
+        "mount -t nilfs2 /dev/vda /mnt\necho x > /mnt/f\necho @@RW\n{}{}umount /mnt\n\
+         mount -t nilfs2 -o ro /dev/vda /mnt\necho @@RO\n{}umount /mnt\necho @@END\n",
+        session("/mnt", IOCTL_SESSION),
+        session("/mnt/f", &["version"]),
+        session("/mnt", IOCTL_SESSION_RO),
+    );
+    let sdir = nilfs_conformance::peers::Scratch::new("ioctl-kernel");
+    let path = sdir.file("run.sh");
+    std::fs::write(&path, &script).unwrap();
+    let out = nilfs_conformance::peers::run(
+        Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"))
+            .arg(&image)
+            .arg(&path)
+            .env("BINS", env!("CARGO_BIN_EXE_nilref")),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "kernel-run.sh: {stdout}");
+    let section = |name: &str| {
+        stdout
+            .split(&format!("@@{name}\n"))
+            .nth(1)
+            .and_then(|s| s.split("@@").next())
+            .unwrap_or_else(|| panic!("no {name} in:\n{stdout}"))
+            .to_string()
+    };
+    let (k_rw, k_ro) = (section("RW"), section("RO"));
+    assert!(k_rw.contains("lscp: EINVAL\n"), "{k_rw}");
+    assert!(rw.contains("lscp: ENOTTY\n"), "{rw}");
+    let comparable = |s: &str| {
+        s.lines()
+            .filter(|l| !l.starts_with("lscp: "))
+            .map(|l| match l.split_once("generation ") {
+                Some((head, n)) if n.parse::<u32>().is_ok() => format!("{head}generation"),
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        comparable(&rw),
+        comparable(&k_rw),
+        "nilref mount, then Linux 6.1"
+    );
+    assert_eq!(ro, k_ro, "read-only: nilref mount, then Linux 6.1");
+}
+
+/// What a file's access time does under reads, as a shell script over the
+/// mount point `$1`: a read a second after the write (relatime would
+/// update: atime is not after mtime), then a read after `touch -a` set the
+/// access time years back (relatime would update: older than a day). One
+/// line per step, `same` or `changed`.
+const ATIME_SCRIPT: &str = r#"m=$1
+echo data > $m/f
+a0=$(stat -c %X $m/f)
+sleep 1.1
+cat $m/f > /dev/null
+a1=$(stat -c %X $m/f)
+[ "$a1" = "$a0" ] && echo "read after write: same" || echo "read after write: changed"
+touch -a -d '2020-01-01 00:00:00' $m/f
+a2=$(stat -c %X $m/f)
+cat $m/f > /dev/null
+a3=$(stat -c %X $m/f)
+[ "$a3" = "$a2" ] && echo "read of an old atime: same" || echo "read of an old atime: changed"
+[ "$a2" = "$(date -u -d '2020-01-01 00:00:00' +%s)" ] && echo "touch -a: set" || echo "touch -a: not set"
+"#;
+
+const ATIME_EXPECTED: &str = "read after write: same\nread of an old atime: same\ntouch -a: set\n";
+
+/// nilfs2 never updates the access time on a read: nilfs.h defines
+/// NILFS_ATIME_DISABLE, so nilfs_store_magic sets SB_NOATIME whatever the
+/// mount options say (relatime is what /proc/mounts shows). utimensat
+/// still sets it, in memory only (the disk inode has no atime). The FUSE
+/// mount shows the same.
+#[test]
+fn reads_leave_the_access_time_alone() {
+    let dir = common::scratch("fuse", "atime");
+    if !fuse_or_skip(&dir) {
+        return;
+    }
+    let m = Mount::start(&dir, "atime", &[]).unwrap();
+    let script = dir.join("atime.sh");
+    std::fs::write(&script, ATIME_SCRIPT).unwrap();
+    let out = sh(&format!("sh {} {}", script.display(), m.point.display()));
+    m.stop().unwrap();
+    assert_eq!(out.unwrap(), ATIME_EXPECTED);
+    // The script can tell: on tmpfs (relatime) both reads update the
+    // access time.
+    let tmp = dir.join("tmpfs");
+    std::fs::create_dir_all(&tmp).unwrap();
+    if sh(&format!(
+        "mount -t tmpfs -o relatime tmpfs {}",
+        tmp.display()
+    ))
+    .is_err()
+    {
+        eprintln!("reads_leave_the_access_time_alone: no tmpfs mount here; the script's own check skipped");
+        return;
+    }
+    let out = sh(&format!("sh {} {}", script.display(), tmp.display()));
+    let _ = sh(&format!("umount {}", tmp.display()));
+    assert_eq!(
+        out.unwrap(),
+        "read after write: changed\nread of an old atime: changed\ntouch -a: set\n"
+    );
+}
+
+/// Peer tier: the same script on Linux 6.1's nilfs2 prints the same.
+#[test]
+fn the_kernel_leaves_the_access_time_alone_too() {
+    let Some(()) = nilfs_conformance::peers::require(
+        "the_kernel_leaves_the_access_time_alone_too",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
+        return;
+    };
+    let dir = common::scratch("fuse", "atime-kernel");
+    let image = dir.join("atime.img");
+    let r = common::run(&[
+        "mkfs",
+        "--size",
+        "32M",
+        "-b",
+        "1024",
+        "-B",
+        "64",
+        image.to_str().unwrap(),
+    ]);
+    assert!(r.ok(), "{}", r.err);
+    let sdir = nilfs_conformance::peers::Scratch::new("atime-kernel");
+    let path = sdir.file("run.sh");
+    std::fs::write(
+        &path,
+        format!(
+            "cat > /tmp/atime.sh <<'EOF'\n{ATIME_SCRIPT}EOF\nmount -t nilfs2 /dev/vda /mnt\necho @@OUT\nsh /tmp/atime.sh /mnt\necho @@END\numount /mnt\n"
+        ),
+    )
+    .unwrap();
+    let out = nilfs_conformance::peers::run(
+        Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"))
+            .arg(&image)
+            .arg(&path),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "kernel-run.sh: {stdout}");
+    let body = stdout
+        .split("@@OUT\n")
+        .nth(1)
+        .and_then(|s| s.split("@@").next())
+        .unwrap_or_else(|| panic!("no output in:\n{stdout}"));
+    assert_eq!(body, ATIME_EXPECTED);
+}
