@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # scripts/bench-fuse.sh — throughput of `nilref mount` (FUSE, release
-# build) beside tmpfs, measured in the same run with the same fio jobs:
-# sequential write and read of SIZE (1 MiB blocks, fsync at the end),
-# random 4 KiB writes, and small-file creation (NFILES files of 4 KiB).
-# Needs fio and fusermount3 (Debian: fio, fuse3) and the right to mount
-# FUSE and tmpfs. Prints one table row per file system and job.
+# build) beside two baselines measured in the same run with the same fio
+# jobs: tmpfs, and bindfs over a second tmpfs (a passthrough FUSE file
+# system: what FUSE itself costs, with no file system of ours behind it).
+# The jobs: sequential write and read of SIZE (1 MiB blocks, fsync at the
+# end), random 4 KiB writes, and small-file creation (NFILES files of
+# 4 KiB). Needs fio, fusermount3 and bindfs (Debian: fio, fuse3, bindfs)
+# and the right to mount FUSE and tmpfs. Prints one table row per file
+# system and job.
 #
 # Usage: scripts/bench-fuse.sh [SIZE_MIB=256] [NFILES=2000]
 set -euo pipefail
@@ -13,11 +16,15 @@ size=${1:-256} nfiles=${2:-2000}
 cargo build -q --release -p nilref
 bin=$PWD/target/release/nilref
 work=$(mktemp -d)
-trap 'fusermount3 -u "$work/nilfs" 2>/dev/null || true; umount "$work/tmpfs" 2>/dev/null || true; rm -rf "$work"' EXIT
-mkdir -p "$work/nilfs" "$work/tmpfs"
+trap 'fusermount3 -u "$work/nilfs" 2>/dev/null || true; umount "$work/bindfs" "$work/backing" "$work/tmpfs" 2>/dev/null || true; rm -rf "$work"' EXIT
+mkdir -p "$work/nilfs" "$work/tmpfs" "$work/backing" "$work/bindfs"
 "$bin" mkfs --size $((size * 4 + 512))M "$work/img" >/dev/null
 "$bin" mount "$work/img" "$work/nilfs" &
 mount -t tmpfs -o size=$((size * 4 + 512))m tmpfs "$work/tmpfs"
+mount -t tmpfs -o size=$((size * 4 + 512))m tmpfs "$work/backing"
+# big_writes: libfuse 2's writes of up to 128 KiB, as FUSE 3 (and our
+# mount) have by default; without it bindfs writes 4 KiB at a time.
+bindfs -o big_writes "$work/backing" "$work/bindfs"
 for _ in $(seq 100); do mountpoint -q "$work/nilfs" && break; sleep 0.1; done
 job() { # NAME DIR fio-args...
   local name=$1 dir=$2; shift 2
@@ -27,7 +34,7 @@ job() { # NAME DIR fio-args...
 }
 echo "| file system | job | bandwidth | operations/s |"
 echo "|---|---|---|---|"
-for d in "$work/tmpfs" "$work/nilfs"; do
+for d in "$work/tmpfs" "$work/bindfs" "$work/nilfs"; do
   job seq-write "$d" --rw=write --bs=1M --size=${size}M --end_fsync=1
   job seq-read "$d" --rw=read --bs=1M --size=${size}M
   job rand-write-4k "$d" --rw=randwrite --bs=4k --size=$((size / 4))M --end_fsync=1
