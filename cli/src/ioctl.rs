@@ -7,6 +7,7 @@
 //! `sync` (NILFS_IOCTL_SYNC: the latest checkpoint), `cpstat`, `sustat`
 //! (the time fields are left out: they differ between any two runs),
 //! `chcp cp|ss CNO` (CHANGE_CPMODE), `rmcp CNO` (DELETE_CHECKPOINT),
+//! `alloc-range START END` (SET_ALLOC_RANGE, byte offsets),
 //! `version` (FS_IOC_GETVERSION: the inode's generation) and `lscp`
 //! (GET_CPINFO with an empty `nilfs_argv`, to see whether the request is
 //! served at all: the kernel answers EINVAL for its zero member size, a
@@ -59,7 +60,7 @@ fn answer<T>(r: rustix::io::Result<T>, ok: impl FnOnce(T) -> String) -> String {
 fn number(args: &[String], k: usize) -> Result<u64, String> {
     args.get(k)
         .and_then(|a| a.parse().ok())
-        .ok_or_else(|| format!("expected a checkpoint number at argument {}", k + 1))
+        .ok_or_else(|| format!("expected a number at argument {}", k + 1))
 }
 
 /// Runs one request on `path`; the line it prints.
@@ -68,7 +69,9 @@ pub fn run(path: &Path, args: &[String]) -> Result<String, String> {
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let what = args.join(" ");
     let Some(req) = args.first() else {
-        return Err("no request (sync, cpstat, sustat, chcp, rmcp, version, lscp)".into());
+        return Err(
+            "no request (sync, cpstat, sustat, chcp, rmcp, alloc-range, version, lscp)".into(),
+        );
     };
     // SAFETY, each call: the pattern's type has the size and direction
     // the request code declares, and the kernel writes only that much.
@@ -111,6 +114,18 @@ pub fn run(path: &Path, args: &[String]) -> Result<String, String> {
             },
             |()| "ok".into(),
         ),
+        "alloc-range" => {
+            let range = [number(args, 1)?, number(args, 2)?];
+            answer(
+                unsafe {
+                    ioctl(
+                        &fd,
+                        Setter::<{ request::SET_ALLOC_RANGE }, [u64; 2]>::new(range),
+                    )
+                },
+                |()| "ok".into(),
+            )
+        }
         "version" => answer(
             unsafe {
                 ioctl(

@@ -239,7 +239,8 @@ enum Cmd {
     /// Issue one of nilfs2's ioctls on a file or directory of a mounted
     /// file system (the kernel's or `nilref mount`'s) and print its
     /// answer: `sync`, `cpstat`, `sustat`, `chcp cp|ss CNO`, `rmcp CNO`,
-    /// `version`, `lscp` (whether the argv requests are served at all).
+    /// `alloc-range START END`, `version`, `lscp` (whether the argv
+    /// requests are served at all).
     Ioctl {
         path: PathBuf,
         #[arg(required = true, num_args = 1..)]

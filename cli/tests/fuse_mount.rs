@@ -751,3 +751,119 @@ fn the_kernel_leaves_the_access_time_alone_too() {
         .unwrap_or_else(|| panic!("no output in:\n{stdout}"));
     assert_eq!(body, ATIME_EXPECTED);
 }
+
+/// SET_ALLOC_RANGE's session (`nilref ioctl` arguments, byte offsets on a
+/// 64 MiB image of 2 MiB segments): the kernel's ERANGE cases (past the
+/// device, under 4 KiB, no whole segment before the second super block,
+/// start after end), then segments 20-30 (40 MiB to the end).
+const ALLOC_SESSION: &[&str] = &[
+    "alloc-range 0 99999999999",
+    "alloc-range 0 100",
+    "alloc-range 0 8192",
+    "alloc-range 62914560 47185920",
+    "alloc-range 41943040 67108864",
+];
+
+/// The segments in use on `image` (`lssu`: number and flags).
+fn segments_in_use(image: &Path) -> Vec<String> {
+    let r = common::run(&["lssu", image.to_str().unwrap()]);
+    assert!(r.ok(), "{}", r.err);
+    r.out
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            format!("{} {}", f[0], f[3])
+        })
+        .collect()
+}
+
+/// The FUSE side: the session, then 8 MiB written and synced; the output,
+/// the image.
+fn fuse_alloc_session(dir: &Path) -> (String, PathBuf) {
+    let m = Mount::start_with(dir, "alloc", IOCTL_MKFS, &[]).unwrap();
+    let mut out = ioctl_session(&m.point, ALLOC_SESSION);
+    sh(&format!(
+        "dd if=/dev/zero of={}/big bs=1M count=8 2>/dev/null",
+        m.point.display()
+    ))
+    .unwrap();
+    out += &ioctl_session(&m.point, &["sync"]);
+    (out, m.stop().unwrap())
+}
+
+/// SET_ALLOC_RANGE through FUSE: the refusals, and the log writer's next
+/// segments come from the range (`nilfs_sufile_alloc` within
+/// allocmin..allocmax).
+#[test]
+fn the_allocation_range_ioctl_steers_the_log_writer() {
+    let dir = common::scratch("fuse", "alloc");
+    if !fuse_or_skip(&dir) {
+        return;
+    }
+    let (out, image) = fuse_alloc_session(&dir);
+    assert_eq!(
+        out,
+        "alloc-range 0 99999999999: ERANGE\nalloc-range 0 100: ERANGE\n\
+         alloc-range 0 8192: ERANGE\nalloc-range 62914560 47185920: ERANGE\n\
+         alloc-range 41943040 67108864: ok\nsync: cno 2\n"
+    );
+    let used = segments_in_use(&image);
+    let new: Vec<u64> = used
+        .iter()
+        .filter_map(|l| l.split(' ').next()?.parse().ok())
+        .filter(|&s: &u64| s > 1)
+        .collect();
+    assert!(
+        !new.is_empty() && new.iter().all(|s| (20..=30).contains(s)),
+        "segments taken after the range was set: {used:?}"
+    );
+    check_image(&image);
+}
+
+/// Peer tier: Linux 6.1 answers the same session the same and its log
+/// writer takes the same segments.
+#[test]
+fn the_allocation_range_ioctl_matches_the_kernels() {
+    let Some(()) = nilfs_conformance::peers::require(
+        "the_allocation_range_ioctl_matches_the_kernels",
+        &["qemu-system-x86_64", "busybox", "cpio"],
+    ) else {
+        return;
+    };
+    let dir = common::scratch("fuse", "alloc-kernel");
+    fuse_available(&dir).expect("the peer tier needs FUSE too");
+    let (ours, our_image) = fuse_alloc_session(&dir);
+    let image = dir.join("kernel.img");
+    let mut mkfs = vec!["mkfs"];
+    mkfs.extend_from_slice(IOCTL_MKFS);
+    mkfs.push(image.to_str().unwrap());
+    assert!(common::run(&mkfs).ok());
+    let mut script = String::from("mount -t nilfs2 /dev/vda /mnt\necho @@OUT\n");
+    for r in ALLOC_SESSION {
+        script += &format!("nilref ioctl /mnt {r}\n");
+    }
+    script += "dd if=/dev/zero of=/mnt/big bs=1M count=8 2>/dev/null\nnilref ioctl /mnt sync\necho @@END\numount /mnt\n";
+    let sdir = nilfs_conformance::peers::Scratch::new("alloc-kernel");
+    let path = sdir.file("run.sh");
+    std::fs::write(&path, &script).unwrap();
+    let out = nilfs_conformance::peers::run(
+        Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"))
+            .arg(&image)
+            .arg(&path)
+            .env("BINS", env!("CARGO_BIN_EXE_nilref")),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "kernel-run.sh: {stdout}");
+    let theirs = stdout
+        .split("@@OUT\n")
+        .nth(1)
+        .and_then(|s| s.split("@@").next())
+        .unwrap_or_else(|| panic!("no output in:\n{stdout}"));
+    assert_eq!(ours, theirs, "nilref mount, then Linux 6.1");
+    assert_eq!(
+        segments_in_use(&our_image),
+        segments_in_use(&image),
+        "segments in use: nilref mount's image, then the kernel's"
+    );
+}

@@ -84,11 +84,11 @@ impl<'a> Sufile<'a> {
     }
 
     /// `nilfs_sufile_set_alloc_range`: allocate only in `[start, end]`
-    /// first (ERANGE-like EINVAL unless `start <= end < nsegments`).
+    /// (ERANGE unless `start <= end < nsegments`).
     pub fn set_alloc_range(&mut self, start: SegNum, end: SegNum) -> Result<()> {
         if start > end || end.0 >= self.nsegments {
             return Err(Error::errno(
-                Errno::EINVAL,
+                Errno::ERANGE,
                 format!("allocation range [{start}, {end}] out of range"),
             ));
         }

@@ -8,7 +8,7 @@
 use super::Fs;
 use crate::cpfile::CpMode;
 use crate::format::cpfile::Checkpoint;
-use crate::format::{Cno, Ino};
+use crate::format::{Cno, Ino, SegNum};
 use crate::{Errno, Error, Result};
 
 /// Request codes (include/uapi/linux/nilfs2_api.h and linux/fs.h), built
@@ -64,6 +64,12 @@ pub mod request {
     ];
 }
 
+/// `NILFS_SB2_OFFSET_BYTES`: where the second super block of a device of
+/// `size` bytes lies.
+fn sb2_offset_bytes(size: u64) -> u64 {
+    ((size >> 12).saturating_sub(1)) << 12
+}
+
 /// `nilfs_cpmode`'s `cm_mode` values.
 const NILFS_CHECKPOINT: u32 = 0;
 const NILFS_SNAPSHOT: u32 = 1;
@@ -85,18 +91,18 @@ impl<'a> Fs<'a> {
     /// of its argument (`_IOW`), the bytes it returns (`_IOR`).
     ///
     /// Served as Linux 6.1 serves them: `SYNC`, `CHANGE_CPMODE`,
-    /// `DELETE_CHECKPOINT`, `GET_CPSTAT`, `GET_SUSTAT` and
-    /// `FS_IOC_GETVERSION`, with the kernel's refusals in its order (EPERM
-    /// without the capability, then EROFS on a read-only mount, then the
-    /// metadata file's own). ENOTTY for everything else:
+    /// `DELETE_CHECKPOINT`, `GET_CPSTAT`, `GET_SUSTAT`, `SET_ALLOC_RANGE`
+    /// and `FS_IOC_GETVERSION`, with the kernel's refusals in its order
+    /// (EPERM without the capability, then EROFS on a read-only mount —
+    /// not for `SET_ALLOC_RANGE`, which does not ask for write access —
+    /// then the request's own). ENOTTY for everything else:
     /// - the `nilfs_argv` requests (`request::ARGV`), whose data lies behind
     ///   a pointer into the caller's memory that only the kernel can
     ///   follow — a front end that receives the argument as bytes (FUSE's
     ///   restricted ioctls) never sees it; the cleaner's and lscp's
     ///   equivalents are `Fs::lscp`, `suinfo`, `vinfo`, `bdescs` and
     ///   `cleaner::clean`;
-    /// - `RESIZE`, `SET_ALLOC_RANGE` and `FITRIM`, which nilfs-ref does not
-    ///   implement;
+    /// - `RESIZE` and `FITRIM`, which nilfs-ref does not implement;
     /// - the generic `FS_IOC_GETFLAGS`/`SETFLAGS` (nilfs2's
     ///   `fileattr_get`/`set`), not implemented either.
     pub fn ioctl(
@@ -149,6 +155,33 @@ impl<'a> Fs<'a> {
                     s.nongc_ctime,
                     s.prot_seq.0,
                 ]))
+            }
+            SET_ALLOC_RANGE => {
+                // nilfs_ioctl_set_alloc_range: the byte range [start, end)
+                // becomes the whole segments inside it, the end held
+                // clear of the second super block.
+                if !cap_sys_admin {
+                    return Err(Error::errno(Errno::EPERM, "needs CAP_SYS_ADMIN"));
+                }
+                let (start, end) = (u64_in(input, 0)?, u64_in(input, 8)?);
+                let erange = || Error::errno(Errno::ERANGE, "allocation range out of range");
+                if end > self.dev.size_bytes() {
+                    return Err(erange());
+                }
+                let segbytes = self.geo.blocks_per_segment * u64::from(self.bs);
+                let minseg = start.div_ceil(segbytes);
+                if end < 4096 {
+                    return Err(erange());
+                }
+                let maxseg = sb2_offset_bytes(end);
+                if maxseg < segbytes {
+                    return Err(erange());
+                }
+                let maxseg = maxseg / segbytes - 1;
+                self.sufile
+                    .file_mut()
+                    .set_alloc_range(SegNum(minseg), SegNum(maxseg))?;
+                Ok(Vec::new())
             }
             // put_user of an int: four bytes.
             FS_IOC_GETVERSION => Ok(self.stat(i)?.generation.to_le_bytes().to_vec()),
