@@ -573,8 +573,8 @@ fn nilfs_ioctls_work_through_the_fuse_mount() {
 
 /// Peer tier: the same session on Linux 6.1's nilfs2 in the guest, with the
 /// same `nilref ioctl` binary, prints the same lines but two:
-/// - GET_CPINFO, which the kernel serves (EINVAL for the empty argv's
-///   member size: `nilfs_ioctl_get_info`) and FUSE cannot (ENOTTY);
+/// - GET_CPINFO, which the kernel serves (the checkpoints left: 2, a
+///   snapshot, and the minor 4 and 5) and FUSE cannot (ENOTTY);
 /// - the generation's value: the kernel draws each at random
 ///   (`get_random_u32` in `nilfs_new_inode`), nilfs-ref counts, so that a
 ///   run replays.
@@ -627,7 +627,7 @@ fn nilfs_ioctls_answer_as_the_kernels() {
             .to_string()
     };
     let (k_rw, k_ro) = (section("RW"), section("RO"));
-    assert!(k_rw.contains("lscp: EINVAL\n"), "{k_rw}");
+    assert!(k_rw.contains("lscp: checkpoints 2 4 5\n"), "{k_rw}");
     assert!(rw.contains("lscp: ENOTTY\n"), "{rw}");
     let comparable = |s: &str| {
         s.lines()

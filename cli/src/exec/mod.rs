@@ -40,7 +40,7 @@
 //!   has completed. Whatever the log holds before mark `op-K` was written
 //!   before operation K began.
 
-mod nilfs_ioctl;
+pub(crate) mod nilfs_ioctl;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
-//! NILFS2's checkpoint ioctls (include/uapi/linux/nilfs2_api.h), the only
-//! `unsafe` code of the project: each call hands the kernel a pointer to a
-//! `#[repr(C)]` struct laid out as the header declares it.
+//! NILFS2's ioctls (include/uapi/linux/nilfs2_api.h), the only `unsafe`
+//! code of the project: each call hands the kernel a pointer to a
+//! `#[repr(C)]` struct laid out as the header declares it. `nilref exec`
+//! and `nilref ioctl` call them; the request codes are checked against
+//! `nilfs::fs::ioctl::request`, the codes the FUSE mount serves.
 //!
 //! Audit notes, per ioctl (fs/nilfs2/ioctl.c):
 //! - `NILFS_IOCTL_SYNC` (`_IOR('n', 0x8A, __u64)`): the kernel writes one
@@ -17,6 +19,15 @@
 //!   call, with `v_nmembs` its length and `v_size` the record size, so the
 //!   kernel never writes outside it; the count it returns is clamped to the
 //!   buffer before the records are read.
+//! - `NILFS_IOCTL_GET_CPSTAT` (`_IOR`, `struct nilfs_cpstat`, three
+//!   `__u64`) and `NILFS_IOCTL_GET_SUSTAT` (`_IOR`, `struct nilfs_sustat`,
+//!   six `__u64`): the kernel writes the struct (`copy_to_user` of its
+//!   size). `Getter` owns a `[u64; 3]` / `[u64; 6]` of that size.
+//! - `NILFS_IOCTL_SET_ALLOC_RANGE` (`_IOW`, `__u64[2]`): read only.
+//!   `Setter` owns the array.
+//! - `FS_IOC_GETVERSION` (`_IOR('v', 1, long)`): the kernel writes an
+//!   `int` (`put_user(inode->i_generation, (int __user *)argp)`) into the
+//!   eight bytes the code names; `Getter` owns a `[u32; 2]`.
 #![allow(unsafe_code)]
 
 use rustix::fd::AsFd;
@@ -77,6 +88,23 @@ const CHANGE_CPMODE: ioctl::Opcode = opcode::write::<CpMode>(IDENT, 0x80);
 const DELETE_CHECKPOINT: ioctl::Opcode = opcode::write::<u64>(IDENT, 0x81);
 const GET_CPINFO: ioctl::Opcode = opcode::read::<Argv>(IDENT, 0x82);
 const SYNC: ioctl::Opcode = opcode::read::<u64>(IDENT, 0x8A);
+const GET_CPSTAT: ioctl::Opcode = opcode::read::<[u64; 3]>(IDENT, 0x83);
+const GET_SUSTAT: ioctl::Opcode = opcode::read::<[u64; 6]>(IDENT, 0x85);
+const SET_ALLOC_RANGE: ioctl::Opcode = opcode::write::<[u64; 2]>(IDENT, 0x8C);
+const FS_IOC_GETVERSION: ioctl::Opcode = opcode::read::<[u32; 2]>(b'v', 1);
+
+// The codes the FUSE mount serves (`Fs::ioctl`) are these.
+const _: () = {
+    use nilfs::fs::ioctl::request as r;
+    assert!(CHANGE_CPMODE == r::CHANGE_CPMODE);
+    assert!(DELETE_CHECKPOINT == r::DELETE_CHECKPOINT);
+    assert!(GET_CPINFO == r::GET_CPINFO);
+    assert!(SYNC == r::SYNC);
+    assert!(GET_CPSTAT == r::GET_CPSTAT);
+    assert!(GET_SUSTAT == r::GET_SUSTAT);
+    assert!(SET_ALLOC_RANGE == r::SET_ALLOC_RANGE);
+    assert!(FS_IOC_GETVERSION == r::FS_IOC_GETVERSION);
+};
 
 /// `cm_mode` values (`NILFS_CHECKPOINT`, `NILFS_SNAPSHOT`).
 const NILFS_CHECKPOINT: u32 = 0;
@@ -91,13 +119,19 @@ pub fn sync(fd: impl AsFd) -> Result<u64> {
 
 /// `NILFS_IOCTL_CHANGE_CPMODE` (what `chcp` and `mkcp -s` call).
 pub fn change_cpmode(fd: impl AsFd, cno: u64, snapshot: bool) -> Result<()> {
+    let mode = if snapshot {
+        NILFS_SNAPSHOT
+    } else {
+        NILFS_CHECKPOINT
+    };
+    change_cpmode_raw(fd, cno, mode)
+}
+
+/// The same with any `cm_mode` (the kernel refuses all but 0 and 1).
+pub fn change_cpmode_raw(fd: impl AsFd, cno: u64, mode: u32) -> Result<()> {
     let arg = CpMode {
         cm_cno: cno,
-        cm_mode: if snapshot {
-            NILFS_SNAPSHOT
-        } else {
-            NILFS_CHECKPOINT
-        },
+        cm_mode: mode,
         cm_pad: 0,
     };
     // SAFETY: CHANGE_CPMODE reads one struct nilfs_cpmode, which Setter owns.
@@ -126,4 +160,34 @@ pub fn get_cpinfo(fd: impl AsFd, start: u64, buf: &mut [CpInfo]) -> Result<usize
     // is `buf`, borrowed mutably and not touched until the call returns.
     unsafe { ioctl::ioctl(fd, Updater::<GET_CPINFO, Argv>::new(&mut argv))? };
     Ok((argv.v_nmembs as usize).min(nmembs))
+}
+
+/// `NILFS_IOCTL_GET_CPSTAT`: `cs_cno` (the next checkpoint number),
+/// `cs_ncps`, `cs_nsss`.
+pub fn get_cpstat(fd: impl AsFd) -> Result<[u64; 3]> {
+    // SAFETY: GET_CPSTAT writes one struct nilfs_cpstat (three u64), which
+    // Getter owns.
+    unsafe { ioctl::ioctl(fd, Getter::<GET_CPSTAT, [u64; 3]>::new()) }
+}
+
+/// `NILFS_IOCTL_GET_SUSTAT`: `ss_nsegs`, `ss_ncleansegs`, `ss_ndirtysegs`,
+/// `ss_ctime`, `ss_nongc_ctime`, `ss_prot_seq`.
+pub fn get_sustat(fd: impl AsFd) -> Result<[u64; 6]> {
+    // SAFETY: GET_SUSTAT writes one struct nilfs_sustat (six u64), which
+    // Getter owns.
+    unsafe { ioctl::ioctl(fd, Getter::<GET_SUSTAT, [u64; 6]>::new()) }
+}
+
+/// `NILFS_IOCTL_SET_ALLOC_RANGE`: the log writer allocates segments only
+/// inside the byte range `[start, end)`.
+pub fn set_alloc_range(fd: impl AsFd, start: u64, end: u64) -> Result<()> {
+    // SAFETY: SET_ALLOC_RANGE reads one __u64[2], which Setter owns.
+    unsafe { ioctl::ioctl(fd, Setter::<SET_ALLOC_RANGE, [u64; 2]>::new([start, end])) }
+}
+
+/// `FS_IOC_GETVERSION`: the inode's generation.
+pub fn get_version(fd: impl AsFd) -> Result<u32> {
+    // SAFETY: the kernel writes one int into the eight bytes the code
+    // names; Getter owns all eight.
+    unsafe { ioctl::ioctl(fd, Getter::<FS_IOC_GETVERSION, [u32; 2]>::new()) }.map(|v| v[0])
 }
