@@ -239,8 +239,8 @@ enum Cmd {
     /// Issue one of nilfs2's ioctls on a file or directory of a mounted
     /// file system (the kernel's or `nilref mount`'s) and print its
     /// answer: `sync`, `cpstat`, `sustat`, `chcp cp|ss CNO`, `rmcp CNO`,
-    /// `alloc-range START END`, `version`, `lscp` (whether the argv
-    /// requests are served at all).
+    /// `alloc-range START END`, `version`, `lscp` (GET_CPINFO: every
+    /// checkpoint's number; ENOTTY through FUSE).
     Ioctl {
         path: PathBuf,
         #[arg(required = true, num_args = 1..)]

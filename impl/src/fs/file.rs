@@ -71,7 +71,7 @@ impl<'a> Fs<'a> {
         f.raw.ctime = now;
         f.raw.ctime_nsec = nsec;
         f.inode_dirty = true;
-        f.pages_dirty = true; // nilfs_write_end -> nilfs_set_file_dirty
+        self.inodes.pages_dirtied(i); // nilfs_write_end -> nilfs_set_file_dirty
         self.inodes.touch(i);
         Ok(end - offset)
     }
@@ -267,7 +267,7 @@ impl<'a> Fs<'a> {
         // nilfs_setattr calls nilfs_truncate (nilfs_set_file_dirty) only
         // when the size changes; otherwise the inode is only marked dirty.
         if size != old {
-            f.pages_dirty = true;
+            self.inodes.pages_dirtied(i);
         }
         self.inodes.touch(i);
         Ok(())

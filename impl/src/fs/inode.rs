@@ -231,6 +231,33 @@ impl Inodes {
         }
     }
 
+    /// `nilfs_set_file_dirty`: file `i`'s pages (or, for a truncate, its
+    /// mapping) became dirty. The kernel's dirty-file list holds only such
+    /// files, each from the first time its pages got dirty since the last
+    /// construction, and the construction writes the files in that order;
+    /// a file changed only in its inode (new and empty, chmod'ed) is not on
+    /// it — `nilfs_mark_inode_dirty` writes the inode into the ifile at
+    /// once. Ours lists those too (their raw inodes go to the ifile at the
+    /// construction); one listed for that reason moves to the end now,
+    /// where the kernel adds it. Files with no blocks to write have no
+    /// place in the log, so the order of the files that do is the kernel's.
+    pub(crate) fn pages_dirtied(&mut self, i: Ino) {
+        let f = self.loaded_mut(i);
+        if f.pages_dirty {
+            return; // already on the list, where its pages first put it
+        }
+        f.pages_dirty = true;
+        if self.on_dirty_list.contains(&i) {
+            if self.dirty.last() != Some(&i) {
+                self.save_dirty_list();
+                self.dirty.retain(|&d| d != i);
+                self.dirty.push(i);
+            }
+        } else {
+            self.touch(i);
+        }
+    }
+
     /// The dirty list.
     pub(crate) fn dirty(&self) -> &[Ino] {
         &self.dirty
@@ -436,8 +463,8 @@ impl<'a> Fs<'a> {
     /// leave it).
     pub(crate) fn dir(&mut self, i: Ino) -> Result<&mut DirFile> {
         self.dir_read(i)?;
+        self.inodes.pages_dirtied(i);
         let f = self.inodes.loaded_mut(i);
-        f.pages_dirty = true;
         Ok(f.dir.as_mut().expect("fs: directory loaded"))
     }
 

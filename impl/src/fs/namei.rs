@@ -117,7 +117,7 @@ impl<'a> Fs<'a> {
         let f = self.inodes.loaded_mut(i);
         f.raw.size = d.size();
         f.dir = Some(d);
-        f.pages_dirty = true; // nilfs_make_empty writes "." and ".."
+        self.inodes.pages_dirtied(i); // nilfs_make_empty writes "." and ".."
         self.file(parent)?.raw.links_count += 1;
         self.link_into(parent, name, i, mode)?;
         Ok(i)
@@ -226,8 +226,8 @@ impl<'a> Fs<'a> {
         block[..target.len()].copy_from_slice(target);
         let f = self.inodes.loaded_mut(i);
         f.dirty.insert(0, block);
-        f.pages_dirty = true; // page_symlink writes the target's block
         f.raw.size = target.len() as u64;
+        self.inodes.pages_dirtied(i); // page_symlink writes the target's block
         self.link_into(parent, name, i, mode)?;
         Ok(i)
     }
