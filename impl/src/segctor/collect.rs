@@ -41,9 +41,17 @@ impl<'a> Fs<'a> {
         let rest = layout.bufs()[0].rest_blocks;
         if estimate > rest {
             let more = (estimate - rest).div_ceil(self.geo.blocks_per_segment) as usize;
-            layout.extend(&mut Segs(self.sufile.file_mut()), more)?;
-            layout.restart(true);
-            nadd = more.max(1);
+            // Never more than there are: the estimate is generous, and
+            // near full it may ask for segments the construction does not
+            // need. The retry below extends step by step, as the kernel's
+            // does, so only a real shortage is ENOSPC.
+            let clean = self.sufile.file_mut().ncleansegs()?;
+            let more = more.min(usize::try_from(clean).unwrap_or(usize::MAX));
+            if more > 0 {
+                layout.extend(&mut Segs(self.sufile.file_mut()), more)?;
+                layout.restart(true);
+                nadd = more;
+            }
         }
         // NILFS_ST_SUFILE of a GC construction frees the cleaned segments
         // (nilfs_free_segments) after this attempt's segments were
