@@ -764,7 +764,7 @@ const ALLOC_SESSION: &[&str] = &[
     "alloc-range 41943040 67108864",
 ];
 
-/// The segments in use on `image` (`lssu`: number and flags).
+/// The segments in use on `image` (`lssu`: number, flags and blocks).
 fn segments_in_use(image: &Path) -> Vec<String> {
     let r = common::run(&["lssu", image.to_str().unwrap()]);
     assert!(r.ok(), "{}", r.err);
@@ -773,7 +773,7 @@ fn segments_in_use(image: &Path) -> Vec<String> {
         .skip(1)
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            format!("{} {}", f[0], f[3])
+            format!("{} {} {}", f[0], f[3], f[4])
         })
         .collect()
 }
@@ -822,7 +822,8 @@ fn the_allocation_range_ioctl_steers_the_log_writer() {
 }
 
 /// Peer tier: Linux 6.1 answers the same session the same and its log
-/// writer takes the same segments.
+/// writer takes the same segments and fills them with as many blocks
+/// (which found docs/findings.md L1 and L2).
 #[test]
 fn the_allocation_range_ioctl_matches_the_kernels() {
     let Some(()) = nilfs_conformance::peers::require(

@@ -66,6 +66,18 @@ impl<'m> Mapping<'m> {
     }
 }
 
+/// Where the new virtual number of a block rewritten in place is sought:
+/// next to the one it replaces — the old number itself in a direct mapping
+/// (`nilfs_direct_propagate`), the one after it in a B-tree
+/// (`nilfs_btree_prepare_update_v`), whatever the file's own target.
+fn update_target(map: &Mapping<'_>, old: u64) -> VBlockNr {
+    if map.bmap.is_btree() {
+        VBlockNr(old.wrapping_add(1))
+    } else {
+        VBlockNr(old)
+    }
+}
+
 /// Whether [`propagate`] gives the dirty nodes their new numbers too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Nodes {
@@ -121,7 +133,7 @@ pub(crate) fn propagate(
                 v
             }
             Some(old) => {
-                let req = dat.prepare_update(VBlockNr(old), cno, map.target)?;
+                let req = dat.prepare_update(VBlockNr(old), cno, update_target(&map, old))?;
                 let new = dat.commit_update(req, vs);
                 map.bmap
                     .update_ptr(key, new.0, &mut DiskNodes::translated(dev, bs, dat))?;
@@ -141,7 +153,9 @@ pub(crate) fn propagate(
         for dn in map.bmap.dirty_nodes().into_iter().filter(|d| !d.assigned) {
             let new = match dn.old_ptr {
                 Some(old) => {
-                    let req = dat.prepare_update(VBlockNr(old), cno, map.target)?;
+                    // A node lives in a B-tree: nilfs_btree_prepare_update_v.
+                    let req =
+                        dat.prepare_update(VBlockNr(old), cno, VBlockNr(old.wrapping_add(1)))?;
                     dat.commit_update(req, vs)
                 }
                 None => dat.alloc(map.target)?,
