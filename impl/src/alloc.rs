@@ -334,11 +334,22 @@ impl<'a> Palloc<'a> {
         self.mdt.discard_if_pristine(dblk, &init);
     }
 
-    /// `nilfs_palloc_prepare_free_entry`: check that `nr` is allocated.
+    /// `nilfs_palloc_prepare_free_entry`: check that `nr` is allocated
+    /// (its bitmap block read), then read the group's descriptor block
+    /// without creating it (a hole is ENOENT, an unreadable block its
+    /// error), as the kernel's prepare does, so that the commit cannot fail.
     pub fn prepare_free(&mut self, nr: u64) -> Result<FreeReq> {
         self.check_nr(nr)?;
         if !self.is_allocated(nr)? {
             return Err(not_allocated(nr));
+        }
+        let (group, _) = self.geo.group(nr);
+        let dblk = self.desc_blk(group)?;
+        if self.mdt.get_block(dblk, false)?.is_none() {
+            return Err(Error::errno(
+                Errno::ENOENT,
+                format!("palloc: the descriptor block {dblk} of entry {nr} is a hole"),
+            ));
         }
         Ok(FreeReq { nr })
     }

@@ -84,6 +84,13 @@
 //!   roll-forward) overflowed `ns_cno = cno + 1`; the kernel's u64 wraps,
 //!   and so does ours. Found by the fork-mode run with five inputs of the
 //!   one bug.
+//! - image_ops/regress-013-free-with-an-unreadable-descriptor: the DAT
+//!   B-tree's pointer to block 0 (the group descriptor) pointed past the
+//!   device; freeing an entry checked only the bitmap in its prepare, and
+//!   the commit, which must not fail, panicked reading the descriptor.
+//!   The kernel's `nilfs_palloc_prepare_free_entry` reads both blocks
+//!   (create = 0) and fails there; so does ours now. Found by the
+//!   3.4-million run of this round.
 
 use std::path::PathBuf;
 
