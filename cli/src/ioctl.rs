@@ -9,7 +9,8 @@
 //! differ between any two runs), `chcp cp|ss CNO` (CHANGE_CPMODE; a number
 //! instead of cp|ss is passed as the mode), `rmcp CNO` (DELETE_CHECKPOINT),
 //! `alloc-range START END` (SET_ALLOC_RANGE, byte offsets), `version`
-//! (FS_IOC_GETVERSION: the inode's generation) and `lscp` (GET_CPINFO: the
+//! (FS_IOC_GETVERSION: the inode's generation), `flags` (FS_IOC_GETFLAGS,
+//! what lsattr reads) and `lscp` (GET_CPINFO: the
 //! numbers of every checkpoint, minor ones included; a front end that
 //! cannot reach the argument's buffer answers ENOTTY).
 //!
@@ -61,7 +62,8 @@ pub fn run(path: &Path, args: &[String]) -> Result<String, String> {
     let what = args.join(" ");
     let Some(req) = args.first() else {
         return Err(
-            "no request (sync, cpstat, sustat, chcp, rmcp, alloc-range, version, lscp)".into(),
+            "no request (sync, cpstat, sustat, chcp, rmcp, alloc-range, version, flags, lscp)"
+                .into(),
         );
     };
     let ok = |()| "ok".to_string();
@@ -88,6 +90,7 @@ pub fn run(path: &Path, args: &[String]) -> Result<String, String> {
             ok,
         ),
         "version" => answer(nio::get_version(&fd), |g| format!("generation {g}")),
+        "flags" => answer(nio::get_flags(&fd), |f| format!("flags {f:#x}")),
         "lscp" => answer(cpinfo_numbers(&fd), |cnos| {
             let cnos: Vec<String> = cnos.iter().map(u64::to_string).collect();
             format!("checkpoints {}", cnos.join(" "))

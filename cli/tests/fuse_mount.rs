@@ -503,7 +503,7 @@ fn fuse_ioctl_session(dir: &Path) -> (PathBuf, String, String) {
     let m = Mount::start_with(dir, "ioctl", IOCTL_MKFS, &[]).unwrap();
     sh(&format!("echo x > {}/f", m.point.display())).unwrap();
     let mut rw = ioctl_session(&m.point, IOCTL_SESSION);
-    rw += &ioctl_session(&m.point.join("f"), &["version"]);
+    rw += &ioctl_session(&m.point.join("f"), &["version", "flags"]);
     let point = m.point.clone();
     let image = m.stop().unwrap();
     let m = Mount::attach(image, point, &["-o", "ro"]).unwrap();
@@ -534,6 +534,7 @@ fn nilfs_ioctls_work_through_the_fuse_mount() {
         "chcp 7 2: EINVAL\n",
         "lscp: ENOTTY\n",
         "version: generation 1\n",
+        "flags: flags 0x0\n",
     ] {
         assert!(rw.contains(line), "no {line:?} in:\n{rw}");
     }
@@ -604,7 +605,7 @@ fn nilfs_ioctls_answer_as_the_kernels() {
         "mount -t nilfs2 /dev/vda /mnt\necho x > /mnt/f\necho @@RW\n{}{}umount /mnt\n\
          mount -t nilfs2 -o ro /dev/vda /mnt\necho @@RO\n{}umount /mnt\necho @@END\n",
         session("/mnt", IOCTL_SESSION),
-        session("/mnt/f", &["version"]),
+        session("/mnt/f", &["version", "flags"]),
         session("/mnt", IOCTL_SESSION_RO),
     );
     let sdir = nilfs_conformance::peers::Scratch::new("ioctl-kernel");

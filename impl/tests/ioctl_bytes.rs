@@ -87,8 +87,10 @@ fn the_flat_requests_answer_as_nilfs_ioctl_does() {
     // an int).
     let g = fs.ioctl(f, r::FS_IOC_GETVERSION, false, &[]).unwrap();
     assert_eq!(g, fs.stat(f).unwrap().generation.to_le_bytes());
+    // FS_IOC_GETFLAGS: i_flags as lsattr sees them, an int.
+    assert_eq!(fs.ioctl(f, r::FS_IOC_GETFLAGS, false, &[]).unwrap(), [0; 4]);
     // Whatever carries a pointer, and whatever nilfs-ref does not serve.
-    for cmd in r::ARGV.iter().chain(&[r::RESIZE, 0x1234_5678]) {
+    for cmd in r::ARGV.iter().chain(&[r::RESIZE, 0x4008_6602, 0x1234_5678]) {
         assert_eq!(
             errno(fs.ioctl(root, *cmd, true, &[0; 120])),
             Errno::ENOTTY,

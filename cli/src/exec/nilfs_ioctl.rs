@@ -27,7 +27,9 @@
 //!   `Setter` owns the array.
 //! - `FS_IOC_GETVERSION` (`_IOR('v', 1, long)`): the kernel writes an
 //!   `int` (`put_user(inode->i_generation, (int __user *)argp)`) into the
-//!   eight bytes the code names; `Getter` owns a `[u32; 2]`.
+//!   eight bytes the code names; `Getter` owns a `[u32; 2]`. The same for
+//!   `FS_IOC_GETFLAGS` (`_IOR('f', 1, long)`; `ioctl_getflags` writes an
+//!   `int`).
 #![allow(unsafe_code)]
 
 use rustix::fd::AsFd;
@@ -92,6 +94,7 @@ const GET_CPSTAT: ioctl::Opcode = opcode::read::<[u64; 3]>(IDENT, 0x83);
 const GET_SUSTAT: ioctl::Opcode = opcode::read::<[u64; 6]>(IDENT, 0x85);
 const SET_ALLOC_RANGE: ioctl::Opcode = opcode::write::<[u64; 2]>(IDENT, 0x8C);
 const FS_IOC_GETVERSION: ioctl::Opcode = opcode::read::<[u32; 2]>(b'v', 1);
+const FS_IOC_GETFLAGS: ioctl::Opcode = opcode::read::<[u32; 2]>(b'f', 1);
 
 // The codes the FUSE mount serves (`Fs::ioctl`) are these.
 const _: () = {
@@ -104,6 +107,7 @@ const _: () = {
     assert!(GET_SUSTAT == r::GET_SUSTAT);
     assert!(SET_ALLOC_RANGE == r::SET_ALLOC_RANGE);
     assert!(FS_IOC_GETVERSION == r::FS_IOC_GETVERSION);
+    assert!(FS_IOC_GETFLAGS == r::FS_IOC_GETFLAGS);
 };
 
 /// `cm_mode` values (`NILFS_CHECKPOINT`, `NILFS_SNAPSHOT`).
@@ -190,4 +194,11 @@ pub fn get_version(fd: impl AsFd) -> Result<u32> {
     // SAFETY: the kernel writes one int into the eight bytes the code
     // names; Getter owns all eight.
     unsafe { ioctl::ioctl(fd, Getter::<FS_IOC_GETVERSION, [u32; 2]>::new()) }.map(|v| v[0])
+}
+
+/// `FS_IOC_GETFLAGS`: the inode's flags, as lsattr reads them.
+pub fn get_flags(fd: impl AsFd) -> Result<u32> {
+    // SAFETY: the kernel writes one int into the eight bytes the code
+    // names; Getter owns all eight.
+    unsafe { ioctl::ioctl(fd, Getter::<FS_IOC_GETFLAGS, [u32; 2]>::new()) }.map(|v| v[0])
 }

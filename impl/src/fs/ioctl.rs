@@ -52,6 +52,9 @@ pub mod request {
     pub const SET_SUINFO: u32 = ioc(WRITE, N, 0x8D, ARGV_SIZE);
     /// `FS_IOC_GETVERSION`: `_IOR('v', 1, long)`.
     pub const FS_IOC_GETVERSION: u32 = ioc(READ, b'v', 1, 8);
+    /// `FS_IOC_GETFLAGS`: `_IOR('f', 1, long)` (the kernel writes an int;
+    /// FUSE asks for four bytes).
+    pub const FS_IOC_GETFLAGS: u32 = ioc(READ, b'f', 1, 8);
     /// The requests whose argument is a `struct nilfs_argv` (or five):
     /// the data is behind its `v_base` pointer, in the caller's memory.
     pub const ARGV: [u32; 6] = [
@@ -69,6 +72,9 @@ pub mod request {
 fn sb2_offset_bytes(size: u64) -> u64 {
     ((size >> 12).saturating_sub(1)) << 12
 }
+
+/// `FS_FL_USER_VISIBLE`: the `i_flags` bits lsattr may see.
+const FS_FL_USER_VISIBLE: u32 = 0x0003_DFFF;
 
 /// `nilfs_cpmode`'s `cm_mode` values.
 const NILFS_CHECKPOINT: u32 = 0;
@@ -92,7 +98,8 @@ impl<'a> Fs<'a> {
     ///
     /// Served as Linux 6.1 serves them: `SYNC`, `CHANGE_CPMODE`,
     /// `DELETE_CHECKPOINT`, `GET_CPSTAT`, `GET_SUSTAT`, `SET_ALLOC_RANGE`
-    /// and `FS_IOC_GETVERSION`, with the kernel's refusals in its order
+    /// `FS_IOC_GETVERSION` and `FS_IOC_GETFLAGS`, with the kernel's
+    /// refusals in its order
     /// (EPERM without the capability, then EROFS on a read-only mount —
     /// not for `SET_ALLOC_RANGE`, which does not ask for write access —
     /// then the request's own). ENOTTY for everything else:
@@ -103,8 +110,8 @@ impl<'a> Fs<'a> {
     ///   equivalents are `Fs::lscp`, `suinfo`, `vinfo`, `bdescs` and
     ///   `cleaner::clean`;
     /// - `RESIZE` and `FITRIM`, which nilfs-ref does not implement;
-    /// - the generic `FS_IOC_GETFLAGS`/`SETFLAGS` (nilfs2's
-    ///   `fileattr_get`/`set`), not implemented either.
+    /// - `FS_IOC_SETFLAGS` (nilfs2's `fileattr_set`: chattr), not
+    ///   implemented: the flags' rules (immutable, append-only) are not.
     pub fn ioctl(
         &mut self,
         i: Ino,
@@ -183,6 +190,10 @@ impl<'a> Fs<'a> {
                     .set_alloc_range(SegNum(minseg), SegNum(maxseg))?;
                 Ok(Vec::new())
             }
+            // nilfs_fileattr_get: the flags lsattr may see, as an int.
+            FS_IOC_GETFLAGS => Ok((self.stat(i)?.flags & FS_FL_USER_VISIBLE)
+                .to_le_bytes()
+                .to_vec()),
             // put_user of an int: four bytes.
             FS_IOC_GETVERSION => Ok(self.stat(i)?.generation.to_le_bytes().to_vec()),
             _ => Err(Error::errno(
