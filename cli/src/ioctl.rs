@@ -37,24 +37,6 @@ fn number(args: &[String], k: usize) -> Result<u64, String> {
         .ok_or_else(|| format!("expected a number at argument {}", k + 1))
 }
 
-/// Every checkpoint number GET_CPINFO lists, from 1 on.
-fn cpinfo_numbers(fd: &rustix::fd::OwnedFd) -> rustix::io::Result<Vec<u64>> {
-    let mut buf = vec![nio::CpInfo::default(); 64];
-    let (mut next, mut out) = (1u64, Vec::new());
-    loop {
-        let n = nio::get_cpinfo(fd, next, &mut buf)?;
-        if n == 0 {
-            return Ok(out);
-        }
-        out.extend(buf[..n].iter().map(|c| c.ci_cno));
-        let last = buf[n - 1].ci_cno;
-        if last < next {
-            return Ok(out); // never go backwards, whatever the answer says
-        }
-        next = last + 1;
-    }
-}
-
 /// Runs one request on `path`; the line it prints.
 pub fn run(path: &Path, args: &[String]) -> Result<String, String> {
     let fd = open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
@@ -91,8 +73,8 @@ pub fn run(path: &Path, args: &[String]) -> Result<String, String> {
         ),
         "version" => answer(nio::get_version(&fd), |g| format!("generation {g}")),
         "flags" => answer(nio::get_flags(&fd), |f| format!("flags {f:#x}")),
-        "lscp" => answer(cpinfo_numbers(&fd), |cnos| {
-            let cnos: Vec<String> = cnos.iter().map(u64::to_string).collect();
+        "lscp" => answer(nio::all_cpinfo(&fd), |cps| {
+            let cnos: Vec<String> = cps.iter().map(|c| c.ci_cno.to_string()).collect();
             format!("checkpoints {}", cnos.join(" "))
         }),
         r => return Err(format!("unknown request {r:?}")),

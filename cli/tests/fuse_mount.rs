@@ -277,31 +277,9 @@ fn the_kernel_mounts_what_the_fuse_mount_left() {
             &format!("mount -t nilfs2 /dev/{dev} /mnt\necho @@M{k}\nmanifest /mnt\numount /mnt\n");
     }
     script += "echo @@END\n";
-    let sdir = nilfs_conformance::peers::Scratch::new("fuse-kernel");
-    let path = sdir.file("run.sh");
-    std::fs::write(&path, &script).unwrap();
-    let out = nilfs_conformance::peers::run(
-        Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"))
-            .arg(&images[0])
-            .arg(&path)
-            .env(
-                "DISKS",
-                images[1..]
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "kernel-run.sh: {stdout}");
+    let stdout = guest("fuse-kernel", &images, &script, &[]);
     for (k, img) in images.iter().enumerate() {
-        let start = format!("@@M{k}\n");
-        let body = stdout
-            .split(&start)
-            .nth(1)
-            .and_then(|s| s.split("@@").next())
-            .unwrap_or_else(|| panic!("no manifest {k} in:\n{stdout}"));
+        let body = section(&stdout, &format!("M{k}"));
         // The kernel recovered the killed one; ours reads it as recovery
         // would (no data-only log was written: the fsync made a checkpoint).
         let ours = common::run(&["manifest", img.to_str().unwrap()]);
@@ -401,6 +379,48 @@ fn check_image(image: &Path) {
     assert!(r.ok(), "nilref check:\n{}{}", r.out, r.err);
 }
 
+/// `nilref mkfs ARGS IMAGE`.
+fn mkfs(image: &Path, args: &[&str]) {
+    let mut mkfs = vec!["mkfs"];
+    mkfs.extend_from_slice(args);
+    mkfs.push(image.to_str().unwrap());
+    let r = common::run(&mkfs);
+    assert!(r.ok(), "nilref mkfs: {}", r.err);
+}
+
+/// Boot Linux 6.1 in the guest (tests/guest/kernel-run.sh) with `images`
+/// as /dev/vda, /dev/vdb, ... and kernel-run.sh's `env` (`BINS`, `RO`),
+/// run `script`; what it printed.
+fn guest(name: &str, images: &[PathBuf], script: &str, env: &[(&str, &str)]) -> String {
+    let sdir = nilfs_conformance::peers::Scratch::new(name);
+    let path = sdir.file("run.sh");
+    std::fs::write(&path, script).unwrap();
+    let disks: Vec<String> = images[1..]
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let mut cmd = Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"));
+    cmd.arg(&images[0]).arg(&path).env("DISKS", disks.join(" "));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = nilfs_conformance::peers::run(&mut cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "kernel-run.sh: {stdout}");
+    stdout
+}
+
+/// What a guest script printed after its `@@NAME` line, up to the next
+/// `@@` line.
+fn section(stdout: &str, name: &str) -> String {
+    stdout
+        .split(&format!("@@{name}\n"))
+        .nth(1)
+        .and_then(|s| s.split("@@").next())
+        .unwrap_or_else(|| panic!("no @@{name} in:\n{stdout}"))
+        .to_string()
+}
+
 /// Peer tier: Linux 6.1 mounts the same snapshot (`mount -o ro,cp=N`) and
 /// its manifest.sh prints what ours printed; it refuses a checkpoint that
 /// is not a snapshot, as ours does.
@@ -424,22 +444,8 @@ fn the_kernel_mounts_the_same_snapshot() {
          if mount -t nilfs2 -o ro,cp={} /dev/vda /mnt 2>/dev/null; then echo @@MOUNTED; else echo @@REFUSED; fi\necho @@END\n",
         cno + 1
     );
-    let sdir = nilfs_conformance::peers::Scratch::new("fuse-snapshot");
-    let path = sdir.file("run.sh");
-    std::fs::write(&path, &script).unwrap();
-    let out = nilfs_conformance::peers::run(
-        Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"))
-            .arg(&image)
-            .arg(&path)
-            .env("RO", "1"),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "kernel-run.sh: {stdout}");
-    let theirs = stdout
-        .split("@@M\n")
-        .nth(1)
-        .and_then(|s| s.split("@@").next())
-        .unwrap_or_else(|| panic!("no manifest in:\n{stdout}"));
+    let stdout = guest("fuse-snapshot", &[image], &script, &[("RO", "1")]);
+    let theirs = section(&stdout, "M");
     assert_eq!(theirs, ours, "the kernel's cp={cno}, then ours");
     assert!(
         stdout.contains("@@REFUSED"),
@@ -591,11 +597,7 @@ fn nilfs_ioctls_answer_as_the_kernels() {
     fuse_available(&dir).expect("the peer tier needs FUSE too");
     let (_, rw, ro) = fuse_ioctl_session(&dir);
     let image = dir.join("kernel.img");
-    let mut mkfs = vec!["mkfs"];
-    mkfs.extend_from_slice(IOCTL_MKFS);
-    mkfs.push(image.to_str().unwrap());
-    let r = common::run(&mkfs);
-    assert!(r.ok(), "{}", r.err);
+    mkfs(&image, IOCTL_MKFS);
     let session = |point: &str, reqs: &[&str]| {
         reqs.iter()
             .map(|r| format!("nilref ioctl {point} {r}\n"))
@@ -608,26 +610,9 @@ fn nilfs_ioctls_answer_as_the_kernels() {
         session("/mnt/f", &["version", "flags"]),
         session("/mnt", IOCTL_SESSION_RO),
     );
-    let sdir = nilfs_conformance::peers::Scratch::new("ioctl-kernel");
-    let path = sdir.file("run.sh");
-    std::fs::write(&path, &script).unwrap();
-    let out = nilfs_conformance::peers::run(
-        Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"))
-            .arg(&image)
-            .arg(&path)
-            .env("BINS", env!("CARGO_BIN_EXE_nilref")),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "kernel-run.sh: {stdout}");
-    let section = |name: &str| {
-        stdout
-            .split(&format!("@@{name}\n"))
-            .nth(1)
-            .and_then(|s| s.split("@@").next())
-            .unwrap_or_else(|| panic!("no {name} in:\n{stdout}"))
-            .to_string()
-    };
-    let (k_rw, k_ro) = (section("RW"), section("RO"));
+    let bins = [("BINS", env!("CARGO_BIN_EXE_nilref"))];
+    let stdout = guest("ioctl-kernel", &[image], &script, &bins);
+    let (k_rw, k_ro) = (section(&stdout, "RW"), section(&stdout, "RO"));
     assert!(k_rw.contains("lscp: checkpoints 2 4 5\n"), "{k_rw}");
     assert!(rw.contains("lscp: ENOTTY\n"), "{rw}");
     let comparable = |s: &str| {
@@ -718,39 +703,12 @@ fn the_kernel_leaves_the_access_time_alone_too() {
     };
     let dir = common::scratch("fuse", "atime-kernel");
     let image = dir.join("atime.img");
-    let r = common::run(&[
-        "mkfs",
-        "--size",
-        "32M",
-        "-b",
-        "1024",
-        "-B",
-        "64",
-        image.to_str().unwrap(),
-    ]);
-    assert!(r.ok(), "{}", r.err);
-    let sdir = nilfs_conformance::peers::Scratch::new("atime-kernel");
-    let path = sdir.file("run.sh");
-    std::fs::write(
-        &path,
-        format!(
-            "cat > /tmp/atime.sh <<'EOF'\n{ATIME_SCRIPT}EOF\nmount -t nilfs2 /dev/vda /mnt\necho @@OUT\nsh /tmp/atime.sh /mnt\necho @@END\numount /mnt\n"
-        ),
-    )
-    .unwrap();
-    let out = nilfs_conformance::peers::run(
-        Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"))
-            .arg(&image)
-            .arg(&path),
+    mkfs(&image, &["--size", "32M", "-b", "1024", "-B", "64"]);
+    let script = format!(
+        "cat > /tmp/atime.sh <<'EOF'\n{ATIME_SCRIPT}EOF\nmount -t nilfs2 /dev/vda /mnt\necho @@OUT\nsh /tmp/atime.sh /mnt\necho @@END\numount /mnt\n"
     );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "kernel-run.sh: {stdout}");
-    let body = stdout
-        .split("@@OUT\n")
-        .nth(1)
-        .and_then(|s| s.split("@@").next())
-        .unwrap_or_else(|| panic!("no output in:\n{stdout}"));
-    assert_eq!(body, ATIME_EXPECTED);
+    let stdout = guest("atime-kernel", &[image], &script, &[]);
+    assert_eq!(section(&stdout, "OUT"), ATIME_EXPECTED);
 }
 
 /// SET_ALLOC_RANGE's session (`nilref ioctl` arguments, byte offsets on a
@@ -837,31 +795,15 @@ fn the_allocation_range_ioctl_matches_the_kernels() {
     fuse_available(&dir).expect("the peer tier needs FUSE too");
     let (ours, our_image) = fuse_alloc_session(&dir);
     let image = dir.join("kernel.img");
-    let mut mkfs = vec!["mkfs"];
-    mkfs.extend_from_slice(IOCTL_MKFS);
-    mkfs.push(image.to_str().unwrap());
-    assert!(common::run(&mkfs).ok());
+    mkfs(&image, IOCTL_MKFS);
     let mut script = String::from("mount -t nilfs2 /dev/vda /mnt\necho @@OUT\n");
     for r in ALLOC_SESSION {
         script += &format!("nilref ioctl /mnt {r}\n");
     }
     script += "dd if=/dev/zero of=/mnt/big bs=1M count=8 2>/dev/null\nnilref ioctl /mnt sync\necho @@END\numount /mnt\n";
-    let sdir = nilfs_conformance::peers::Scratch::new("alloc-kernel");
-    let path = sdir.file("run.sh");
-    std::fs::write(&path, &script).unwrap();
-    let out = nilfs_conformance::peers::run(
-        Command::new(nilfs_conformance::peers::oracle_dir().join("kernel-run.sh"))
-            .arg(&image)
-            .arg(&path)
-            .env("BINS", env!("CARGO_BIN_EXE_nilref")),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "kernel-run.sh: {stdout}");
-    let theirs = stdout
-        .split("@@OUT\n")
-        .nth(1)
-        .and_then(|s| s.split("@@").next())
-        .unwrap_or_else(|| panic!("no output in:\n{stdout}"));
+    let bins = [("BINS", env!("CARGO_BIN_EXE_nilref"))];
+    let stdout = guest("alloc-kernel", std::slice::from_ref(&image), &script, &bins);
+    let theirs = section(&stdout, "OUT");
     assert_eq!(ours, theirs, "nilref mount, then Linux 6.1");
     assert_eq!(
         segments_in_use(&our_image),

@@ -1022,29 +1022,15 @@ fn readdir(path: &str) -> R<Vec<String>> {
 
 /// lscp without -a: every checkpoint, minor ones hidden unless snapshots.
 fn lscp(fd: &OwnedFd) -> R<Vec<CpEntry>> {
-    let mut out = Vec::new();
-    let mut buf = vec![nilfs_ioctl::CpInfo::default(); 512];
-    let mut next = 1u64;
-    loop {
-        let n = nilfs_ioctl::get_cpinfo(fd, next, &mut buf).map_err(errno)?;
-        if n == 0 {
-            break;
-        }
-        for ci in &buf[..n] {
-            if !ci.is_minor() || ci.is_snapshot() {
-                out.push(CpEntry {
-                    cno: ci.ci_cno,
-                    ss: ci.is_snapshot(),
-                });
-            }
-        }
-        let last = buf[n - 1].ci_cno;
-        if last < next {
-            break; // never go backwards, whatever the kernel says
-        }
-        next = last + 1;
-    }
-    Ok(out)
+    Ok(nilfs_ioctl::all_cpinfo(fd)
+        .map_err(errno)?
+        .iter()
+        .filter(|ci| !ci.is_minor() || ci.is_snapshot())
+        .map(|ci| CpEntry {
+            cno: ci.ci_cno,
+            ss: ci.is_snapshot(),
+        })
+        .collect())
 }
 
 /// tests/guest/manifest.sh of the current root.

@@ -202,3 +202,22 @@ pub fn get_flags(fd: impl AsFd) -> Result<u32> {
     // names; Getter owns all eight.
     unsafe { ioctl::ioctl(fd, Getter::<FS_IOC_GETFLAGS, [u32; 2]>::new()) }.map(|v| v[0])
 }
+
+/// Every checkpoint GET_CPINFO lists, from number 1 on, a batch at a time
+/// (what lscp -a reads).
+pub fn all_cpinfo(fd: impl AsFd) -> Result<Vec<CpInfo>> {
+    let mut buf = vec![CpInfo::default(); 512];
+    let (mut next, mut out) = (1u64, Vec::new());
+    loop {
+        let n = get_cpinfo(&fd, next, &mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+        let last = buf[n - 1].ci_cno;
+        if last < next {
+            return Ok(out); // never go backwards, whatever the kernel says
+        }
+        next = last + 1;
+    }
+}
