@@ -91,13 +91,16 @@ impl<'a> Fs<'a> {
         let bs = u64::from(self.bs);
         let mut out = Vec::new();
         for (key, within, n) in block_spans(from, to, bs) {
-            let mut block = if within == 0 && n as u64 == bs {
-                vec![0u8; bs as usize]
-            } else {
-                self.read_file_block(i, key)?
-            };
             let at = (key * bs + within as u64 - offset) as usize;
-            block[within..within + n].copy_from_slice(&data[at..at + n]);
+            let src = &data[at..at + n];
+            let block = if within == 0 && n as u64 == bs {
+                // Overwritten whole: copied once, never zeroed first.
+                src.to_vec()
+            } else {
+                let mut block = self.read_file_block(i, key)?;
+                block[within..within + n].copy_from_slice(src);
+                block
+            };
             out.push((key, block));
         }
         Ok(out)
