@@ -16,15 +16,19 @@ size=${1:-256} nfiles=${2:-2000}
 cargo build -q --release -p nilref
 bin=$PWD/target/release/nilref
 work=$(mktemp -d)
-trap 'fusermount3 -u "$work/nilfs" 2>/dev/null || true; wait; umount "$work/bindfs" "$work/backing" "$work/tmpfs" "$work/imgfs" 2>/dev/null || true; rm -rf "$work"' EXIT
+fs_mib=$((size * 4 + 512)) # each file system's size, for every job's files
+# The daemon is stopped before its tmpfs is unmounted; if it never
+# mounted, fusermount3 fails and it is killed instead, so `wait` returns.
+trap 'fusermount3 -u "$work/nilfs" 2>/dev/null || kill "${daemon:-}" 2>/dev/null; wait; umount "$work/bindfs" "$work/backing" "$work/tmpfs" "$work/imgfs" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/nilfs" "$work/tmpfs" "$work/backing" "$work/bindfs" "$work/imgfs"
 # The image lies in a tmpfs too, as bindfs's backing does: both FUSE file
 # systems then write into memory, and neither pays for the host's disk.
-mount -t tmpfs -o size=$((size * 4 + 1024))m tmpfs "$work/imgfs"
-"$bin" mkfs --size $((size * 4 + 512))M "$work/imgfs/img" >/dev/null
+mount -t tmpfs -o size=$((fs_mib + 512))m tmpfs "$work/imgfs"
+"$bin" mkfs --size "${fs_mib}M" "$work/imgfs/img" >/dev/null
 "$bin" mount "$work/imgfs/img" "$work/nilfs" &
-mount -t tmpfs -o size=$((size * 4 + 512))m tmpfs "$work/tmpfs"
-mount -t tmpfs -o size=$((size * 4 + 512))m tmpfs "$work/backing"
+daemon=$!
+mount -t tmpfs -o size="${fs_mib}m" tmpfs "$work/tmpfs"
+mount -t tmpfs -o size="${fs_mib}m" tmpfs "$work/backing"
 # big_writes: libfuse 2's writes of up to 128 KiB, as FUSE 3 (and our
 # mount) have by default; without it bindfs writes 4 KiB at a time.
 bindfs -o big_writes "$work/backing" "$work/bindfs"
