@@ -11,7 +11,9 @@
 //!
 //! `cargo bench -p nilfs-impl --bench write_path` (full scale);
 //! append `-- --scale 16` to divide every size by 16, and `--profile` to
-//! run the phases alone (no memcpy baseline, no warm-up) under a profiler.
+//! run the phases alone (no memcpy baseline, no warm-up) under a profiler;
+//! `--only seq` or `--only small` runs one phase on the pre-faulted dense
+//! device three times, with nothing else.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -477,6 +479,35 @@ fn main() {
     // --profile: the phases alone, without the memcpy baseline and the
     // warm-up, so that a profiler sees only the file system.
     let profile = args.iter().any(|a| a == "--profile");
+    // --only seq|small: one phase on the pre-faulted dense device, three
+    // times, for a profiler that should see nothing else.
+    if let Some(only) = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|p| args.get(p + 1))
+    {
+        let mut base = vec![0u8; MIB as usize];
+        SplitMix64::new(1).fill(&mut base);
+        for _ in 0..3 {
+            match only.as_str() {
+                "seq" => {
+                    let (t, s) = sequential_on_dense(1024 * MIB / scale, &base);
+                    println!(
+                        "seq on dense: {:.3} s (sync {:.3} s), {}",
+                        t.as_secs_f64(),
+                        s.as_secs_f64(),
+                        mib_s(1024 * MIB / scale, t)
+                    );
+                }
+                "small" => {
+                    let (t, n) = small_files_on_dense((100 / scale).max(1));
+                    println!("small on dense: {:.3} s, {}", t.as_secs_f64(), ops_s(n, t));
+                }
+                other => panic!("--only {other}: seq or small"),
+            }
+        }
+        return;
+    }
     println!("write-path benchmark, sizes / {scale}");
     if !profile {
         let (best, median) = memcpy_bandwidth();

@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 use super::{Construction, Stage};
 use crate::bmap::write::{Bmap, TEMP_PTR_BIT};
 use crate::bmap::{DiskNodes, NodeSource};
-use crate::dat::Dat;
+use crate::dat::{target_seq, Dat};
 use crate::device::BlockDevice;
 use crate::format::inode::Inode;
 use crate::format::{Cno, VBlockNr};
@@ -55,13 +55,16 @@ pub(crate) struct Mapping<'m> {
 }
 
 impl<'m> Mapping<'m> {
-    /// A metadata file's mapping (target 0, as for every metadata file).
-    pub(crate) fn meta(m: MetaParts<'m, '_>) -> Self {
+    /// A metadata file's mapping. Its group target is its inode number's
+    /// area, as for any file (`nilfs_bmap_find_target_in_group` reads
+    /// `b_inode->i_ino`: 24,576 for the ifile at 4 KiB blocks, where a
+    /// kernel-written image has its new ifile blocks).
+    pub(crate) fn meta(m: MetaParts<'m, '_>, target: VBlockNr) -> Self {
         Mapping {
             bmap: m.bmap,
             raw: m.raw,
             ptr_type: m.ptr_type,
-            target: VBlockNr(0),
+            target,
         }
     }
 }
@@ -76,6 +79,33 @@ fn update_target(map: &Mapping<'_>, old: u64) -> VBlockNr {
     } else {
         VBlockNr(old)
     }
+}
+
+/// Where a data block new to its mapping seeks its virtual number
+/// (`nilfs_direct_find_target_v`, `nilfs_btree_find_target_v`): after the
+/// last one the mapping allocated, by the distance between their keys,
+/// when that is under 7 (`nilfs_bmap_find_target_seq`); else, in a
+/// B-tree, next to its neighbour on the insert's path
+/// (`nilfs_btree_find_near`); else the file's area of its DAT group
+/// (`nilfs_bmap_find_target_in_group`).
+fn new_block_target(
+    map: &mut Mapping<'_>,
+    key: u64,
+    dev: &dyn BlockDevice,
+    bs: u32,
+    dat: &mut Dat<'_>,
+) -> Result<VBlockNr> {
+    if let Some(t) = map
+        .bmap
+        .last_allocated()
+        .and_then(|(k, p)| target_seq(k, VBlockNr(p), key))
+    {
+        return Ok(t);
+    }
+    let near = map
+        .bmap
+        .near_ptr(key, &mut DiskNodes::translated(dev, bs, dat))?;
+    Ok(near.map_or(map.target, VBlockNr))
 }
 
 /// Whether [`propagate`] gives the dirty nodes their new numbers too.
@@ -95,7 +125,7 @@ pub(crate) fn propagate(
     dev: &dyn BlockDevice,
     bs: u32,
     cno: Cno,
-    map: Mapping<'_>,
+    mut map: Mapping<'_>,
     keys: &[u64],
     nodes: Nodes,
 ) -> Result<Propagated> {
@@ -125,10 +155,12 @@ pub(crate) fn propagate(
             .lookup(key, &mut DiskNodes::translated(dev, bs, dat))?;
         let ptr = match old {
             None => {
-                let v = dat.alloc(map.target)?;
+                let target = new_block_target(&mut map, key, dev, bs, dat)?;
+                let v = dat.alloc(target)?;
                 let ins = map
                     .bmap
                     .insert(key, v.0, &mut DiskNodes::translated(dev, bs, dat))?;
+                map.bmap.set_last_allocated(key, v.0);
                 out.added += 1 + u64::from(ins.nodes_added);
                 v
             }
@@ -181,7 +213,16 @@ impl<'a> Fs<'a> {
             MetaWhich::Cpfile => self.cpfile.parts(),
             MetaWhich::Sufile => self.sufile.parts(),
         };
-        propagate(dat, dev, bs, cno, Mapping::meta(parts), keys, Nodes::Assign)?;
+        let target = dat.target_for_ino(parts.ino);
+        propagate(
+            dat,
+            dev,
+            bs,
+            cno,
+            Mapping::meta(parts, target),
+            keys,
+            Nodes::Assign,
+        )?;
         Ok(())
     }
 
@@ -379,4 +420,132 @@ fn delete_virtual(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Where new virtual numbers are sought, checked on the numbers a
+    //! construction hands out. Each test leaves a free entry at the start
+    //! of the file's DAT area, where the group target would land, so a
+    //! sequential or near target that is not followed shows as a number
+    //! taken from that hole.
+
+    use crate::device::MemDevice;
+    use crate::format::{ino, Ino, VBlockNr};
+    use crate::fs::Fs;
+    use crate::mkfs::{mkfs, MkfsOptions};
+    use crate::the_nilfs::Nilfs;
+
+    const T0: u64 = 1_800_000_000;
+
+    fn ptr(fs: &mut Fs<'_>, i: Ino, key: u64) -> u64 {
+        fs.inodes
+            .loaded_mut(i)
+            .bmap
+            .lookup_in_memory(key)
+            .expect("in memory")
+            .unwrap_or_else(|| panic!("block {key} of inode {i} is mapped"))
+    }
+
+    /// Write `keys` of `i` (one block each) and sync.
+    fn write_blocks(fs: &mut Fs<'_>, i: Ino, keys: impl IntoIterator<Item = u64>) {
+        for k in keys {
+            fs.write(i, k * 4096, &[k as u8 + 1; 4096]).expect("write");
+        }
+        fs.sync().expect("sync");
+    }
+
+    /// A file `x` in the same DAT area as the file the test watches (its
+    /// inode number is 8 below), written and synced, then deleted and its
+    /// numbers freed, as the cleaner frees dead blocks' numbers
+    /// (`nilfs_ioctl_free_vblocknrs`): the area's first entries are free.
+    fn hole_below(fs: &mut Fs<'_>, xs: &[u64]) {
+        fs.unlink(ino::ROOT, b"x").expect("unlink");
+        fs.sync().expect("sync");
+        let vs: Vec<VBlockNr> = xs.iter().map(|&v| VBlockNr(v)).collect();
+        fs.dat.file_mut().free_vblocknrs(&vs).expect("free");
+    }
+
+    /// `x` (inode 12) with `n` blocks, seven fillers, then the watched
+    /// file (inode 20, the same area: 20 % 8 == 12 % 8).
+    fn setup(fs: &mut Fs<'_>, n: u64) -> (Vec<u64>, Ino) {
+        let x = fs.create(ino::ROOT, b"x", 0o644).expect("create");
+        assert_eq!(x, Ino(12));
+        write_blocks(fs, x, 0..n);
+        let xs: Vec<u64> = (0..n).map(|k| ptr(fs, x, k)).collect();
+        for d in 1..=7u8 {
+            fs.create(ino::ROOT, &[b'd', b'0' + d], 0o644)
+                .expect("filler");
+        }
+        let a = fs.create(ino::ROOT, b"a", 0o644).expect("create");
+        assert_eq!(a, Ino(20));
+        (xs, a)
+    }
+
+    #[test]
+    fn an_appended_block_continues_after_the_last_number_allocated() {
+        let dev = MemDevice::new(256 << 20);
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, T0).unwrap();
+        let (xs, a) = setup(&mut fs, 3);
+        write_blocks(&mut fs, a, 0..3);
+        let first: Vec<u64> = (0..3).map(|k| ptr(&mut fs, a, k)).collect();
+        assert_eq!(first[1], first[0] + 1, "{first:?}");
+        assert_eq!(first[2], first[1] + 1, "{first:?}");
+        hole_below(&mut fs, &xs);
+        write_blocks(&mut fs, a, [3]);
+        // nilfs_bmap_find_target_seq: last + (3 - 2); the group target
+        // would have taken the freed xs[0].
+        assert_eq!(ptr(&mut fs, a, 3), first[2] + 1, "freed: {xs:?}");
+    }
+
+    #[test]
+    fn a_block_far_from_the_last_is_numbered_near_its_left_neighbour() {
+        let dev = MemDevice::new(256 << 20);
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, T0).unwrap();
+        let (xs, a) = setup(&mut fs, 3);
+        write_blocks(&mut fs, a, 0..20);
+        let p19 = ptr(&mut fs, a, 19);
+        hole_below(&mut fs, &xs);
+        // 100 - 19 is not under 7, so no sequential target; the insert's
+        // path has key 19 left of 100 in the level-1 node
+        // (nilfs_btree_find_near), so the search starts at its number.
+        write_blocks(&mut fs, a, [100]);
+        let p100 = ptr(&mut fs, a, 100);
+        assert!(
+            p100 > p19,
+            "block 100 got {p100}, block 19 has {p19}; freed {xs:?}"
+        );
+    }
+
+    #[test]
+    fn new_metadata_blocks_are_numbered_in_their_files_area() {
+        let dev = MemDevice::new(256 << 20);
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, T0).unwrap();
+        // 320 inodes at 32 to a 4 KiB block: ifile blocks up to 11, so a
+        // B-tree (more than 7 blocks).
+        for n in 0..320u32 {
+            fs.create(ino::ROOT, format!("f{n}").as_bytes(), 0o644)
+                .expect("create");
+        }
+        fs.sync().expect("sync");
+        let area = fs.dat.file().target_for_ino(ino::IFILE).0;
+        assert_eq!(area, 24_576);
+        let bmap = fs.ifile.parts().bmap;
+        assert!(bmap.is_btree());
+        // mkfs wrote blocks 0-2; every block an insert added is numbered
+        // from the ifile's area, as on a kernel-written image.
+        for key in 3..=11 {
+            let p = bmap.lookup_in_memory(key).unwrap().expect("mapped");
+            assert!(
+                (area..area + 4096).contains(&p),
+                "ifile block {key} has virtual number {p}"
+            );
+        }
+    }
 }

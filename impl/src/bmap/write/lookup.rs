@@ -56,6 +56,49 @@ impl Bmap {
         Ok(path)
     }
 
+    /// `nilfs_bmap_set_target_v`: data block `key` was just inserted with
+    /// virtual number `ptr` (`nilfs_direct_insert`,
+    /// `nilfs_btree_commit_insert`, `nilfs_btree_commit_convert_and_insert`).
+    pub fn set_last_allocated(&mut self, key: u64, ptr: u64) {
+        self.last_allocated = Some((key, ptr));
+    }
+
+    /// The last `(key, ptr)` given to [`Bmap::set_last_allocated`] since
+    /// the mapping was loaded.
+    pub fn last_allocated(&self) -> Option<(u64, u64)> {
+        self.last_allocated
+    }
+
+    /// `nilfs_btree_find_near` on the path an insert of `key` walks: the
+    /// pointer left of the insertion point in the level-1 node, else the
+    /// level-2 node's pointer to that level-1 node. `None` for a direct
+    /// map (whose insert has no path: `nilfs_direct_find_target_v`, and a
+    /// conversion to a B-tree passes none either), for an empty tree, or
+    /// where the pointer found is 0 or a node not yet given its number (a
+    /// temporary pointer: the kernel numbers new nodes when it creates
+    /// them, this module at assignment).
+    pub fn near_ptr(&mut self, key: u64, src: &mut dyn NodeSource) -> Result<Option<u64>> {
+        if !self.is_btree() {
+            return Ok(None);
+        }
+        let mut path = Path::default();
+        let root_level = self.root_level();
+        if root_level < 1 || self.root_node().nchildren == 0 {
+            return Ok(None);
+        }
+        self.do_lookup(key, 1, src, &mut path)?;
+        let near = if path[1].index > 0 {
+            let loc = self.loc_at(&path, 1);
+            self.bt(loc).ptr(path[1].index - 1)
+        } else if root_level >= 2 {
+            let loc = self.loc_at(&path, 2);
+            self.bt(loc).ptr(path[2].index)
+        } else {
+            None
+        };
+        Ok(near.filter(|&p| p != 0 && p & TEMP_PTR_BIT == 0))
+    }
+
     /// The pointer mapped at `key`, `None` for a hole (`nilfs_bmap_lookup`).
     pub fn lookup(&mut self, key: u64, src: &mut dyn NodeSource) -> Result<Option<u64>> {
         match &self.root {

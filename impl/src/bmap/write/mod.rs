@@ -257,6 +257,11 @@ pub struct Bmap {
     bmap_dirty: bool,
     /// Some node was assigned since the last [`Bmap::mark_clean`].
     assigning: bool,
+    /// `b_last_allocated_key` and `b_last_allocated_ptr`: the last data
+    /// block given a new virtual number by an insert, the base of the
+    /// next one's sequential target. `None` is `NILFS_BMAP_INVALID_PTR`,
+    /// which `nilfs_bmap_read` sets whenever a mapping is loaded.
+    last_allocated: Option<(u64, u64)>,
 }
 
 // ---------------------------------------------------------------------------
@@ -370,6 +375,7 @@ impl Bmap {
             next_temp: 0,
             bmap_dirty: false,
             assigning: false,
+            last_allocated: None,
         })
     }
 
