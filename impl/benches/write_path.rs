@@ -155,9 +155,18 @@ impl nilfs::device::BlockDevice for DenseDevice {
         Ok(())
     }
     fn write_at(&self, off: u64, buf: &[u8]) -> nilfs::Result<()> {
+        self.write_vectored_at(off, &[buf])
+    }
+    /// Each piece copied straight into place, as `MemDevice` does.
+    fn write_vectored_at(&self, off: u64, bufs: &[&[u8]]) -> nilfs::Result<()> {
         let mut data = self.data.lock().expect("lock");
-        nilfs::device::check_range(data.len() as u64, off, buf.len())?;
-        data[off as usize..off as usize + buf.len()].copy_from_slice(buf);
+        let len = bufs.iter().map(|b| b.len()).sum();
+        nilfs::device::check_range(data.len() as u64, off, len)?;
+        let mut at = off as usize;
+        for b in bufs {
+            data[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        }
         Ok(())
     }
     fn flush(&self) -> nilfs::Result<()> {

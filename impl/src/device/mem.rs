@@ -86,6 +86,26 @@ fn is_zero(b: &[u8]) -> bool {
         && tail.iter().all(|&x| x == 0)
 }
 
+/// Copy `buf` into the chunks from byte `off` (range already checked).
+fn store(chunks: &mut BTreeMap<u64, Box<[u8]>>, off: u64, buf: &[u8]) {
+    for (idx, within, done, n) in pieces(off, buf.len()) {
+        let src = &buf[done..done + n];
+        match chunks.get_mut(&idx) {
+            Some(c) => c[within..within + n].copy_from_slice(src),
+            None if is_zero(src) => {}
+            // A whole chunk is copied as it is, without zeroing first.
+            None if n == CHUNK as usize => {
+                chunks.insert(idx, Box::from(src));
+            }
+            None => {
+                let mut c = vec![0u8; CHUNK as usize].into_boxed_slice();
+                c[within..within + n].copy_from_slice(src);
+                chunks.insert(idx, c);
+            }
+        }
+    }
+}
+
 impl BlockDevice for MemDevice {
     fn size_bytes(&self) -> u64 {
         self.size
@@ -104,23 +124,17 @@ impl BlockDevice for MemDevice {
     }
 
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
-        check_range(self.size, off, buf.len())?;
+        self.write_vectored_at(off, &[buf])
+    }
+
+    fn write_vectored_at(&self, off: u64, bufs: &[&[u8]]) -> Result<()> {
+        let len = bufs.iter().map(|b| b.len()).sum();
+        check_range(self.size, off, len)?;
         let mut chunks = lock(&self.chunks);
-        for (idx, within, done, n) in pieces(off, buf.len()) {
-            let src = &buf[done..done + n];
-            match chunks.get_mut(&idx) {
-                Some(c) => c[within..within + n].copy_from_slice(src),
-                None if is_zero(src) => {}
-                // A whole chunk is copied as it is, without zeroing first.
-                None if n == CHUNK as usize => {
-                    chunks.insert(idx, Box::from(src));
-                }
-                None => {
-                    let mut c = vec![0u8; CHUNK as usize].into_boxed_slice();
-                    c[within..within + n].copy_from_slice(src);
-                    chunks.insert(idx, c);
-                }
-            }
+        let mut at = off;
+        for buf in bufs {
+            store(&mut chunks, at, buf);
+            at += buf.len() as u64;
         }
         Ok(())
     }
@@ -146,6 +160,32 @@ mod tests {
         d.read_at(3584, &mut r).unwrap();
         assert_eq!(r, w);
         assert_eq!(d.resident_bytes(), 3 * 4096);
+    }
+
+    #[test]
+    fn a_vectored_write_stores_what_the_concatenation_would() {
+        // Pieces that start and end inside chunks, a zero piece over a
+        // hole and over data, across five chunks.
+        let pieces: Vec<Vec<u8>> = vec![
+            (0..1536u32).map(|i| (i % 253) as u8 | 1).collect(),
+            vec![0u8; 4096],
+            (0..7168u32).map(|i| (i % 241) as u8).collect(),
+            vec![0u8; 512],
+            vec![0xEE; 2560],
+        ];
+        let slices: Vec<&[u8]> = pieces.iter().map(|p| &p[..]).collect();
+        let (a, b) = (MemDevice::new(1 << 20), MemDevice::new(1 << 20));
+        for d in [&a, &b] {
+            d.write_at(8192, &[0x55u8; 8192]).unwrap();
+        }
+        a.write_vectored_at(3584, &slices).unwrap();
+        b.write_at(3584, &slices.concat()).unwrap();
+        let (mut ra, mut rb) = (vec![0u8; 32768], vec![0u8; 32768]);
+        a.read_at(0, &mut ra).unwrap();
+        b.read_at(0, &mut rb).unwrap();
+        assert!(ra == rb);
+        assert_eq!(a.resident_bytes(), b.resident_bytes());
+        assert!(a.write_vectored_at((1 << 20) - 4096, &slices).is_err());
     }
 
     #[test]

@@ -35,6 +35,17 @@ pub trait BlockDevice: Send + Sync {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
     /// Write `buf` at byte offset `off`.
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()>;
+    /// Write `bufs` one after another from byte offset `off`, as one
+    /// request: exactly what [`BlockDevice::write_at`] of their
+    /// concatenation does, which is the default. A device that can copy
+    /// each piece straight into place overrides it, so that a log's
+    /// payload is copied once, from the dirty pages into the device,
+    /// rather than twice (the kernel's `bio` of page segments). Wrappers
+    /// that count, cut or reorder requests keep the default, so a log is
+    /// still one request to them.
+    fn write_vectored_at(&self, off: u64, bufs: &[&[u8]]) -> Result<()> {
+        self.write_at(off, &bufs.concat())
+    }
     /// Make every completed write durable.
     fn flush(&self) -> Result<()>;
 }

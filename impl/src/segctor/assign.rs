@@ -7,7 +7,7 @@
 //! (`nilfs_segctor_fill_in_checkpoint`), the super root
 //! (`nilfs_segctor_fill_in_super_root`) — and the logs are assembled.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::collect::propagated_ptr;
 use super::{has_delta, Construction, Src};
@@ -20,9 +20,10 @@ use crate::metafile::is_metadata;
 use crate::{Error, Result};
 
 /// What the fill-in leaves for the write: every laid-out block's final
-/// content by the layout's tag, and the super root block (unsealed).
+/// content, indexed by the layout's tag, and the super root block
+/// (unsealed).
 pub(super) struct Filled {
-    pub(super) payload: BTreeMap<u64, Content>,
+    pub(super) payload: Vec<Content>,
     pub(super) super_root: Vec<u8>,
 }
 
@@ -102,8 +103,8 @@ impl<'a> Fs<'a> {
         };
         self.cpfile.file_mut().finalize_checkpoint(cno, &fin)?;
         // Contents, now final.
-        let mut payload: BTreeMap<u64, Content> = BTreeMap::new();
-        for (t, s) in c.srcs.iter().enumerate() {
+        let mut payload: Vec<Content> = Vec::with_capacity(c.srcs.len());
+        for s in &c.srcs {
             let data = match *s {
                 Src::Data(i, key) if !is_metadata(i) => {
                     if !self.inodes.loaded(i).dirty.contains_key(&key) {
@@ -117,7 +118,7 @@ impl<'a> Fs<'a> {
                 Src::Node(i, id) => Content::Built(self.bmap_of_mut(i).encode_node(id)?),
                 Src::Gc(n) => Content::Built(gc_blocks[n].data.clone()),
             };
-            payload.insert(t as u64, data);
+            payload.push(data);
         }
         let isz = self.sb.inode_size;
         let super_root = SuperRoot {

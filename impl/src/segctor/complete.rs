@@ -6,10 +6,9 @@
 //! (`nilfs_segctor_complete_write`, `nilfs_set_last_segment`).
 
 use super::layout::LogPlan;
-use std::collections::BTreeMap;
 
 use super::assign::{Content, Filled};
-use super::write::{assemble_into, check_log, write};
+use super::write::{check_log, LogPieces};
 use super::{Construction, Stage};
 use crate::format::Cno;
 use crate::fs::Fs;
@@ -27,27 +26,18 @@ impl<'a> Fs<'a> {
             super_root,
         } = filled;
         let (bs, seed) = (self.bs, self.sb.crc_seed);
-        let mut log = std::mem::take(&mut self.sc.log_buf.0);
         let inodes = &self.inodes;
-        let written = c.plans.iter().try_for_each(|p| {
-            let mine: BTreeMap<u64, &[u8]> = p
-                .payload
-                .iter()
-                .filter_map(|(t, _)| payload.get(t).map(|d| (*t, d)))
-                .map(|(t, d)| {
-                    let bytes: &[u8] = match d {
-                        Content::Built(b) => b,
-                        Content::Dirty(i, key) => &inodes.loaded(*i).dirty[key],
-                    };
-                    (t, bytes)
-                })
-                .collect();
+        let content = |tag: u64| -> Option<&[u8]> {
+            Some(match payload.get(usize::try_from(tag).ok()?)? {
+                Content::Built(b) => b,
+                Content::Dirty(i, key) => inodes.loaded(*i).dirty.get(key)?,
+            })
+        };
+        for p in &c.plans {
             let sr = p.super_root.map(|_| &super_root[..]);
-            assemble_into(p, &mine, sr, bs, seed, &mut log)?;
-            write_checked(self.dev, p, &log, bs, seed)
-        });
-        self.sc.log_buf.0 = log;
-        written?;
+            let pieces = LogPieces::build(p, content, sr, bs, seed)?;
+            write_checked(self.dev, p, &pieces, bs, seed)?;
+        }
         self.dev.flush()?;
         c.stage = Stage::Done;
         Ok(())
@@ -90,16 +80,17 @@ impl<'a> Fs<'a> {
     }
 }
 
-/// Check `log` against `plan` (in test and debug builds), then write it.
+/// Check the log against `plan` (in test and debug builds, assembled
+/// whole), then write it in one request.
 pub(super) fn write_checked(
     dev: &dyn crate::device::BlockDevice,
     plan: &LogPlan,
-    log: &[u8],
+    log: &LogPieces<'_>,
     bs: u32,
     seed: u32,
 ) -> Result<()> {
     if cfg!(debug_assertions) {
-        check_log(plan, log, bs, seed)?;
+        check_log(plan, &log.concat(), bs, seed)?;
     }
-    write(dev, plan, log, bs)
+    log.write(dev, plan, bs)
 }

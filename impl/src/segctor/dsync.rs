@@ -4,12 +4,12 @@
 //! B-tree nodes and inode stay dirty in memory for the next full
 //! construction; after a crash, roll-forward replays the blocks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::complete::write_checked;
 use super::layout::{FileTag, Layout};
 use super::propagate::Nodes;
-use super::write::assemble;
+use super::write::LogPieces;
 use super::{has_delta, Segs};
 use crate::format::segsum::{Binfo, SS_SYNDT};
 use crate::format::{FileBlk, Ino, VBlockNr};
@@ -95,13 +95,15 @@ impl<'a> Fs<'a> {
         // log by log.
         let f = self.inodes.loaded(i);
         for p in &plans {
-            let mut payload = BTreeMap::new();
             for &(t, pbn) in &p.payload {
-                let (key, v) = blocks[t as usize];
+                let (_, v) = blocks[t as usize];
                 self.dat.file_mut().start(v, cno, pbn)?;
-                payload.insert(t, &f.dirty[&key][..]);
             }
-            let log = assemble(p, &payload, None, bs, self.sb.crc_seed)?;
+            let content = |t: u64| {
+                let (key, _) = blocks.get(usize::try_from(t).ok()?)?;
+                f.dirty.get(key).map(|d| &d[..])
+            };
+            let log = LogPieces::build(p, content, None, bs, self.sb.crc_seed)?;
             write_checked(self.dev, p, &log, bs, self.sb.crc_seed)?;
         }
         self.dev.flush()?;

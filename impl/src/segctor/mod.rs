@@ -132,20 +132,6 @@ pub(crate) struct SegCtor {
     /// Known-bad: a failed construction is not rolled back (memory stays
     /// as far as the attempt got, as before the abort path existed).
     keep_failed: bool,
-    /// The buffer logs are assembled in, kept from one construction to
-    /// the next as the kernel keeps its segment buffers: a fresh one cost
-    /// every construction a segment's worth of allocation and page faults.
-    log_buf: LogBuf,
-}
-
-/// The bytes of the log being assembled (shown by capacity alone).
-#[derive(Default)]
-pub(crate) struct LogBuf(pub(crate) Vec<u8>);
-
-impl std::fmt::Debug for LogBuf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LogBuf({} bytes reserved)", self.0.capacity())
-    }
 }
 
 impl SegCtor {

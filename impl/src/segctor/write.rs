@@ -9,7 +9,11 @@ use std::collections::BTreeMap;
 
 use super::layout::LogPlan;
 use crate::device::BlockDevice;
-use crate::format::segsum::{seal_log, verify_log, Summary};
+use crate::format::crc::crc32_le;
+use crate::format::le::u32_at;
+#[cfg(doc)]
+use crate::format::segsum::seal_log;
+use crate::format::segsum::{verify_log, SegmentSummary, Summary};
 use crate::format::super_root;
 use crate::{Error, Result};
 
@@ -23,66 +27,122 @@ pub fn assemble<B: AsRef<[u8]>>(
     block_size: u32,
     seed: u32,
 ) -> Result<Vec<u8>> {
-    let mut log = Vec::new();
-    assemble_into(plan, payload, super_root, block_size, seed, &mut log)?;
-    Ok(log)
+    let pieces = LogPieces::build(
+        plan,
+        |tag| payload.get(&tag).map(AsRef::as_ref),
+        super_root,
+        block_size,
+        seed,
+    )?;
+    Ok(pieces.concat())
 }
 
-/// [`assemble`] into `log` (cleared first), whose memory a caller reuses
-/// from one log to the next.
-pub fn assemble_into<B: AsRef<[u8]>>(
-    plan: &LogPlan,
-    payload: &BTreeMap<u64, B>,
-    super_root: Option<&[u8]>,
-    block_size: u32,
-    seed: u32,
-    log: &mut Vec<u8>,
-) -> Result<()> {
-    let bs = block_size as usize;
-    let summary = Summary {
-        header: plan.header,
-        files: plan.files.clone(),
-    };
-    let sum = summary.encode(block_size);
-    let nblocks = plan.header.nblocks as usize;
-    log.clear();
-    log.reserve(nblocks * bs);
-    log.extend_from_slice(&sum);
-    for (tag, _) in &plan.payload {
-        let data = payload
-            .get(tag)
-            .ok_or_else(|| Error::Invalid(format!("no content for payload block {tag}")))?
-            .as_ref();
-        if data.len() != bs {
+/// A log ready to write, in the order it lies on disk: its summary blocks
+/// and its super root block, built and sealed here, and every payload
+/// block borrowed where it lies. Written with
+/// [`BlockDevice::write_vectored_at`], the payload is copied once, into the
+/// device, as the kernel's bios point at the pages themselves.
+pub struct LogPieces<'p> {
+    summary: Vec<u8>,
+    payload: Vec<&'p [u8]>,
+    super_root: Option<Vec<u8>>,
+}
+
+impl<'p> LogPieces<'p> {
+    /// The pieces of `plan`'s log: `payload` gives each tagged block's
+    /// content (exactly one block each), `super_root` the super root block
+    /// (sealed here). The checksums are the ones [`seal_log`] puts on the
+    /// log assembled whole: `ss_sumsum` over the summary, then
+    /// `ss_datasum` over everything from byte 4, piece by piece.
+    pub fn build(
+        plan: &LogPlan,
+        payload: impl Fn(u64) -> Option<&'p [u8]>,
+        super_root: Option<&[u8]>,
+        block_size: u32,
+        seed: u32,
+    ) -> Result<Self> {
+        let bs = block_size as usize;
+        let summary = Summary {
+            header: plan.header,
+            files: plan.files.clone(),
+        };
+        let mut summary = summary.encode(block_size);
+        let mut blocks = Vec::with_capacity(plan.payload.len());
+        for (tag, _) in &plan.payload {
+            let data = payload(*tag)
+                .ok_or_else(|| Error::Invalid(format!("no content for payload block {tag}")))?;
+            if data.len() != bs {
+                return Err(Error::Invalid(format!(
+                    "payload block {tag} is {} bytes",
+                    data.len()
+                )));
+            }
+            blocks.push(data);
+        }
+        let super_root = match (plan.super_root, super_root) {
+            (Some(_), Some(sr)) => {
+                let mut b = sr.to_vec();
+                b.resize(bs, 0);
+                super_root::seal_block(&mut b, seed);
+                Some(b)
+            }
+            (None, None) => None,
+            _ => {
+                return Err(Error::Invalid(
+                    "super root given for a log without one, or missing".into(),
+                ))
+            }
+        };
+        let nblocks = plan.header.nblocks as usize;
+        let len = summary.len() + blocks.len() * bs + super_root.as_ref().map_or(0, Vec::len);
+        if len != nblocks * bs {
             return Err(Error::Invalid(format!(
-                "payload block {tag} is {} bytes",
-                data.len()
+                "log assembles to {} blocks, the plan says {nblocks}",
+                len / bs
             )));
         }
-        log.extend_from_slice(data);
-    }
-    match (plan.super_root, super_root) {
-        (Some(_), Some(sr)) => {
-            let mut b = sr.to_vec();
-            b.resize(bs, 0);
-            super_root::seal_block(&mut b, seed);
-            log.extend_from_slice(&b);
+        let sumbytes = u32_at(&summary, 48) as usize;
+        if summary.len() < SegmentSummary::SIZE || sumbytes > summary.len() {
+            return Err(Error::Invalid(format!(
+                "summary of {} bytes, ss_sumbytes {sumbytes}",
+                summary.len()
+            )));
         }
-        (None, None) => {}
-        _ => {
-            return Err(Error::Invalid(
-                "super root given for a log without one, or missing".into(),
-            ))
+        let sumsum = crc32_le(seed, summary.get(8..sumbytes).unwrap_or(&[]));
+        summary[4..8].copy_from_slice(&sumsum.to_le_bytes());
+        let mut datasum = crc32_le(seed, &summary[4..]);
+        for b in &blocks {
+            datasum = crc32_le(datasum, b);
         }
+        if let Some(sr) = &super_root {
+            datasum = crc32_le(datasum, sr);
+        }
+        summary[0..4].copy_from_slice(&datasum.to_le_bytes());
+        Ok(LogPieces {
+            summary,
+            payload: blocks,
+            super_root,
+        })
     }
-    if log.len() != nblocks * bs {
-        return Err(Error::Invalid(format!(
-            "log assembles to {} blocks, the plan says {nblocks}",
-            log.len() / bs
-        )));
+
+    /// The pieces in disk order.
+    pub fn slices(&self) -> Vec<&[u8]> {
+        let mut v = Vec::with_capacity(self.payload.len() + 2);
+        v.push(&self.summary[..]);
+        v.extend(self.payload.iter().copied());
+        v.extend(self.super_root.as_deref());
+        v
     }
-    seal_log(log, seed);
-    Ok(())
+
+    /// The whole log in one buffer (for [`check_log`] and tests).
+    pub fn concat(&self) -> Vec<u8> {
+        self.slices().concat()
+    }
+
+    /// Write the log at its start block, in one request.
+    pub fn write(&self, dev: &dyn BlockDevice, plan: &LogPlan, block_size: u32) -> Result<()> {
+        dev.write_vectored_at(plan.start.0 * u64::from(block_size), &self.slices())
+    }
 }
 
 /// Write an assembled log at its start block.
