@@ -9,8 +9,15 @@
 //! the way it deletes them (merged into the previous record of the block;
 //! the first record of a block only loses its inode number). Stale bytes
 //! are left as the kernel leaves them, so the blocks match byte for byte.
+//!
+//! The searches are the kernel's linear scans, in the same order, but a
+//! small index per block ([`BlockIndex`]: which names it holds, and the
+//! largest record it could take) lets them skip the blocks that cannot
+//! hold their answer. A skipped block is one the scan would have passed
+//! without effect, so the results, errors included, are the scan's.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::format::dir::{parse_block, rec_len_for, FT_DIR};
 use crate::format::le::{put_bytes, put_u16, put_u64, put_u8, u16_at, u64_at, u8_at};
@@ -28,6 +35,122 @@ pub struct DirFile {
     /// create, and this makes that a copy of pointers.
     blocks: Vec<StdArc<Vec<u8>>>,
     dirty: BTreeSet<u64>,
+    index: DirIndex,
+}
+
+/// One block's summary for the searches: the live names it holds (by
+/// [`name_hash`], counted), and the largest new record it could take
+/// (`room`, the most any of its records offers: all of a free record,
+/// the slack after a live one's name). `scan` marks a block the index
+/// cannot vouch for (a zero `rec_len`): the searches walk it, and report
+/// its damage where the scan meets it.
+#[derive(Clone, Debug, Default)]
+struct BlockIndex {
+    names: HashMap<u64, u32, BuildHasherDefault<Prehashed>>,
+    room: usize,
+    scan: bool,
+}
+
+/// The keys of [`BlockIndex::names`] are hashes already: used as they are.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// Every block's [`BlockIndex`], or `None` until the next change builds it
+/// (a copy starts without one, so the journal's copy before every create
+/// costs nothing; a search without an index scans every block).
+#[derive(Default)]
+struct DirIndex(Option<Vec<BlockIndex>>);
+
+impl Clone for DirIndex {
+    fn clone(&self) -> Self {
+        DirIndex(None)
+    }
+}
+
+/// A cache of the blocks: two directories with the same blocks are equal
+/// whatever their indexes hold.
+impl PartialEq for DirIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for DirIndex {}
+
+impl std::fmt::Debug for DirIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(v) => write!(f, "DirIndex({} blocks)", v.len()),
+            None => write!(f, "DirIndex(none)"),
+        }
+    }
+}
+
+/// FNV-1a of a name, the key of [`BlockIndex::names`].
+fn name_hash(name: &[u8]) -> u64 {
+    name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// What a record at `off` of `b` offers a new record: all of it if free,
+/// the slack after its name if live (`nilfs_add_link`'s two tests).
+fn room_of(b: &[u8], off: usize) -> usize {
+    let len = rec_len_at(b, off);
+    if u64_at(b, off) == 0 {
+        len
+    } else {
+        len.saturating_sub(rec_len_for(usize::from(u8_at(b, off + 10))))
+    }
+}
+
+/// The index of block `b`, walked as [`DirFile::records`] walks it.
+fn index_block(b: &[u8]) -> BlockIndex {
+    let mut ix = BlockIndex::default();
+    let mut off = 0usize;
+    while off < b.len() {
+        let len = rec_len_at(b, off);
+        if len == 0 || off + 12 > b.len() {
+            return BlockIndex {
+                scan: true,
+                ..BlockIndex::default()
+            };
+        }
+        let name_len = usize::from(u8_at(b, off + 10));
+        if u64_at(b, off) != 0 {
+            let Some(name) = b.get(off + 12..off + 12 + name_len) else {
+                return BlockIndex {
+                    scan: true,
+                    ..BlockIndex::default()
+                };
+            };
+            *ix.names.entry(name_hash(name)).or_default() += 1;
+        }
+        ix.room = ix.room.max(room_of(b, off));
+        off += len;
+    }
+    ix
+}
+
+impl BlockIndex {
+    /// Whether a search for `name` (hash `h`) may stop in this block.
+    fn may_hold(&self, h: u64) -> bool {
+        self.scan || self.names.contains_key(&h)
+    }
 }
 
 /// Where an entry lives: block index and byte offset in it.
@@ -83,6 +206,7 @@ impl DirFile {
             block_size,
             blocks,
             dirty: BTreeSet::new(),
+            index: DirIndex::default(),
         })
     }
 
@@ -105,6 +229,7 @@ impl DirFile {
             block_size,
             blocks: vec![StdArc::new(b)],
             dirty: BTreeSet::from([0]),
+            index: DirIndex::default(),
         }
     }
 
@@ -156,9 +281,75 @@ impl DirFile {
         }))
     }
 
+    /// The index, built if a copy or a load left none.
+    fn index_mut(&mut self) -> &mut Vec<BlockIndex> {
+        let blocks = &self.blocks;
+        self.index
+            .0
+            .get_or_insert_with(|| blocks.iter().map(|b| index_block(b)).collect())
+    }
+
+    /// Block `i` changed in its records' lengths and gained the live name
+    /// `added` or lost the live name `removed`: the name counts follow,
+    /// and the room is measured again (one walk, no hashing).
+    fn reindex_names(&mut self, i: usize, added: Option<&[u8]>, removed: Option<&[u8]>) {
+        let scan = self.index_mut().get(i).is_none_or(|ix| ix.scan);
+        let room = self.room_in(i);
+        let (Some(room), false) = (room, scan) else {
+            return self.reindex(i);
+        };
+        let ix = &mut self.index_mut()[i];
+        ix.room = room;
+        if let Some(name) = added {
+            *ix.names.entry(name_hash(name)).or_default() += 1;
+        }
+        if let Some(name) = removed {
+            let h = name_hash(name);
+            match ix.names.get_mut(&h) {
+                Some(n) if *n > 1 => *n -= 1,
+                _ => {
+                    ix.names.remove(&h);
+                }
+            }
+        }
+    }
+
+    /// The most any record of block `i` offers a new one; `None` if a
+    /// record has a zero length.
+    fn room_in(&self, i: usize) -> Option<usize> {
+        let b = &self.blocks[i];
+        let (mut off, mut room) = (0usize, 0usize);
+        while off < b.len() {
+            let len = rec_len_at(b, off);
+            if len == 0 || off + 12 > b.len() {
+                return None;
+            }
+            room = room.max(room_of(b, off));
+            off += len;
+        }
+        Some(room)
+    }
+
+    /// Block `i` changed: its index is built again.
+    fn reindex(&mut self, i: usize) {
+        let ix = index_block(&self.blocks[i]);
+        let index = self.index_mut();
+        if i < index.len() {
+            index[i] = ix;
+        } else {
+            index.push(ix);
+        }
+    }
+
     /// `nilfs_find_entry`: the live entry named `name`.
     pub fn find(&self, name: &[u8]) -> Result<Option<Found>> {
+        let h = name_hash(name);
         for i in 0..self.blocks.len() {
+            if let Some(ix) = self.index.0.as_ref().and_then(|v| v.get(i)) {
+                if !ix.may_hold(h) {
+                    continue;
+                }
+            }
             let b = &self.blocks[i];
             for off in self.records(i)? {
                 let ino = u64_at(b, off);
@@ -190,8 +381,17 @@ impl DirFile {
         }
         let bs = self.block_size as usize;
         let reclen = rec_len_for(name.len());
+        let h = name_hash(name);
+        self.index_mut();
         let mut slot = None;
         'search: for i in 0..self.blocks.len() {
+            if let Some(ix) = self.index.0.as_ref().and_then(|v| v.get(i)) {
+                // Nothing here to stop at: no record with room, no record
+                // with this name.
+                if ix.room < reclen && !ix.may_hold(h) {
+                    continue;
+                }
+            }
             for off in self.records(i)? {
                 let b = &self.blocks[i];
                 let d_ino = u64_at(b, off);
@@ -237,6 +437,11 @@ impl DirFile {
         put_u64(b, off, ino.0);
         put_u8(b, off + 11, file_type);
         self.dirty.insert(i as u64);
+        if self.index_mut().len() == i {
+            self.reindex(i);
+        } else {
+            self.reindex_names(i, Some(name), None);
+        }
         Ok(EntryPos {
             block: i as u64,
             offset: off,
@@ -257,12 +462,22 @@ impl DirFile {
         })?;
         let b = StdArc::make_mut(&mut self.blocks[i]);
         let end = pos.offset + rec_len_at(b, pos.offset);
+        let was_live = u64_at(b, pos.offset) != 0;
         if k > 0 {
             let prev = offs[k - 1];
             put_rec_len(b, prev, end - prev);
         }
         put_u64(b, pos.offset, 0);
         self.dirty.insert(i as u64);
+        let len = usize::from(u8_at(&self.blocks[i], pos.offset + 10));
+        let name = self.blocks[i]
+            .get(pos.offset + 12..pos.offset + 12 + len)
+            .map(<[u8]>::to_vec);
+        match name {
+            Some(name) if was_live => self.reindex_names(i, None, Some(&name)),
+            Some(_) => self.reindex_names(i, None, None),
+            None => self.reindex(i),
+        }
         Ok(())
     }
 
@@ -283,6 +498,7 @@ impl DirFile {
         put_u64(b, pos.offset, ino.0);
         put_u8(b, pos.offset + 11, file_type);
         self.dirty.insert(i as u64);
+        self.reindex(i);
         Ok(())
     }
 
@@ -321,5 +537,75 @@ impl DirFile {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Where the kernel's scan (`nilfs_add_link`, every record of every
+    /// block in order, no index) puts a record for `name`: `Err` for a
+    /// duplicate it passes, `None` for a new block.
+    fn scan_slot(d: &DirFile, name: &[u8]) -> std::result::Result<Option<EntryPos>, ()> {
+        let reclen = rec_len_for(name.len());
+        for (i, b) in d.blocks.iter().enumerate() {
+            let mut off = 0;
+            while off < b.len() {
+                let (ino, nlen) = (u64_at(b, off), usize::from(u8_at(b, off + 10)));
+                if ino != 0 && &b[off + 12..off + 12 + nlen] == name {
+                    return Err(());
+                }
+                let (used, len) = (rec_len_for(nlen), rec_len_at(b, off));
+                if (ino == 0 && len >= reclen) || len >= used + reclen {
+                    let at = if ino != 0 { off + used } else { off };
+                    return Ok(Some(EntryPos {
+                        block: i as u64,
+                        offset: at,
+                    }));
+                }
+                off += len;
+            }
+        }
+        Ok(None)
+    }
+
+    proptest! {
+        /// After any mix of adds and deletes (names of 1 to 40 bytes, so
+        /// records of many sizes, on 1 KiB blocks), every lookup and every
+        /// placement is the scan's: `find` with the index kept through the
+        /// changes equals `find` on a copy (which has none, so scans), and
+        /// `add_link` puts each record where the scan would.
+        #[test]
+        fn the_index_changes_no_answer(
+            ops in prop::collection::vec((any::<bool>(), 0u16..200, 1usize..40), 1..300),
+        ) {
+            let mut d = DirFile::make_empty(1024, Ino(11), Ino(2));
+            let name = |n: u16, len: usize| {
+                let mut v = format!("{n}-").into_bytes();
+                v.resize(len.max(v.len()), b'x');
+                v
+            };
+            for (add, n, len) in ops {
+                let nm = name(n, len);
+                let found = d.find(&nm).unwrap();
+                prop_assert_eq!(found, d.clone().find(&nm).unwrap());
+                if add {
+                    let want = scan_slot(&d, &nm);
+                    let nblocks = d.blocks.len() as u64;
+                    match (d.add_link(&nm, Ino(100 + u64::from(n)), 1), want) {
+                        (Ok(pos), Ok(Some(w))) => prop_assert_eq!(pos, w),
+                        (Ok(pos), Ok(None)) => {
+                            prop_assert_eq!(pos, EntryPos { block: nblocks, offset: 0 })
+                        }
+                        (Err(_), Err(())) => {}
+                        (got, want) => prop_assert!(false, "{:?} vs the scan's {:?}", got, want),
+                    }
+                } else if let Some(f) = found {
+                    d.delete_entry(f.pos).unwrap();
+                }
+            }
+        }
     }
 }
