@@ -81,10 +81,11 @@ fn model(name: &str, f: impl Fn(&'static Lab) + Sync + Send + 'static) {
 const CHILD: &str = "NILFS_LOOM_CANARY_CHILD";
 
 /// loom must report the known-bad model run by test `child`, with a
-/// message containing `expect`; the child's report (the schedule) is
-/// printed. The model runs in a child process (this test binary, filtered
-/// to `child`): a panic inside loom can abort while its threads unwind.
-fn must_fail(child: &str, expect: &str) {
+/// message containing one of `expect`; the child's report (the schedule)
+/// is printed. The model runs in a child process (this test binary,
+/// filtered to `child`): a panic inside loom can abort while its threads
+/// unwind.
+fn must_fail(child: &str, expect: &[&str]) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", child, "--nocapture", "--test-threads", "1"])
         .env(CHILD, "1")
@@ -95,9 +96,11 @@ fn must_fail(child: &str, expect: &str) {
         !out.status.success(),
         "loom did not catch the known-bad variant in {child}"
     );
-    let at = stderr
-        .find(expect)
-        .unwrap_or_else(|| panic!("{child} failed, but not with {expect:?}:\n{stderr}"));
+    let at = expect
+        .iter()
+        .filter_map(|e| stderr.find(e))
+        .min()
+        .unwrap_or_else(|| panic!("{child} failed, but not with any of {expect:?}:\n{stderr}"));
     let from = stderr[..at].rfind("panicked at").unwrap_or(at);
     let report: String = stderr[from..]
         .lines()
@@ -132,7 +135,7 @@ fn two_requests_never_both_inside() {
 fn two_requests_first_version_both_inside() {
     must_fail(
         "bad_two_requests_test_then_set",
-        "both cleaning requests inside",
+        &["both cleaning requests inside"],
     );
 }
 
@@ -175,7 +178,7 @@ fn cleaner_vs_writer_read_before_lock() {
 fn cleaner_vs_writer_read_under_lock_makes_the_writer_wait() {
     must_fail(
         "bad_cleaner_vs_writer_read_under_lock",
-        "the writer waited for the cleaner's source-block reads",
+        &["the writer waited for the cleaner's source-block reads"],
     );
 }
 
@@ -188,7 +191,19 @@ fn bad_cleaner_vs_writer_read_under_lock() {
 
 #[test]
 fn cleaner_vs_writer_open_window_loses_data() {
-    must_fail("bad_cleaner_vs_writer_open_window", "was lost");
+    // With the window open, the cleaner's construction and the writer's
+    // interleave, each working on metadata the other has changed. Which
+    // damage loom meets first depends on where the DAT numbers blocks:
+    // since the metadata files number new blocks in their own DAT areas
+    // (docs/findings.md, L5), the first failing schedule leaves one
+    // construction's new DAT block unassigned in the other's log, which
+    // the write refuses before anything reaches the disk. Before that
+    // change the first failing schedule lost the write. Neither happens
+    // with the exclusive rule (`cleaner_vs_writer_read_before_lock`).
+    must_fail(
+        "bad_cleaner_vs_writer_open_window",
+        &["was lost", "unassigned pointer"],
+    );
 }
 
 #[test]
@@ -214,7 +229,10 @@ fn resources_freed_when_the_locked_part_fails() {
 
 #[test]
 fn resources_first_version_leaks_on_ebusy() {
-    must_fail("bad_resources_test_then_set", "a request's buffers leaked");
+    must_fail(
+        "bad_resources_test_then_set",
+        &["a request's buffers leaked"],
+    );
 }
 
 #[test]
