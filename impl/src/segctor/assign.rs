@@ -52,7 +52,7 @@ impl<'a> Fs<'a> {
         for (t, s) in c.srcs.iter().enumerate() {
             let pbn = pbn_of[t];
             match *s {
-                Src::Data(i, key, _) if i == ino::DAT => {
+                Src::Data(i, key) if i == ino::DAT => {
                     let (_, bmap, _) = self.dat.split();
                     bmap.update_ptr(key, pbn.0, &mut DiskNodes::physical(dev, bs))?;
                 }
@@ -60,14 +60,8 @@ impl<'a> Fs<'a> {
                     let (_, bmap, _) = self.dat.split();
                     bmap.assign(id, pbn.0)?;
                 }
-                Src::Data(i, key, v) => {
-                    // The number the last collection pass read from the
-                    // mapping, which nothing has changed since (checked
-                    // in debug builds): no descent of the tree per block.
-                    debug_assert_eq!(
-                        Ok(v),
-                        propagated_ptr(self.bmap_of_mut(i), key).map_err(|_| ())
-                    );
+                Src::Data(i, key) => {
+                    let v = propagated_ptr(self.bmap_of_mut(i), key)?;
                     self.dat.file_mut().start(VBlockNr(v), cno, pbn)?;
                 }
                 Src::Node(i, id) => {
@@ -112,7 +106,7 @@ impl<'a> Fs<'a> {
         let mut payload: Vec<Content> = Vec::with_capacity(c.srcs.len());
         for s in &c.srcs {
             let data = match *s {
-                Src::Data(i, key, _) if !is_metadata(i) => {
+                Src::Data(i, key) if !is_metadata(i) => {
                     if !self.inodes.loaded(i).dirty.contains_key(&key) {
                         return Err(Error::Invalid(format!(
                             "dirty block {key} of inode {i} vanished"
@@ -120,7 +114,7 @@ impl<'a> Fs<'a> {
                     }
                     Content::Dirty(i, key)
                 }
-                Src::Data(i, key, _) => Content::Built(self.meta_block(i, key)?),
+                Src::Data(i, key) => Content::Built(self.meta_block(i, key)?),
                 Src::Node(i, id) => Content::Built(self.bmap_of_mut(i).encode_node(id)?),
                 Src::Gc(n) => Content::Built(gc_blocks[n].data.clone()),
             };

@@ -188,7 +188,7 @@ fn collect_virtual(tag: FileTag, bmap: &mut Bmap, keys: &[u64], out: &mut Collec
                 vblocknr: VBlockNr(v),
                 blkoff: FileBlk(key),
             },
-            Src::Data(tag.ino, key, v),
+            Src::Data(tag.ino, key),
         ));
     }
     for dn in bmap.dirty_nodes() {
@@ -217,7 +217,7 @@ fn collect_dat(bmap: &Bmap, keys: &[u64], out: &mut Collected) {
             Binfo::DataDat {
                 blkoff: FileBlk(key),
             },
-            Src::Data(ino::DAT, key, 0),
+            Src::Data(ino::DAT, key),
         ));
     }
     for dn in bmap.dirty_nodes() {

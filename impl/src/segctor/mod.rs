@@ -149,9 +149,8 @@ impl SegCtor {
 /// Which file a laid-out block belongs to, and which block it is.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Src {
-    /// Data block `key` of file `ino` (user file or metadata file), with
-    /// the virtual number the collection found for it (0 for the DAT).
-    Data(Ino, u64, u64),
+    /// Data block `key` of file `ino` (user file or metadata file).
+    Data(Ino, u64),
     /// A dirty B-tree node of file `ino`.
     Node(Ino, NodeId),
     /// The `n`th block of the GC stage ([`crate::gc::MovedBlocks::blocks`]).
