@@ -118,30 +118,45 @@ fn room_of(b: &[u8], off: usize) -> usize {
     }
 }
 
-/// The index of block `b`, walked as [`DirFile::records`] walks it.
-fn index_block(b: &[u8]) -> BlockIndex {
-    let mut ix = BlockIndex::default();
-    let mut off = 0usize;
+/// The most any record of block `b` offers a new one, walked as
+/// [`DirFile::records`] walks it; `None` if a record has a zero length
+/// or no room for its header.
+fn block_room(b: &[u8]) -> Option<usize> {
+    let (mut off, mut room) = (0usize, 0usize);
     while off < b.len() {
         let len = rec_len_at(b, off);
         if len == 0 || off + 12 > b.len() {
-            return BlockIndex {
-                scan: true,
-                ..BlockIndex::default()
-            };
+            return None;
         }
-        let name_len = usize::from(u8_at(b, off + 10));
+        room = room.max(room_of(b, off));
+        off += len;
+    }
+    Some(room)
+}
+
+/// The index of block `b`.
+fn index_block(b: &[u8]) -> BlockIndex {
+    let scan = BlockIndex {
+        scan: true,
+        ..BlockIndex::default()
+    };
+    let Some(room) = block_room(b) else {
+        return scan;
+    };
+    let mut ix = BlockIndex {
+        room,
+        ..BlockIndex::default()
+    };
+    let mut off = 0usize;
+    while off < b.len() {
         if u64_at(b, off) != 0 {
+            let name_len = usize::from(u8_at(b, off + 10));
             let Some(name) = b.get(off + 12..off + 12 + name_len) else {
-                return BlockIndex {
-                    scan: true,
-                    ..BlockIndex::default()
-                };
+                return scan;
             };
             *ix.names.entry(name_hash(name)).or_default() += 1;
         }
-        ix.room = ix.room.max(room_of(b, off));
-        off += len;
+        off += rec_len_at(b, off);
     }
     ix
 }
@@ -294,7 +309,7 @@ impl DirFile {
     /// and the room is measured again (one walk, no hashing).
     fn reindex_names(&mut self, i: usize, added: Option<&[u8]>, removed: Option<&[u8]>) {
         let scan = self.index_mut().get(i).is_none_or(|ix| ix.scan);
-        let room = self.room_in(i);
+        let room = block_room(&self.blocks[i]);
         let (Some(room), false) = (room, scan) else {
             return self.reindex(i);
         };
@@ -312,22 +327,6 @@ impl DirFile {
                 }
             }
         }
-    }
-
-    /// The most any record of block `i` offers a new one; `None` if a
-    /// record has a zero length.
-    fn room_in(&self, i: usize) -> Option<usize> {
-        let b = &self.blocks[i];
-        let (mut off, mut room) = (0usize, 0usize);
-        while off < b.len() {
-            let len = rec_len_at(b, off);
-            if len == 0 || off + 12 > b.len() {
-                return None;
-            }
-            room = room.max(room_of(b, off));
-            off += len;
-        }
-        Some(room)
     }
 
     /// Block `i` changed: its index is built again.

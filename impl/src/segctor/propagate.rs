@@ -438,6 +438,14 @@ mod tests {
 
     const T0: u64 = 1_800_000_000;
 
+    /// `f` on a fresh 256 MiB file system of 4 KiB blocks, mounted.
+    fn with_fs(f: impl FnOnce(&mut Fs<'_>)) {
+        let dev = MemDevice::new(256 << 20);
+        mkfs(&dev, &MkfsOptions::default()).unwrap();
+        let nilfs = Nilfs::open(&dev).unwrap();
+        f(&mut Fs::mount(&nilfs, T0).unwrap());
+    }
+
     fn ptr(fs: &mut Fs<'_>, i: Ino, key: u64) -> u64 {
         fs.inodes
             .loaded_mut(i)
@@ -484,68 +492,62 @@ mod tests {
 
     #[test]
     fn an_appended_block_continues_after_the_last_number_allocated() {
-        let dev = MemDevice::new(256 << 20);
-        mkfs(&dev, &MkfsOptions::default()).unwrap();
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let mut fs = Fs::mount(&nilfs, T0).unwrap();
-        let (xs, a) = setup(&mut fs, 3);
-        write_blocks(&mut fs, a, 0..3);
-        let first: Vec<u64> = (0..3).map(|k| ptr(&mut fs, a, k)).collect();
-        assert_eq!(first[1], first[0] + 1, "{first:?}");
-        assert_eq!(first[2], first[1] + 1, "{first:?}");
-        hole_below(&mut fs, &xs);
-        write_blocks(&mut fs, a, [3]);
-        // nilfs_bmap_find_target_seq: last + (3 - 2); the group target
-        // would have taken the freed xs[0].
-        assert_eq!(ptr(&mut fs, a, 3), first[2] + 1, "freed: {xs:?}");
+        with_fs(|fs| {
+            let (xs, a) = setup(fs, 3);
+            write_blocks(fs, a, 0..3);
+            let first: Vec<u64> = (0..3).map(|k| ptr(fs, a, k)).collect();
+            assert_eq!(first[1], first[0] + 1, "{first:?}");
+            assert_eq!(first[2], first[1] + 1, "{first:?}");
+            hole_below(fs, &xs);
+            write_blocks(fs, a, [3]);
+            // nilfs_bmap_find_target_seq: last + (3 - 2); the group target
+            // would have taken the freed xs[0].
+            assert_eq!(ptr(fs, a, 3), first[2] + 1, "freed: {xs:?}");
+        });
     }
 
     #[test]
     fn a_block_far_from_the_last_is_numbered_near_its_left_neighbour() {
-        let dev = MemDevice::new(256 << 20);
-        mkfs(&dev, &MkfsOptions::default()).unwrap();
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let mut fs = Fs::mount(&nilfs, T0).unwrap();
-        let (xs, a) = setup(&mut fs, 3);
-        write_blocks(&mut fs, a, 0..20);
-        let p19 = ptr(&mut fs, a, 19);
-        hole_below(&mut fs, &xs);
-        // 100 - 19 is not under 7, so no sequential target; the insert's
-        // path has key 19 left of 100 in the level-1 node
-        // (nilfs_btree_find_near), so the search starts at its number.
-        write_blocks(&mut fs, a, [100]);
-        let p100 = ptr(&mut fs, a, 100);
-        assert!(
-            p100 > p19,
-            "block 100 got {p100}, block 19 has {p19}; freed {xs:?}"
-        );
+        with_fs(|fs| {
+            let (xs, a) = setup(fs, 3);
+            write_blocks(fs, a, 0..20);
+            let p19 = ptr(fs, a, 19);
+            hole_below(fs, &xs);
+            // 100 - 19 is not under 7, so no sequential target; the insert's
+            // path has key 19 left of 100 in the level-1 node
+            // (nilfs_btree_find_near), so the search starts at its number.
+            write_blocks(fs, a, [100]);
+            let p100 = ptr(fs, a, 100);
+            assert!(
+                p100 > p19,
+                "block 100 got {p100}, block 19 has {p19}; freed {xs:?}"
+            );
+        });
     }
 
     #[test]
     fn new_metadata_blocks_are_numbered_in_their_files_area() {
-        let dev = MemDevice::new(256 << 20);
-        mkfs(&dev, &MkfsOptions::default()).unwrap();
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let mut fs = Fs::mount(&nilfs, T0).unwrap();
-        // 320 inodes at 32 to a 4 KiB block: ifile blocks up to 11, so a
-        // B-tree (more than 7 blocks).
-        for n in 0..320u32 {
-            fs.create(ino::ROOT, format!("f{n}").as_bytes(), 0o644)
-                .expect("create");
-        }
-        fs.sync().expect("sync");
-        let area = fs.dat.file().target_for_ino(ino::IFILE).0;
-        assert_eq!(area, 24_576);
-        let bmap = fs.ifile.parts().bmap;
-        assert!(bmap.is_btree());
-        // mkfs wrote blocks 0-2; every block an insert added is numbered
-        // from the ifile's area, as on a kernel-written image.
-        for key in 3..=11 {
-            let p = bmap.lookup_in_memory(key).unwrap().expect("mapped");
-            assert!(
-                (area..area + 4096).contains(&p),
-                "ifile block {key} has virtual number {p}"
-            );
-        }
+        with_fs(|fs| {
+            // 320 inodes at 32 to a 4 KiB block: ifile blocks up to 11, so a
+            // B-tree (more than 7 blocks).
+            for n in 0..320u32 {
+                fs.create(ino::ROOT, format!("f{n}").as_bytes(), 0o644)
+                    .expect("create");
+            }
+            fs.sync().expect("sync");
+            let area = fs.dat.file().target_for_ino(ino::IFILE).0;
+            assert_eq!(area, 24_576);
+            let bmap = fs.ifile.parts().bmap;
+            assert!(bmap.is_btree());
+            // mkfs wrote blocks 0-2; every block an insert added is numbered
+            // from the ifile's area, as on a kernel-written image.
+            for key in 3..=11 {
+                let p = bmap.lookup_in_memory(key).unwrap().expect("mapped");
+                assert!(
+                    (area..area + 4096).contains(&p),
+                    "ifile block {key} has virtual number {p}"
+                );
+            }
+        });
     }
 }
