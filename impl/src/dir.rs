@@ -39,15 +39,17 @@ pub struct DirFile {
 }
 
 /// One block's summary for the searches: the live names it holds (by
-/// [`name_hash`], counted), and the largest new record it could take
-/// (`room`, the most any of its records offers: all of a free record,
-/// the slack after a live one's name). `scan` marks a block the index
-/// cannot vouch for (a zero `rec_len`): the searches walk it, and report
-/// its damage where the scan meets it.
+/// [`name_hash`], counted), and every record that offers a new record
+/// room (`rooms`: offset and room, in the order the scan meets them; the
+/// room is all of a free record, the slack after a live one's name). In
+/// a packed directory that is one record per block, so `add_link` goes
+/// straight to the record the scan would stop at. `scan` marks a block
+/// the index cannot vouch for (a zero `rec_len`): the searches walk it,
+/// and report its damage where the scan meets it.
 #[derive(Clone, Debug, Default)]
 struct BlockIndex {
     names: HashMap<u64, u32, BuildHasherDefault<Prehashed>>,
-    room: usize,
+    rooms: Vec<(usize, usize)>,
     scan: bool,
 }
 
@@ -118,20 +120,23 @@ fn room_of(b: &[u8], off: usize) -> usize {
     }
 }
 
-/// The most any record of block `b` offers a new one, walked as
-/// [`DirFile::records`] walks it; `None` if a record has a zero length
-/// or no room for its header.
-fn block_room(b: &[u8]) -> Option<usize> {
-    let (mut off, mut room) = (0usize, 0usize);
+/// The records of block `b` that offer a new one room, as (offset,
+/// room) in offset order, walked as [`DirFile::records`] walks the block;
+/// `None` if a record has a zero length or no room for its header.
+fn block_rooms(b: &[u8]) -> Option<Vec<(usize, usize)>> {
+    let (mut off, mut rooms) = (0usize, Vec::new());
     while off < b.len() {
         let len = rec_len_at(b, off);
         if len == 0 || off + 12 > b.len() {
             return None;
         }
-        room = room.max(room_of(b, off));
+        match room_of(b, off) {
+            0 => {}
+            room => rooms.push((off, room)),
+        }
         off += len;
     }
-    Some(room)
+    Some(rooms)
 }
 
 /// The index of block `b`.
@@ -140,11 +145,11 @@ fn index_block(b: &[u8]) -> BlockIndex {
         scan: true,
         ..BlockIndex::default()
     };
-    let Some(room) = block_room(b) else {
+    let Some(rooms) = block_rooms(b) else {
         return scan;
     };
     let mut ix = BlockIndex {
-        room,
+        rooms,
         ..BlockIndex::default()
     };
     let mut off = 0usize;
@@ -165,6 +170,28 @@ impl BlockIndex {
     /// Whether a search for `name` (hash `h`) may stop in this block.
     fn may_hold(&self, h: u64) -> bool {
         self.scan || self.names.contains_key(&h)
+    }
+
+    /// The first record with `reclen` bytes of room: where the scan stops
+    /// in a block that holds no record of the name it adds.
+    fn first_fit(&self, reclen: usize) -> Option<usize> {
+        self.rooms.iter().find(|r| r.1 >= reclen).map(|r| r.0)
+    }
+
+    /// The record at `at` gave a new record its room: what is left of
+    /// that room now belongs to the record at `now` (the new record after
+    /// a split, the old free record reused), `left` bytes. `false` if the
+    /// index did not list `at` (so it cannot be updated, only rebuilt).
+    fn took_room(&mut self, at: usize, now: usize, left: usize) -> bool {
+        let Some(p) = self.rooms.iter().position(|r| r.0 == at) else {
+            return false;
+        };
+        if left == 0 {
+            self.rooms.remove(p);
+        } else {
+            self.rooms[p] = (now, left);
+        }
+        true
     }
 }
 
@@ -304,20 +331,17 @@ impl DirFile {
             .get_or_insert_with(|| blocks.iter().map(|b| index_block(b)).collect())
     }
 
-    /// Block `i` changed in its records' lengths and gained the live name
-    /// `added` or lost the live name `removed`: the name counts follow,
-    /// and the room is measured again (one walk, no hashing).
-    fn reindex_names(&mut self, i: usize, added: Option<&[u8]>, removed: Option<&[u8]>) {
+    /// Block `i` lost the live name `removed` (or only changed its
+    /// records' lengths): the name counts follow, and the rooms are
+    /// measured again (one walk, no hashing).
+    fn reindex_names(&mut self, i: usize, removed: Option<&[u8]>) {
         let scan = self.index_mut().get(i).is_none_or(|ix| ix.scan);
-        let room = block_room(&self.blocks[i]);
-        let (Some(room), false) = (room, scan) else {
+        let rooms = block_rooms(&self.blocks[i]);
+        let (Some(rooms), false) = (rooms, scan) else {
             return self.reindex(i);
         };
         let ix = &mut self.index_mut()[i];
-        ix.room = room;
-        if let Some(name) = added {
-            *ix.names.entry(name_hash(name)).or_default() += 1;
-        }
+        ix.rooms = rooms;
         if let Some(name) = removed {
             let h = name_hash(name);
             match ix.names.get_mut(&h) {
@@ -385,9 +409,16 @@ impl DirFile {
         let mut slot = None;
         'search: for i in 0..self.blocks.len() {
             if let Some(ix) = self.index.0.as_ref().and_then(|v| v.get(i)) {
-                // Nothing here to stop at: no record with room, no record
-                // with this name.
-                if ix.room < reclen && !ix.may_hold(h) {
+                // No record here has this name, so the scan would stop at
+                // the first record with room, or pass the block.
+                if !ix.may_hold(h) {
+                    if let Some(off) = ix.first_fit(reclen) {
+                        let b = &self.blocks[i];
+                        let d_ino = u64_at(b, off);
+                        let used = rec_len_for(usize::from(u8_at(b, off + 10)));
+                        slot = Some((i, off, d_ino != 0, used, rec_len_at(b, off)));
+                        break 'search;
+                    }
                     continue;
                 }
             }
@@ -409,7 +440,8 @@ impl DirFile {
                 }
             }
         }
-        let (i, off) = match slot {
+        // The record taken, the new record's offset and length.
+        let (i, taken, off, len) = match slot {
             Some((i, off, live, used, len)) => {
                 let b = StdArc::make_mut(&mut self.blocks[i]);
                 if live {
@@ -417,9 +449,9 @@ impl DirFile {
                     // becomes the new entry.
                     put_rec_len(b, off + used, len - used);
                     put_rec_len(b, off, used);
-                    (i, off + used)
+                    (i, off, off + used, len - used)
                 } else {
-                    (i, off)
+                    (i, off, off, len)
                 }
             }
             None => {
@@ -427,7 +459,7 @@ impl DirFile {
                 let mut b = vec![0u8; bs];
                 put_rec_len(&mut b, 0, bs);
                 self.blocks.push(StdArc::new(b));
-                (self.blocks.len() - 1, 0)
+                (self.blocks.len() - 1, 0, 0, bs)
             }
         };
         let b = StdArc::make_mut(&mut self.blocks[i]);
@@ -436,10 +468,16 @@ impl DirFile {
         put_u64(b, off, ino.0);
         put_u8(b, off + 11, file_type);
         self.dirty.insert(i as u64);
-        if self.index_mut().len() == i {
+        let updated = match self.index_mut().get_mut(i) {
+            Some(ix) if !ix.scan => {
+                let updated = ix.took_room(taken, off, len - reclen);
+                *ix.names.entry(h).or_default() += 1;
+                updated
+            }
+            _ => false,
+        };
+        if !updated {
             self.reindex(i);
-        } else {
-            self.reindex_names(i, Some(name), None);
         }
         Ok(EntryPos {
             block: i as u64,
@@ -473,8 +511,8 @@ impl DirFile {
             .get(pos.offset + 12..pos.offset + 12 + len)
             .map(<[u8]>::to_vec);
         match name {
-            Some(name) if was_live => self.reindex_names(i, None, Some(&name)),
-            Some(_) => self.reindex_names(i, None, None),
+            Some(name) if was_live => self.reindex_names(i, Some(&name)),
+            Some(_) => self.reindex_names(i, None),
             None => self.reindex(i),
         }
         Ok(())
