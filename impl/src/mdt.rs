@@ -267,6 +267,15 @@ impl<'a> Mdt<'a> {
         }
     }
 
+    /// Block `blkoff` if the store holds it already (`None` for a hole or
+    /// a block not loaded yet): a read that neither loads nor journals.
+    pub fn cached(&self, blkoff: u64) -> Option<&[u8]> {
+        match self.cache.get(&blkoff) {
+            Some(Cached::Block { data, .. }) => Some(data),
+            _ => None,
+        }
+    }
+
     /// Whether block `blkoff` exists (is not a hole).
     pub fn exists(&mut self, blkoff: u64) -> Result<bool> {
         self.ensure_loaded(blkoff)?;

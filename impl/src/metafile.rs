@@ -123,6 +123,33 @@ pub struct MetaFile<F> {
     file: F,
     bmap: Bmap,
     raw: Inode,
+    journal: Journal<F>,
+}
+
+/// Where a metadata file stands with the running journal
+/// ([`MetaFile::savepoint`]). The file is saved at its first change, not
+/// when the journal begins: most operations change one metadata file of
+/// the four (a create, the ifile; a write, none), and the others' saves
+/// were a third of a small file's journal.
+#[derive(Clone, Debug)]
+enum Journal<F> {
+    /// No journal runs.
+    Off,
+    /// A journal runs; the file has not changed under it.
+    Armed,
+    /// A journal runs; the file as it was before its first change.
+    Saved(Box<Saved<F>>),
+}
+
+/// A metadata file as it was before its first change under a journal:
+/// the typed file's own fields (counters, geometry) around an empty block
+/// store, the mapping and the raw inode; the blocks themselves are
+/// journaled in the live store.
+#[derive(Clone, Debug)]
+struct Saved<F> {
+    file: F,
+    bmap: Bmap,
+    raw: Inode,
 }
 
 /// A metadata file seen without its type: what the constructor collects,
@@ -140,7 +167,7 @@ pub struct MetaParts<'m, 'a> {
     pub raw: &'m mut Inode,
 }
 
-impl<'a, F: MetaStore<'a>> MetaFile<F> {
+impl<'a, F: MetaStore<'a> + Clone> MetaFile<F> {
     /// Metadata file `ino` with block store `file` and raw inode `raw`
     /// (whose `i_bmap` is opened for `block_size`).
     pub fn new(ino: Ino, file: F, raw: &Inode, block_size: u32) -> Result<Self> {
@@ -149,7 +176,28 @@ impl<'a, F: MetaStore<'a>> MetaFile<F> {
             file,
             bmap: Bmap::open(&raw.bmap, block_size)?,
             raw: raw.clone(),
+            journal: Journal::Off,
         })
+    }
+
+    /// About to change: under a journal, save the file if this is its
+    /// first change. Every `&mut` path into the file goes through here.
+    fn touch(&mut self) {
+        if !matches!(self.journal, Journal::Armed) {
+            return;
+        }
+        let mdt = self.file.mdt_mut(CRATE);
+        let shell = mdt.shell();
+        let blocks = std::mem::replace(mdt, shell);
+        let file = self.file.clone();
+        let mdt = self.file.mdt_mut(CRATE);
+        *mdt = blocks;
+        mdt.begin_undo();
+        self.journal = Journal::Saved(Box::new(Saved {
+            file,
+            bmap: self.bmap.clone(),
+            raw: self.raw.clone(),
+        }));
     }
 
     /// The inode number.
@@ -169,6 +217,7 @@ impl<'a, F: MetaStore<'a>> MetaFile<F> {
 
     /// The typed file, to change it through its own operations.
     pub fn file_mut(&mut self) -> &mut F {
+        self.touch();
         &mut self.file
     }
 
@@ -185,6 +234,7 @@ impl<'a, F: MetaStore<'a>> MetaFile<F> {
 
     /// The untyped view.
     pub fn parts(&mut self) -> MetaParts<'_, 'a> {
+        self.touch();
         MetaParts {
             ino: self.ino,
             ptr_type: PtrType::of(self.ino),
@@ -197,6 +247,7 @@ impl<'a, F: MetaStore<'a>> MetaFile<F> {
     /// The typed file and the untyped rest at once (the DAT propagates
     /// its own mapping while it allocates).
     pub fn split(&mut self) -> (&mut F, &mut Bmap, &mut Inode) {
+        self.touch();
         (&mut self.file, &mut self.bmap, &mut self.raw)
     }
 
@@ -207,6 +258,7 @@ impl<'a, F: MetaStore<'a>> MetaFile<F> {
 
     /// Store the mapping's root in the raw inode (`nilfs_bmap_write`).
     pub fn write_root(&mut self) -> Result<()> {
+        self.touch();
         self.raw.bmap = self.bmap.root_bmap()?;
         Ok(())
     }
@@ -214,59 +266,119 @@ impl<'a, F: MetaStore<'a>> MetaFile<F> {
     /// The log holding the file's blocks is written: blocks and mapping
     /// are clean.
     pub fn mark_clean(&mut self) -> Result<()> {
+        self.touch();
         self.bmap.mark_clean()?;
         self.file.mark_clean();
         Ok(())
     }
 }
 
-/// A metadata file as it was at [`MetaFile::savepoint`]: the typed file's
-/// own fields (counters, geometry) around an empty block store, the
-/// mapping and the raw inode; the blocks themselves are journaled in the
-/// live store.
+/// The proof that [`MetaFile::savepoint`] began a journal: what
+/// [`MetaFile::rollback`] takes back.
 #[derive(Debug)]
-pub(crate) struct MetaSave<F> {
-    file: F,
-    bmap: Bmap,
-    raw: Inode,
-}
+pub(crate) struct MetaSave<F>(std::marker::PhantomData<F>);
 
 impl<'a, F: MetaStore<'a> + Clone> MetaFile<F> {
-    /// Remember the file as it is now, so that [`MetaFile::rollback`] can
-    /// put it back: the typed file and mapping are copied (without the
-    /// blocks), and the block store starts an undo journal.
+    /// Begin a journal, so that [`MetaFile::rollback`] can put the file
+    /// back as it is now. Nothing is copied until the file first changes
+    /// (see [`Journal`]); then the typed file and mapping are copied
+    /// (without the blocks), and the block store journals its blocks.
     pub(crate) fn savepoint(&mut self) -> MetaSave<F> {
-        let mdt = self.file.mdt_mut(CRATE);
-        let shell = mdt.shell();
-        let blocks = std::mem::replace(mdt, shell);
-        let file = self.file.clone();
-        let mdt = self.file.mdt_mut(CRATE);
-        *mdt = blocks;
-        mdt.begin_undo();
-        MetaSave {
-            file,
-            bmap: self.bmap.clone(),
-            raw: self.raw.clone(),
-        }
+        self.file.mdt_mut(CRATE).end_undo();
+        self.journal = Journal::Armed;
+        MetaSave(std::marker::PhantomData)
     }
 
     /// Back to the savepoint: the typed file's fields, the mapping and the
-    /// raw inode as saved, every block changed since as it was.
-    pub(crate) fn rollback(&mut self, saved: MetaSave<F>) {
-        let MetaSave {
-            mut file,
-            bmap,
-            raw,
-        } = saved;
-        std::mem::swap(file.mdt_mut(CRATE), self.file.mdt_mut(CRATE));
-        file.mdt_mut(CRATE).rollback();
-        self.file = file;
-        self.bmap = bmap;
-        self.raw = raw;
+    /// raw inode as saved, every block changed since as it was. A file
+    /// that did not change under the journal is as it was already.
+    pub(crate) fn rollback(&mut self, _: MetaSave<F>) {
+        if let Journal::Saved(saved) = std::mem::replace(&mut self.journal, Journal::Off) {
+            let Saved {
+                mut file,
+                bmap,
+                raw,
+            } = *saved;
+            std::mem::swap(file.mdt_mut(CRATE), self.file.mdt_mut(CRATE));
+            file.mdt_mut(CRATE).rollback();
+            self.file = file;
+            self.bmap = bmap;
+            self.raw = raw;
+        }
     }
 
     /// The savepoint is not needed any more: the changes stand.
     pub(crate) fn release(&mut self) {
+        self.journal = Journal::Off;
         self.file.mdt_mut(CRATE).end_undo();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dat::Dat;
+    use crate::format::VBlockNr;
+
+    fn dat_file() -> MetaFile<Dat<'static>> {
+        let dat = Dat::new(Mdt::empty(1024), 32).expect("dat");
+        MetaFile::new(ino::DAT, dat, &Inode::default(), 1024).expect("metafile")
+    }
+
+    fn same(a: &MetaFile<Dat<'_>>, b: &MetaFile<Dat<'_>>) -> bool {
+        a.file().mdt().same_state(b.file().mdt()).expect("compare")
+            && a.raw() == b.raw()
+            && a.file().mdt().dirty_blocks() == b.file().mdt().dirty_blocks()
+    }
+
+    #[test]
+    fn a_rollback_puts_back_what_changed_after_the_savepoint() {
+        let mut f = dat_file();
+        for _ in 0..3 {
+            f.file_mut().alloc(VBlockNr(0)).expect("alloc");
+        }
+        let before = f.clone();
+        let s = f.savepoint();
+        for _ in 0..40 {
+            f.file_mut().alloc(VBlockNr(0)).expect("alloc");
+        }
+        f.write_root().expect("root");
+        assert!(!same(&f, &before));
+        f.rollback(s);
+        assert!(same(&f, &before));
+        assert!(matches!(f.journal, Journal::Off));
+    }
+
+    #[test]
+    fn a_journal_the_file_never_changed_under_copies_nothing() {
+        let mut f = dat_file();
+        f.file_mut().alloc(VBlockNr(0)).expect("alloc");
+        let before = f.clone();
+        let s = f.savepoint();
+        let _ = f.file().palloc();
+        assert!(matches!(f.journal, Journal::Armed));
+        f.rollback(s);
+        assert!(same(&f, &before));
+        // The first change saves the file.
+        let s = f.savepoint();
+        f.file_mut().alloc(VBlockNr(0)).expect("alloc");
+        assert!(matches!(f.journal, Journal::Saved(_)));
+        f.rollback(s);
+        assert!(same(&f, &before));
+    }
+
+    #[test]
+    fn released_changes_stand_and_a_later_journal_starts_from_them() {
+        let mut f = dat_file();
+        let before = f.clone();
+        let _s = f.savepoint();
+        f.file_mut().alloc(VBlockNr(0)).expect("alloc");
+        f.release();
+        let after = f.clone();
+        assert!(!same(&f, &before));
+        let s = f.savepoint();
+        f.file_mut().alloc(VBlockNr(0)).expect("alloc");
+        f.rollback(s);
+        assert!(same(&f, &after));
     }
 }

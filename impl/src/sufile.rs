@@ -125,6 +125,14 @@ impl<'a> Sufile<'a> {
         Ok(self.header()?.ncleansegs)
     }
 
+    /// The same count if the header block is in memory already: read
+    /// without `&mut`, so that an operation's journal does not save the
+    /// file for a read (every write checks the count).
+    pub fn cached_ncleansegs(&self) -> Option<u64> {
+        let h = self.mdt.cached(0)?;
+        Some(SufileHeader::decode(h).ok()?.ncleansegs)
+    }
+
     /// Add to the header's counters and dirty it
     /// (`nilfs_sufile_mod_counter`).
     fn mod_counter(&mut self, nclean: i64, ndirty: i64) -> Result<()> {

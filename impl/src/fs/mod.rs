@@ -115,7 +115,10 @@ impl<'a> Fs<'a> {
             return Err(Error::errno(Errno::EROFS, "read-only mount"));
         }
         if vacancy_check {
-            let ncleansegs = self.sufile.file_mut().ncleansegs()?;
+            let ncleansegs = match self.sufile.file().cached_ncleansegs() {
+                Some(n) => n,
+                None => self.sufile.file_mut().ncleansegs()?,
+            };
             let nrsv = crate::sufile::nrsvsegs(
                 self.geo.nsegments,
                 u64::from(self.sb.r_segments_percentage),
