@@ -498,7 +498,6 @@ impl<'a> Palloc<'a> {
     }
 }
 
-/// The first clear bit in `[from, to)`.
 /// The descriptor block a hole reads as: every group's `pg_nfrees` full.
 fn desc_init_of(geo: &PallocGeometry) -> Vec<u8> {
     let n = geo.groups_per_desc_block() as usize;
@@ -506,32 +505,46 @@ fn desc_init_of(geo: &PallocGeometry) -> Vec<u8> {
     palloc::encode_group_descs(&vec![epg; n], geo.block_size)
 }
 
+/// The first clear bit in `[from, to)`.
 fn find_zero(bitmap: &[u8], from: u64, to: u64) -> Option<u64> {
     // nilfs_palloc_find_available_slot's find_next_zero_bit, a 64-bit
     // word at a time (bit k of the group is bit k%8 of byte k/8, so a
     // little-endian word holds bits 64w..64w+63 in order).
     let to = to.min(bitmap.len() as u64 * 8);
-    let mut pos = from;
-    while pos < to {
-        let byte = (pos / 64 * 8) as usize;
-        let word = match bitmap.get(byte..byte + 8) {
-            Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
-            None => {
-                // A tail shorter than a word (never for whole blocks).
-                let mut w = [0xFFu8; 8];
-                let tail = &bitmap[byte..];
-                w[..tail.len()].copy_from_slice(tail);
-                u64::from_le_bytes(w)
-            }
-        };
-        let free = !word >> (pos % 64);
-        if free != 0 {
-            let found = pos + u64::from(free.trailing_zeros());
-            return (found < to).then_some(found);
-        }
-        pos = (pos / 64 + 1) * 64;
+    if from >= to {
+        return None;
     }
-    None
+    let word = |w: usize| match bitmap.get(w * 8..w * 8 + 8) {
+        Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+        None => {
+            // A tail shorter than a word (never for whole blocks).
+            let mut b = [0xFFu8; 8];
+            let tail = &bitmap[w * 8..];
+            b[..tail.len()].copy_from_slice(tail);
+            u64::from_le_bytes(b)
+        }
+    };
+    let (first, last) = ((from / 64) as usize, ((to - 1) / 64) as usize);
+    let (mut w, mut free) = (first, !word(first) & (u64::MAX << (from % 64)));
+    if free == 0 && w < last {
+        // A group fills from its start, so the search from the target
+        // crosses the full words first: four at a time.
+        let span = &bitmap[(first + 1) * 8..((last + 1) * 8).min(bitmap.len())];
+        let full = span
+            .chunks_exact(32)
+            .take_while(|c| {
+                let w = |k: usize| u64::from_le_bytes(c[k..k + 8].try_into().expect("8 bytes"));
+                w(0) & w(8) & w(16) & w(24) == u64::MAX
+            })
+            .count();
+        w += full * 4;
+    }
+    while free == 0 && w < last {
+        w += 1;
+        free = !word(w);
+    }
+    let found = w as u64 * 64 + u64::from(free.trailing_zeros());
+    (free != 0 && found < to).then_some(found)
 }
 
 fn le32(b: &[u8], off: usize) -> u32 {
