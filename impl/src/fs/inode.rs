@@ -4,7 +4,10 @@
 //! (`nilfs_new_inode`), read a block of it as it stands, truncate its
 //! mapping (`nilfs_truncate_bmap`) and evict it (`nilfs_evict_inode`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::Entry;
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{sectors, Fs};
 use crate::bmap::write::Bmap;
@@ -78,22 +81,22 @@ impl FileState {
 /// memory; eviction takes a file off both.
 #[derive(Debug, Default)]
 pub(crate) struct Inodes {
-    files: BTreeMap<Ino, FileState>,
+    files: FxHashMap<Ino, FileState>,
     dirty: Vec<Ino>,
     /// The same inodes as `dirty`, for membership in O(log n).
-    on_dirty_list: BTreeSet<Ino>,
+    on_dirty_list: FxHashSet<Ino>,
     /// `ns_ndirtyblks`, kept as the kernel keeps it rather than summed on
     /// every operation (which made each operation O(dirty files)). The
     /// sum is exact for every file but those in `recount`, which were
     /// handed out mutably since they were last counted; `counted` holds
     /// what each file contributes to the sum. `None`: recount them all.
     ndirty: Option<u64>,
-    counted: BTreeMap<Ino, u64>,
-    recount: BTreeSet<Ino>,
+    counted: FxHashMap<Ino, u64>,
+    recount: FxHashSet<Ino>,
     /// References open files hold (the `igrab` of an open file): an
     /// inode whose last link goes while it is open stays, unlinked, until
     /// the last one is released.
-    open: BTreeMap<Ino, u32>,
+    open: FxHashMap<Ino, u32>,
     /// How many files may stay in memory after a construction before the
     /// clean, unreferenced ones are let go ([`Inodes::shrink`]); `None`:
     /// [`INODE_CACHE_FILES`].
@@ -109,7 +112,7 @@ pub(crate) struct Inodes {
 
 #[derive(Debug, Default)]
 struct Journal {
-    pre: BTreeMap<Ino, Option<FileState>>,
+    pre: FxHashMap<Ino, Option<FileState>>,
     /// The dirty list's length then: an operation only appends to it, so
     /// the list is saved whole (`dirty`) only before an eviction edits it.
     dirty_len: usize,
@@ -160,7 +163,7 @@ impl Inodes {
     /// Start journaling (see [`Fs::atomically`]).
     pub(crate) fn begin_journal(&mut self) {
         self.journal = Some(Journal {
-            pre: BTreeMap::new(),
+            pre: FxHashMap::default(),
             dirty_len: self.dirty.len(),
             dirty: None,
         });
@@ -191,7 +194,7 @@ impl Inodes {
     /// Journal `i` before its first change.
     fn save(&mut self, i: Ino) {
         if let Some(j) = self.journal.as_mut() {
-            if let std::collections::btree_map::Entry::Vacant(e) = j.pre.entry(i) {
+            if let Entry::Vacant(e) = j.pre.entry(i) {
                 e.insert(self.files.get(&i).cloned());
             }
         }
@@ -283,7 +286,7 @@ impl Inodes {
     /// `ns_ndirtyblks`: the dirty data blocks of the files on the dirty
     /// list. O(files changed since the last call), not O(dirty files).
     pub(crate) fn ndirty_blocks(&mut self) -> u64 {
-        let contribution = |files: &BTreeMap<Ino, FileState>, on: &BTreeSet<Ino>, i: &Ino| {
+        let contribution = |files: &FxHashMap<Ino, FileState>, on: &FxHashSet<Ino>, i: &Ino| {
             if on.contains(i) {
                 files.get(i).map_or(0, |f| f.dirty.len() as u64)
             } else {
