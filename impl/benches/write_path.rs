@@ -249,8 +249,8 @@ fn write_small_files(fs: &mut Fs<'_>, dirs: u64) -> (Duration, Vec<Duration>, u6
 }
 
 /// Phase (3)'s small files on a fresh file system on a pre-faulted
-/// `DenseDevice`: (time, files).
-fn small_files_on_dense(dirs: u64) -> (Duration, u64) {
+/// `DenseDevice`: (time, files, time per tenth).
+fn small_files_on_dense(dirs: u64) -> (Duration, u64, Vec<Duration>) {
     let dev = DenseDevice::new(
         (dirs * FILES_PER_DIR * 3 * 4096)
             .max(256 * MIB)
@@ -260,8 +260,8 @@ fn small_files_on_dense(dirs: u64) -> (Duration, u64) {
     mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
     let nilfs = Nilfs::open(&dev).expect("open");
     let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
-    let (t, _, _) = write_small_files(&mut fs, dirs);
-    (t, dirs * FILES_PER_DIR)
+    let (t, tenths, _) = write_small_files(&mut fs, dirs);
+    (t, dirs * FILES_PER_DIR, tenths)
 }
 
 fn fresh_device(bytes: u64) -> MemDevice {
@@ -403,7 +403,7 @@ fn run(scale: u64, report: &Report) {
         format!("{} ({})", ops_s(files, total), mib_s(bytes, total)),
         &dev,
     );
-    let (dense, dense_files) = small_files_on_dense(dirs);
+    let (dense, dense_files, _) = small_files_on_dense(dirs);
     report.row(
         "small files, the same, on a fresh file system on a pre-faulted dense device",
         format!("{dense_files} files"),
@@ -509,8 +509,17 @@ fn main() {
                     );
                 }
                 "small" => {
-                    let (t, n) = small_files_on_dense((100 / scale).max(1));
-                    println!("small on dense: {:.3} s, {}", t.as_secs_f64(), ops_s(n, t));
+                    let (t, n, tenths) = small_files_on_dense((100 / scale).max(1));
+                    let tenths: Vec<String> = tenths
+                        .iter()
+                        .map(|d| format!("{:.3}", d.as_secs_f64()))
+                        .collect();
+                    println!(
+                        "small on dense: {:.3} s, {} (tenths {})",
+                        t.as_secs_f64(),
+                        ops_s(n, t),
+                        tenths.join(" ")
+                    );
                 }
                 other => panic!("--only {other}: seq or small"),
             }
