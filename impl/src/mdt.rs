@@ -88,14 +88,15 @@ pub struct Mdt<'a> {
 }
 
 /// What [`Mdt::rollback`] restores: each changed block's slot as it was
-/// before its first change, and the sets and loader of the moment the
-/// journal began. Blocks only loaded (read from the loader unchanged) are
-/// not journaled: they read the same before and after.
+/// before its first change, the dirty and deleted sets as they were
+/// before their first change (`None` while unchanged: most operations
+/// change blocks that are dirty already), and the loader of the moment
+/// the journal began. Blocks only loaded (read from the loader unchanged)
+/// are not journaled: they read the same before and after.
 #[derive(Clone)]
 struct Undo<'a> {
     slots: BTreeMap<u64, Cached>,
-    dirty: BTreeSet<u64>,
-    deleted: BTreeSet<u64>,
+    sets: Option<(BTreeSet<u64>, BTreeSet<u64>)>,
     loader: Option<Loader<'a>>,
 }
 
@@ -140,8 +141,7 @@ impl<'a> Mdt<'a> {
     pub(crate) fn begin_undo(&mut self) {
         self.undo = Some(Box::new(Undo {
             slots: BTreeMap::new(),
-            dirty: self.dirty.clone(),
-            deleted: self.deleted.clone(),
+            sets: None,
             loader: self.loader.clone(),
         }));
     }
@@ -158,14 +158,24 @@ impl<'a> Mdt<'a> {
         let Some(u) = self.undo.take() else { return };
         let Undo {
             slots,
-            dirty,
-            deleted,
+            sets,
             loader,
         } = *u;
         self.cache.extend(slots);
-        self.dirty = dirty;
-        self.deleted = deleted;
+        if let Some((dirty, deleted)) = sets {
+            self.dirty = dirty;
+            self.deleted = deleted;
+        }
         self.loader = loader;
+    }
+
+    /// Journal the dirty and deleted sets before their first change.
+    fn save_sets(&mut self) {
+        if let Some(u) = self.undo.as_mut() {
+            if u.sets.is_none() {
+                u.sets = Some((self.dirty.clone(), self.deleted.clone()));
+            }
+        }
     }
 
     /// Journal `blkoff`'s slot before its first change (it is in the cache:
@@ -345,7 +355,10 @@ impl<'a> Mdt<'a> {
         match self.cache.get_mut(&blkoff) {
             Some(Cached::Block { pristine, .. }) => {
                 *pristine = false;
-                self.dirty.insert(blkoff);
+                if !self.dirty.contains(&blkoff) {
+                    self.save_sets();
+                    self.dirty.insert(blkoff);
+                }
             }
             _ => panic!("mdt: mark_dirty of block {blkoff}, which is not present"),
         }
@@ -362,6 +375,7 @@ impl<'a> Mdt<'a> {
         self.ensure_loaded(blkoff)?;
         self.save(blkoff);
         let existed = matches!(self.cache.get(&blkoff), Some(Cached::Block { .. }));
+        self.save_sets();
         self.cache.insert(blkoff, Cached::Hole);
         self.dirty.remove(&blkoff);
         if existed {
@@ -404,6 +418,7 @@ impl<'a> Mdt<'a> {
 
     /// The dirty blocks and deletions have been written.
     pub fn mark_clean(&mut self) {
+        self.save_sets();
         self.dirty.clear();
         self.deleted.clear();
         if let Some(u) = self.undo.as_mut() {
