@@ -12,8 +12,8 @@
 //! `cargo bench -p nilfs-impl --bench write_path` (full scale);
 //! append `-- --scale 16` to divide every size by 16, and `--profile` to
 //! run the phases alone (no memcpy baseline, no warm-up) under a profiler;
-//! `--only seq` or `--only small` runs one phase on the pre-faulted dense
-//! device three times, with nothing else.
+//! `--only seq`, `--only small` or `--only over` runs one phase on the
+//! pre-faulted dense device three times, with nothing else.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -216,6 +216,33 @@ fn write_sequential(fs: &mut Fs<'_>, file_bytes: u64, base: &[u8]) -> (Ino, Dura
     (f, t.elapsed(), sync_time)
 }
 
+/// Phase (2): `n` random 4 KiB overwrites of the first `nblocks` blocks
+/// of `f`, a sync per 1,000 and at the end. Returns the time and the last
+/// value written to each block.
+fn overwrite_random(
+    fs: &mut Fs<'_>,
+    f: Ino,
+    nblocks: u64,
+    n: u64,
+) -> (Duration, std::collections::BTreeMap<u64, u64>) {
+    let mut rng = SplitMix64::new(2);
+    let mut latest = std::collections::BTreeMap::new();
+    let mut block = vec![0u8; BLOCK as usize];
+    let t = Instant::now();
+    for k in 0..n {
+        let b = rng.next_u64() % nblocks;
+        block.fill(k as u8);
+        block[..8].copy_from_slice(&k.to_le_bytes());
+        fs.write(f, b * BLOCK, &block).expect("overwrite");
+        latest.insert(b, k);
+        if (k + 1) % OVERWRITE_SYNC_EVERY == 0 {
+            fs.sync().expect("sync");
+        }
+    }
+    fs.sync().expect("sync");
+    (t.elapsed(), latest)
+}
+
 /// Phase (3): `dirs` directories of 1,000 files of 1-4 KiB (seeded), a
 /// sync after each directory. Returns the time, the time of each tenth,
 /// and the bytes written.
@@ -359,23 +386,8 @@ fn run(scale: u64, report: &Report) {
 
     // (2) Random 4 KiB overwrites at block-aligned offsets, seeded, a sync
     // per 1,000 and at the end; the last value of each block is checked.
-    let mut rng = SplitMix64::new(2);
     let nblocks = file_bytes / BLOCK;
-    let mut latest = std::collections::BTreeMap::new();
-    let mut block = vec![0u8; BLOCK as usize];
-    let t = Instant::now();
-    for k in 0..overwrites {
-        let b = rng.next_u64() % nblocks;
-        block.fill(k as u8);
-        block[..8].copy_from_slice(&k.to_le_bytes());
-        fs.write(f, b * BLOCK, &block).expect("overwrite");
-        latest.insert(b, k);
-        if (k + 1) % OVERWRITE_SYNC_EVERY == 0 {
-            fs.sync().expect("sync");
-        }
-    }
-    fs.sync().expect("sync");
-    let total = t.elapsed();
+    let (total, latest) = overwrite_random(&mut fs, f, nblocks, overwrites);
     report.row(
         "random 4 KiB overwrites, sync per 1,000",
         format!("{overwrites} writes"),
@@ -488,7 +500,7 @@ fn main() {
     // --profile: the phases alone, without the memcpy baseline and the
     // warm-up, so that a profiler sees only the file system.
     let profile = args.iter().any(|a| a == "--profile");
-    // --only seq|small: one phase on the pre-faulted dense device, three
+    // --only seq|small|over: one phase on the pre-faulted dense device, three
     // times, for a profiler that should see nothing else.
     if let Some(only) = args
         .iter()
@@ -521,7 +533,20 @@ fn main() {
                         tenths.join(" ")
                     );
                 }
-                other => panic!("--only {other}: seq or small"),
+                "over" => {
+                    // Phase (2) on the dense device, after its file is
+                    // written (the write is not timed).
+                    let file_bytes = 1024 * MIB / scale;
+                    let dev = DenseDevice::new((file_bytes * 2).max(256 * MIB) + 64 * MIB);
+                    mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
+                    let nilfs = Nilfs::open(&dev).expect("open");
+                    let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
+                    let (f, _, _) = write_sequential(&mut fs, file_bytes, &base);
+                    let n = 20_000 / scale;
+                    let (t, _) = overwrite_random(&mut fs, f, file_bytes / BLOCK, n);
+                    println!("over on dense: {:.3} s, {}", t.as_secs_f64(), ops_s(n, t));
+                }
+                other => panic!("--only {other}: seq, small or over"),
             }
         }
         return;
