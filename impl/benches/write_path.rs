@@ -32,6 +32,8 @@ const BLOCK: u64 = 4096;
 const SEQ_SYNC_BYTES: u64 = 64 * MIB;
 /// Sync policy for the overwrites: a sync per 1,000 (4 MiB dirty).
 const OVERWRITE_SYNC_EVERY: u64 = 1_000;
+/// Random overwrites at full scale.
+const OVERWRITES: u64 = 20_000;
 /// Small files per directory; a sync after each directory.
 const FILES_PER_DIR: u64 = 1_000;
 /// 512 segments of 8 MiB (sparse: only written blocks take memory). It
@@ -174,24 +176,27 @@ impl nilfs::device::BlockDevice for DenseDevice {
     }
 }
 
-/// The sequential write of phase (1) on a pre-faulted `DenseDevice`:
-/// (time, time inside sync).
-fn sequential_on_dense(file_bytes: u64, base: &[u8]) -> (Duration, Duration) {
-    let dev = DenseDevice::new(
-        (file_bytes * 3 / 2)
-            .max(256 * MIB)
-            .next_multiple_of(8 * MIB)
-            + 8 * MIB,
-    );
+/// `f` on a fresh file system mounted on a pre-faulted `DenseDevice` of
+/// at least `bytes` (whole segments).
+fn on_dense<R>(bytes: u64, f: impl FnOnce(&mut Fs<'_>) -> R) -> R {
+    let dev = DenseDevice::new(bytes.next_multiple_of(8 * MIB));
     mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
     let nilfs = Nilfs::open(&dev).expect("open");
     let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
-    let (f, total, sync_time) = write_sequential(&mut fs, file_bytes, base);
-    let mut chunk = vec![0u8; MIB as usize];
-    let got = fs.read(f, file_bytes - MIB, MIB).expect("read");
-    seq_chunk(base, file_bytes / MIB - 1, &mut chunk);
-    assert!(got == chunk, "the last chunk on the dense device");
-    (total, sync_time)
+    f(&mut fs)
+}
+
+/// The sequential write of phase (1) on a pre-faulted `DenseDevice`:
+/// (time, time inside sync).
+fn sequential_on_dense(file_bytes: u64, base: &[u8]) -> (Duration, Duration) {
+    on_dense((file_bytes * 3 / 2).max(256 * MIB) + 8 * MIB, |fs| {
+        let (f, total, sync_time) = write_sequential(fs, file_bytes, base);
+        let mut chunk = vec![0u8; MIB as usize];
+        let got = fs.read(f, file_bytes - MIB, MIB).expect("read");
+        seq_chunk(base, file_bytes / MIB - 1, &mut chunk);
+        assert!(got == chunk, "the last chunk on the dense device");
+        (total, sync_time)
+    })
 }
 
 /// Phase (1): `/big` written in 1 MiB calls, a sync per 64 MiB and at
@@ -278,16 +283,8 @@ fn write_small_files(fs: &mut Fs<'_>, dirs: u64) -> (Duration, Vec<Duration>, u6
 /// Phase (3)'s small files on a fresh file system on a pre-faulted
 /// `DenseDevice`: (time, files, time per tenth).
 fn small_files_on_dense(dirs: u64) -> (Duration, u64, Vec<Duration>) {
-    let dev = DenseDevice::new(
-        (dirs * FILES_PER_DIR * 3 * 4096)
-            .max(256 * MIB)
-            .next_multiple_of(8 * MIB)
-            + 64 * MIB,
-    );
-    mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
-    let nilfs = Nilfs::open(&dev).expect("open");
-    let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
-    let (t, tenths, _) = write_small_files(&mut fs, dirs);
+    let bytes = (dirs * FILES_PER_DIR * 3 * 4096).max(256 * MIB) + 64 * MIB;
+    let (t, tenths, _) = on_dense(bytes, |fs| write_small_files(fs, dirs));
     (t, dirs * FILES_PER_DIR, tenths)
 }
 
@@ -300,7 +297,7 @@ fn fresh_device(bytes: u64) -> MemDevice {
 /// Every phase at `1/scale` of the full sizes.
 fn run(scale: u64, report: &Report) {
     let file_bytes = 1024 * MIB / scale;
-    let overwrites = 20_000 / scale;
+    let overwrites = OVERWRITES / scale;
     let dirs = (100 / scale).max(1);
     let dev = fresh_device(DEVICE_BYTES);
     let nilfs = Nilfs::open(&dev).expect("open");
@@ -537,13 +534,11 @@ fn main() {
                     // Phase (2) on the dense device, after its file is
                     // written (the write is not timed).
                     let file_bytes = 1024 * MIB / scale;
-                    let dev = DenseDevice::new((file_bytes * 2).max(256 * MIB) + 64 * MIB);
-                    mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
-                    let nilfs = Nilfs::open(&dev).expect("open");
-                    let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
-                    let (f, _, _) = write_sequential(&mut fs, file_bytes, &base);
-                    let n = 20_000 / scale;
-                    let (t, _) = overwrite_random(&mut fs, f, file_bytes / BLOCK, n);
+                    let n = OVERWRITES / scale;
+                    let (t, _) = on_dense((file_bytes * 2).max(256 * MIB) + 64 * MIB, |fs| {
+                        let (f, _, _) = write_sequential(fs, file_bytes, &base);
+                        overwrite_random(fs, f, file_bytes / BLOCK, n)
+                    });
                     println!("over on dense: {:.3} s, {}", t.as_secs_f64(), ops_s(n, t));
                 }
                 other => panic!("--only {other}: seq, small or over"),

@@ -178,12 +178,14 @@ impl BlockIndex {
         self.rooms.iter().find(|r| r.1 >= reclen).map(|r| r.0)
     }
 
-    /// The record at `at` gave a new record its room: what is left of
-    /// that room now belongs to the record at `now` (the new record after
-    /// a split, the old free record reused), `left` bytes. `false` if the
-    /// index did not list `at` (so it cannot be updated, only rebuilt).
-    fn took_room(&mut self, at: usize, now: usize, left: usize) -> bool {
-        let Some(p) = self.rooms.iter().position(|r| r.0 == at) else {
+    /// The record at `at` gave the new record named by hash `h` its room:
+    /// what is left of that room now belongs to the record at `now` (the
+    /// new record after a split, the old free record reused), `left`
+    /// bytes. `false` if the index cannot vouch for the block or did not
+    /// list `at` (so it cannot be updated, only rebuilt).
+    fn took_room(&mut self, at: usize, now: usize, left: usize, h: u64) -> bool {
+        let found = self.rooms.iter().position(|r| r.0 == at);
+        let Some(p) = found.filter(|_| !self.scan) else {
             return false;
         };
         if left == 0 {
@@ -191,6 +193,7 @@ impl BlockIndex {
         } else {
             self.rooms[p] = (now, left);
         }
+        *self.names.entry(h).or_default() += 1;
         true
     }
 }
@@ -406,6 +409,7 @@ impl DirFile {
         let reclen = rec_len_for(name.len());
         let h = name_hash(name);
         self.index_mut();
+        // The block and record the scan stops at (`None`: it reaches i_size).
         let mut slot = None;
         'search: for i in 0..self.blocks.len() {
             if let Some(ix) = self.index.0.as_ref().and_then(|v| v.get(i)) {
@@ -413,10 +417,7 @@ impl DirFile {
                 // the first record with room, or pass the block.
                 if !ix.may_hold(h) {
                     if let Some(off) = ix.first_fit(reclen) {
-                        let b = &self.blocks[i];
-                        let d_ino = u64_at(b, off);
-                        let used = rec_len_for(usize::from(u8_at(b, off + 10)));
-                        slot = Some((i, off, d_ino != 0, used, rec_len_at(b, off)));
+                        slot = Some((i, off));
                         break 'search;
                     }
                     continue;
@@ -432,26 +433,26 @@ impl DirFile {
                 {
                     return Err(Error::errno(Errno::EEXIST, String::from_utf8_lossy(name)));
                 }
-                let used = rec_len_for(d_name_len);
-                let len = rec_len_at(b, off);
-                if (d_ino == 0 && len >= reclen) || len >= used + reclen {
-                    slot = Some((i, off, d_ino != 0, used, len));
+                if room_of(b, off) >= reclen {
+                    slot = Some((i, off));
                     break 'search;
                 }
             }
         }
         // The record taken, the new record's offset and length.
         let (i, taken, off, len) = match slot {
-            Some((i, off, live, used, len)) => {
+            Some((i, at)) => {
                 let b = StdArc::make_mut(&mut self.blocks[i]);
-                if live {
+                let len = rec_len_at(b, at);
+                if u64_at(b, at) != 0 {
                     // Split: the live entry keeps its own length, the rest
                     // becomes the new entry.
-                    put_rec_len(b, off + used, len - used);
-                    put_rec_len(b, off, used);
-                    (i, off, off + used, len - used)
+                    let used = rec_len_for(usize::from(u8_at(b, at + 10)));
+                    put_rec_len(b, at + used, len - used);
+                    put_rec_len(b, at, used);
+                    (i, at, at + used, len - used)
                 } else {
-                    (i, off, off, len)
+                    (i, at, at, len)
                 }
             }
             None => {
@@ -468,15 +469,11 @@ impl DirFile {
         put_u64(b, off, ino.0);
         put_u8(b, off + 11, file_type);
         self.dirty.insert(i as u64);
-        let updated = match self.index_mut().get_mut(i) {
-            Some(ix) if !ix.scan => {
-                let updated = ix.took_room(taken, off, len - reclen);
-                *ix.names.entry(h).or_default() += 1;
-                updated
-            }
-            _ => false,
-        };
-        if !updated {
+        let kept = self
+            .index_mut()
+            .get_mut(i)
+            .is_some_and(|ix| ix.took_room(taken, off, len - reclen, h));
+        if !kept {
             self.reindex(i);
         }
         Ok(EntryPos {

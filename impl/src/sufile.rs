@@ -125,9 +125,8 @@ impl<'a> Sufile<'a> {
         Ok(self.header()?.ncleansegs)
     }
 
-    /// The same count if the header block is in memory already: read
-    /// without `&mut`, so that an operation's journal does not save the
-    /// file for a read (every write checks the count).
+    /// The same count if the header block is in memory already, read
+    /// without `&mut` (see `Fs::ncleansegs`).
     pub fn cached_ncleansegs(&self) -> Option<u64> {
         let h = self.mdt.cached(0)?;
         Some(SufileHeader::decode(h).ok()?.ncleansegs)

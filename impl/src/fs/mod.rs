@@ -115,10 +115,7 @@ impl<'a> Fs<'a> {
             return Err(Error::errno(Errno::EROFS, "read-only mount"));
         }
         if vacancy_check {
-            let ncleansegs = match self.sufile.file().cached_ncleansegs() {
-                Some(n) => n,
-                None => self.sufile.file_mut().ncleansegs()?,
-            };
+            let ncleansegs = self.ncleansegs()?;
             let nrsv = crate::sufile::nrsvsegs(
                 self.geo.nsegments,
                 u64::from(self.sb.r_segments_percentage),
@@ -133,6 +130,16 @@ impl<'a> Fs<'a> {
             }
         }
         Ok(())
+    }
+
+    /// `nilfs_sufile_get_ncleansegs`: read from the header in memory when
+    /// it is there, without the mutable access that makes an operation's
+    /// journal save the sufile (every write checks the count).
+    pub(crate) fn ncleansegs(&mut self) -> Result<u64> {
+        match self.sufile.file().cached_ncleansegs() {
+            Some(n) => Ok(n),
+            None => self.sufile.file_mut().ncleansegs(),
+        }
     }
 
     /// Set the injected clock (seconds).

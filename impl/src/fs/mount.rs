@@ -385,11 +385,7 @@ impl<'a> Fs<'a> {
     /// wraps there, as it does here, instead of stopping the mount; `check`
     /// reports the count as `su-clean-count`).
     pub(crate) fn free_blocks(&mut self) -> Result<u64> {
-        Ok(self
-            .sufile
-            .file_mut()
-            .ncleansegs()?
-            .wrapping_mul(self.geo.blocks_per_segment))
+        Ok(self.ncleansegs()?.wrapping_mul(self.geo.blocks_per_segment))
     }
 
     /// `nilfs_cleanup_super`, with the free block count of now.
@@ -456,7 +452,7 @@ impl<'a> Fs<'a> {
         let blocks = bps
             .saturating_mul(self.geo.nsegments)
             .saturating_sub(self.geo.first_data_block);
-        let bfree = self.sufile.file_mut().ncleansegs()?.saturating_mul(bps);
+        let bfree = self.ncleansegs()?.saturating_mul(bps);
         let rsv =
             crate::sufile::nrsvsegs(self.geo.nsegments, u64::from(self.sb.r_segments_percentage))
                 .saturating_mul(bps);

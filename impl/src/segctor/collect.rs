@@ -45,7 +45,7 @@ impl<'a> Fs<'a> {
             // near full it may ask for segments the construction does not
             // need. The retry below extends step by step, as the kernel's
             // does, so only a real shortage is ENOSPC.
-            let clean = self.sufile.file_mut().ncleansegs()?;
+            let clean = self.ncleansegs()?;
             let more = more.min(usize::try_from(clean).unwrap_or(usize::MAX));
             if more > 0 {
                 layout.extend(&mut Segs(self.sufile.file_mut()), more)?;
