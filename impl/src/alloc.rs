@@ -593,5 +593,21 @@ mod tests {
             let to = from + len;
             prop_assert_eq!(find_zero(&bitmap, from, to), find_zero_bitwise(&bitmap, from, to));
         }
+
+        /// A group fills from its start: a run of full bytes (long enough
+        /// for the four-word skip) and then anything, searched from inside
+        /// or before the run.
+        #[test]
+        fn the_skip_over_full_words_finds_what_the_bit_scan_finds(
+            full in 0usize..200,
+            tail in prop::collection::vec(any::<u8>(), 0..40),
+            from in 0u64..1700,
+            len in 0u64..1900,
+        ) {
+            let mut bitmap = vec![0xFFu8; full];
+            bitmap.extend(tail);
+            let to = from + len;
+            prop_assert_eq!(find_zero(&bitmap, from, to), find_zero_bitwise(&bitmap, from, to));
+        }
     }
 }
