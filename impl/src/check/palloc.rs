@@ -39,6 +39,25 @@ fn kind(g: &PallocGeometry, blkoff: u64) -> Kind {
     }
 }
 
+/// The numbers of the set bits of `bytes`, in order: bit `i` is bit
+/// `i % 8` of byte `i / 8`, as `nilfs_palloc_*` number them. A word of
+/// eight bytes at a time, so a bitmap costs a step per eight bytes and one
+/// per set bit, not one per byte.
+fn set_bits(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    bytes.chunks(8).enumerate().flat_map(|(w, chunk)| {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        let mut bits = u64::from_le_bytes(word);
+        std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                w as u64 * 64 + u64::from(b)
+            })
+        })
+    })
+}
+
 /// Called for every allocated entry: its number and its bytes (`None` if
 /// its block is a hole).
 pub(crate) type EntryFn<'f, 'a, 'd> = dyn FnMut(&mut Ck<'a, 'd>, u64, Option<&[u8]>) + 'f;
@@ -103,30 +122,42 @@ impl<'a, 'd> Ck<'a, 'd> {
                 continue;
             };
             let mut cur: Option<(u64, Option<Vec<u8>>)> = None;
-            for (word, &byte) in bitmap.iter().enumerate().take((epg as usize).div_ceil(8)) {
-                if byte == 0 {
-                    continue;
+            let bytes = &bitmap[..bitmap.len().min((epg as usize).div_ceil(8))];
+            for off in set_bits(bytes) {
+                let nr = group.saturating_mul(epg).saturating_add(off);
+                let eblk = first_entry_blk.saturating_add(off / epb);
+                if cur.as_ref().map(|c| c.0) != Some(eblk) {
+                    let data = if map_get(map, eblk).is_some() {
+                        read(self, eblk)
+                    } else {
+                        None
+                    };
+                    cur = Some((eblk, data));
                 }
-                for bit in 0..8u64 {
-                    if byte & (1 << bit) == 0 {
-                        continue;
-                    }
-                    let off = word as u64 * 8 + bit;
-                    let nr = group.saturating_mul(epg).saturating_add(off);
-                    let eblk = first_entry_blk.saturating_add(off / epb);
-                    if cur.as_ref().map(|c| c.0) != Some(eblk) {
-                        let data = if map_get(map, eblk).is_some() {
-                            read(self, eblk)
-                        } else {
-                            None
-                        };
-                        cur = Some((eblk, data));
-                    }
-                    let data = cur.as_ref().and_then(|c| c.1.as_deref());
-                    let start = geo.entry_offset_in_block(nr);
-                    entry(self, nr, data.and_then(|d| d.get(start..)));
-                }
+                let data = cur.as_ref().and_then(|c| c.1.as_deref());
+                let start = geo.entry_offset_in_block(nr);
+                entry(self, nr, data.and_then(|d| d.get(start..)));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::set_bits;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-at-a-time walk names exactly the bits a bit-by-bit
+        /// walk finds set, in the same order, whatever the length (a
+        /// last word shorter than eight bytes included).
+        #[test]
+        fn set_bits_names_every_set_bit_in_order(bytes in proptest::collection::vec(
+            prop_oneof![Just(0u8), Just(0xffu8), any::<u8>()], 0..80)) {
+            let want: Vec<u64> = (0..bytes.len() as u64 * 8)
+                .filter(|&i| bytes[(i / 8) as usize] & (1 << (i % 8)) != 0)
+                .collect();
+            prop_assert_eq!(set_bits(&bytes).collect::<Vec<_>>(), want);
         }
     }
 }

@@ -179,7 +179,16 @@ pub fn count_set_bits(buf: &[u8], nbits: u64) -> u64 {
         .unwrap_or(usize::MAX)
         .min(buf.len().saturating_mul(8));
     let whole = nbits / 8;
-    let full: u64 = buf[..whole].iter().map(|b| u64::from(b.count_ones())).sum();
+    let words = buf[..whole].chunks_exact(8);
+    let rest: u64 = words
+        .remainder()
+        .iter()
+        .map(|b| u64::from(b.count_ones()))
+        .sum();
+    let full: u64 = words
+        .map(|w| u64::from(u64::from_le_bytes(w.try_into().expect("8 bytes")).count_ones()))
+        .sum::<u64>()
+        + rest;
     let tail = match nbits % 8 {
         0 => 0,
         r => u64::from((buf[whole] & ((1u8 << r) - 1)).count_ones()),
