@@ -14,7 +14,11 @@
 //! sorted as `LC_ALL=C sort -k3` sorts: by the bytes from the third
 //! blank-separated field to the end of the line, then by the whole line.
 
-use crate::fs::{Kind, Namespace, PAGE};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::fs::{FileData, Kind, Namespace, PAGE};
 use crate::pattern::hex;
 use sha2::{Digest, Sha256};
 
@@ -67,7 +71,66 @@ pub fn file_page_digest(f: &crate::fs::FileData) -> String {
 
 /// The manifest lines of `ns`.
 pub fn manifest(ns: &Namespace) -> Vec<String> {
-    manifest_by(ns, file_sha256)
+    thread_local! {
+        /// `file_sha256` of files met before: a manifest taken after a few
+        /// changes is mostly of files the last one hashed.
+        static SHA256: RefCell<FileMemo> = RefCell::new(FileMemo::new(file_sha256));
+    }
+    SHA256.with(|memo| manifest_by(ns, &mut |f| memo.borrow_mut().digest(f)))
+}
+
+/// A file digest remembered by the file it was computed from, for callers
+/// that digest the same files again and again (every manifest of a
+/// namespace that changed a little). The digest is a function of the
+/// file alone, so a file equal to one remembered has the remembered
+/// digest. Files are looked up by their size and the addresses of their
+/// pages; the remembered file keeps those pages alive, so no other page
+/// can take one of those addresses meanwhile, and a hit is still confirmed
+/// by comparing the files (pages by pointer first, then by contents).
+/// Bounded: past [`FileMemo::KEEP_PAGES`] pages held, it starts again.
+pub struct FileMemo {
+    digest: fn(&FileData) -> String,
+    seen: HashMap<PagesAt, (FileData, String)>,
+    pages: usize,
+}
+
+/// A file's size, and the index and address of each of its pages.
+type PagesAt = (u64, Vec<(u64, usize)>);
+
+impl FileMemo {
+    /// Pages held at most (64 MiB).
+    pub const KEEP_PAGES: usize = 16 << 10;
+
+    /// A memo of `digest`, which must be a function of the file alone.
+    pub fn new(digest: fn(&FileData) -> String) -> Self {
+        FileMemo {
+            digest,
+            seen: HashMap::new(),
+            pages: 0,
+        }
+    }
+
+    /// `digest(f)`.
+    pub fn digest(&mut self, f: &FileData) -> String {
+        let key = (
+            f.size,
+            f.pages
+                .iter()
+                .map(|(i, p)| (*i, Arc::as_ptr(p) as usize))
+                .collect::<Vec<_>>(),
+        );
+        if let Some((_, d)) = self.seen.get(&key).filter(|(seen, _)| seen == f) {
+            return d.clone();
+        }
+        let d = (self.digest)(f);
+        if self.pages + f.pages.len() > Self::KEEP_PAGES {
+            self.seen.clear();
+            self.pages = 0;
+        }
+        self.pages += f.pages.len();
+        self.seen.insert(key, (f.clone(), d.clone()));
+        d
+    }
 }
 
 /// The manifest lines of `ns` with each regular file's digest made by
@@ -75,10 +138,16 @@ pub fn manifest(ns: &Namespace) -> Vec<String> {
 /// lockstep harness compares (the text manifest, compared with the
 /// kernel's and GRUB's, stays [`manifest`]).
 pub fn page_manifest(ns: &Namespace) -> Vec<String> {
-    manifest_by(ns, file_page_digest)
+    manifest_by(ns, &mut file_page_digest)
 }
 
-fn manifest_by(ns: &Namespace, digest: fn(&crate::fs::FileData) -> String) -> Vec<String> {
+/// The manifest lines of `ns` with each regular file's digest made by
+/// `digest`, which must be one of the two above (a caller that remembers
+/// digests it computed passes its own way to them).
+pub fn manifest_by(
+    ns: &Namespace,
+    digest: &mut dyn FnMut(&crate::fs::FileData) -> String,
+) -> Vec<String> {
     let mut lines: Vec<(String, String)> = ns
         .walk_all()
         .into_iter()
@@ -131,4 +200,75 @@ fn sort_key(line: &str) -> String {
         }
     }
     line[i..].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A change to a file, as the model makes them: a page replaced (a new
+    /// `Arc`), a page added or dropped, the size moved.
+    #[derive(Clone, Debug)]
+    enum Change {
+        Page { idx: u64, byte: u8 },
+        Drop { idx: u64 },
+        Size(u64),
+    }
+
+    fn change() -> impl Strategy<Value = Change> {
+        prop_oneof![
+            (0u64..4, any::<u8>()).prop_map(|(idx, byte)| Change::Page { idx, byte }),
+            (0u64..4).prop_map(|idx| Change::Drop { idx }),
+            (0u64..5 * PAGE).prop_map(Change::Size),
+        ]
+    }
+
+    proptest! {
+        /// Through the memo, each version of a file changing step by step
+        /// (every version kept, and each asked for again later) has the
+        /// digest computed afresh.
+        #[test]
+        fn the_memo_answers_what_the_digest_answers(
+            changes in prop::collection::vec(change(), 1..40),
+            again in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+        ) {
+            let mut memo = FileMemo::new(file_sha256);
+            let mut pages_memo = FileMemo::new(file_page_digest);
+            let mut f = FileData { size: 3 * PAGE, ..FileData::default() };
+            let mut versions = Vec::new();
+            for c in changes {
+                match c {
+                    Change::Page { idx, byte } => {
+                        f.pages.insert(idx, Arc::new(vec![byte; PAGE as usize]));
+                        f.size = f.size.max((idx + 1) * PAGE);
+                    }
+                    Change::Drop { idx } => {
+                        f.pages.remove(&idx);
+                    }
+                    Change::Size(size) => {
+                        f.size = size;
+                        // The invariant: nothing stored at or past the size.
+                        let keep = size.div_ceil(PAGE);
+                        let past: Vec<u64> = f.pages.keys().copied().filter(|i| *i >= keep).collect();
+                        for i in past {
+                            f.pages.remove(&i);
+                        }
+                        if let Some(p) = f.pages.get_mut(&(size / PAGE)) {
+                            let mut cut = (**p).clone();
+                            cut[(size % PAGE) as usize..].fill(0);
+                            *p = Arc::new(cut);
+                        }
+                    }
+                }
+                prop_assert_eq!(memo.digest(&f), file_sha256(&f));
+                prop_assert_eq!(pages_memo.digest(&f), file_page_digest(&f));
+                versions.push(f.clone());
+            }
+            for i in again {
+                let v = &versions[i.index(versions.len())];
+                prop_assert_eq!(memo.digest(v), file_sha256(v));
+            }
+        }
+    }
 }

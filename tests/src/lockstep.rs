@@ -42,6 +42,7 @@ use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::the_nilfs::Nilfs;
 pub use nilfs_adapter::{map_errno, stat_info, Durable, ImplUnderTest, Sut, Unsupported, NS};
 use nilfs_model::laws::{check_transition, Promises};
+use nilfs_model::manifest::FileMemo;
 use nilfs_model::state::Mount;
 use nilfs_model::{step, Geometry, Op, Outcome, State};
 
@@ -72,6 +73,8 @@ pub fn model_durable(s: &State) -> Durable {
 pub struct ModelManifests {
     /// Most recent last.
     seen: Vec<(nilfs_model::Namespace, Vec<String>)>,
+    /// Page digests of the files of namespaces not seen before.
+    files: Option<FileMemo>,
 }
 
 impl ModelManifests {
@@ -87,7 +90,10 @@ impl ModelManifests {
             self.seen.push(hit);
             return lines;
         }
-        let lines = nilfs_model::manifest::page_manifest(ns);
+        let files = self
+            .files
+            .get_or_insert_with(|| FileMemo::new(nilfs_model::manifest::file_page_digest));
+        let lines = nilfs_model::manifest::manifest_by(ns, &mut |f| files.digest(f));
         if self.seen.len() == Self::KEEP {
             self.seen.remove(0);
         }

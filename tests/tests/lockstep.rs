@@ -636,6 +636,120 @@ fn generated_runs_without_an_inode_cache_stay_in_the_envelope() {
     assert!(caught > 0, "no case noticed dirty files let go");
 }
 
+/// The adapter's `durable` with every answer checked against reading the
+/// device again (`ImplUnderTest::read_durable`).
+struct RereadsDurable<'d> {
+    inner: ImplUnderTest<'d>,
+    dev: &'d dyn nilfs::device::BlockDevice,
+    /// The device's write count at the last call.
+    last: Option<u64>,
+    calls: usize,
+    /// Calls with no write since the one before (answers reused).
+    reused: usize,
+    stale: usize,
+}
+
+impl Sut for RereadsDurable<'_> {
+    fn apply(&mut self, op: &Op) -> Outcome {
+        self.inner.apply(op)
+    }
+    fn durable(&mut self) -> Result<Durable, String> {
+        let now = self.dev.write_generation();
+        self.reused += usize::from(now.is_some() && now == self.last);
+        self.last = now;
+        let d = self.inner.durable();
+        self.calls += 1;
+        if d != self.inner.read_durable() {
+            self.stale += 1;
+        }
+        d
+    }
+    fn detail(&self) -> Option<String> {
+        self.inner.detail()
+    }
+}
+
+/// A `MemDevice` that says no write ever reached it: the known-bad count
+/// that would let `durable` reuse a stale answer.
+struct UncountedWrites<'a>(&'a MemDevice);
+
+impl nilfs::device::BlockDevice for UncountedWrites<'_> {
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> nilfs::Result<()> {
+        self.0.read_at(off, buf)
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> nilfs::Result<()> {
+        self.0.write_at(off, buf)
+    }
+    fn flush(&self) -> nilfs::Result<()> {
+        self.0.flush()
+    }
+    fn write_generation(&self) -> Option<u64> {
+        Some(0)
+    }
+}
+
+/// `durable` answers again, without reading, while the device's write
+/// count stands still (a sync with nothing to write, a mount). Over
+/// generated cases every answer must be the one reading the device again
+/// gives, and some answers must have been reused; with a device that does
+/// not count its writes, some answers must come out stale.
+#[test]
+fn a_reused_durable_answer_is_the_one_reading_gives() {
+    use nilfs::device::BlockDevice;
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let n = 16;
+    let mut runner = TestRunner::new(Config {
+        cases: n,
+        rng_seed: RngSeed::Fixed(SEED ^ 0xd0ab1e),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = case_strategy();
+    let run = |case: &Case, uncounted: bool| -> (usize, usize, bool) {
+        let dev = MemDevice::new(case.spec.device_bytes);
+        let g = format(&dev, &case.spec).expect("mkfs");
+        let stuck = UncountedWrites(&dev);
+        let seen: &dyn BlockDevice = if uncounted { &stuck } else { &dev };
+        let mut sut = RereadsDurable {
+            inner: ImplUnderTest::from_device(seen, case.spec.ctime),
+            dev: &dev,
+            last: None,
+            calls: 0,
+            reused: 0,
+            stale: 0,
+        };
+        let r = lockstep::run_workload(
+            &mut sut,
+            model_after_format(g.clone(), &case.spec),
+            &case.workload(&g),
+            OnInvalid::Panic,
+        );
+        (sut.reused, sut.stale, r.is_ok())
+    };
+    let (mut reused, mut stale_caught) = (0, 0);
+    for _ in 0..n {
+        let case = strategy.new_tree(&mut runner).expect("a value").current();
+        let (c, stale, ok) = run(&case, false);
+        assert_eq!(
+            stale, 0,
+            "{case:?}: a reused answer differs from the device"
+        );
+        assert!(ok, "{case:?} diverged");
+        reused += c;
+        let (_, stale, _) = run(&case, true);
+        stale_caught += stale;
+    }
+    assert!(reused > 0, "no answer was reused: the check saw nothing");
+    assert!(
+        stale_caught > 0,
+        "no stale answer with the writes uncounted"
+    );
+}
+
 // ------------------------------------------------------ shrunk failures
 
 /// Found by the lockstep proptest (block size 1024; shrunk, then reduced by

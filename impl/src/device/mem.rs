@@ -12,7 +12,14 @@ const CHUNK: u64 = 4096;
 /// Sparse in-memory device of a fixed size.
 pub struct MemDevice {
     size: u64,
-    chunks: Mutex<BTreeMap<u64, Box<[u8]>>>,
+    chunks: Mutex<Chunks>,
+}
+
+/// The contents, and how many write requests have reached them.
+#[derive(Clone, Default)]
+struct Chunks {
+    map: BTreeMap<u64, Box<[u8]>>,
+    writes: u64,
 }
 
 impl MemDevice {
@@ -20,13 +27,13 @@ impl MemDevice {
     pub fn new(size: u64) -> Self {
         MemDevice {
             size,
-            chunks: Mutex::new(BTreeMap::new()),
+            chunks: Mutex::new(Chunks::default()),
         }
     }
 
     /// Bytes of memory holding data (for memory-bound tests and reports).
     pub fn resident_bytes(&self) -> u64 {
-        lock(&self.chunks).len() as u64 * CHUNK
+        lock(&self.chunks).map.len() as u64 * CHUNK
     }
 
     /// Call `f(offset, chunk)` for every chunk that holds a non-zero byte, in
@@ -36,7 +43,7 @@ impl MemDevice {
         mut f: impl FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
         let chunks = lock(&self.chunks);
-        for (idx, data) in chunks.iter() {
+        for (idx, data) in chunks.map.iter() {
             if data.iter().any(|&b| b != 0) {
                 f(idx * CHUNK, data)?;
             }
@@ -115,7 +122,7 @@ impl BlockDevice for MemDevice {
         check_range(self.size, off, buf.len())?;
         let chunks = lock(&self.chunks);
         for (idx, within, done, n) in pieces(off, buf.len()) {
-            match chunks.get(&idx) {
+            match chunks.map.get(&idx) {
                 Some(c) => buf[done..done + n].copy_from_slice(&c[within..within + n]),
                 None => buf[done..done + n].fill(0),
             }
@@ -131,9 +138,10 @@ impl BlockDevice for MemDevice {
         let len = bufs.iter().map(|b| b.len()).sum();
         check_range(self.size, off, len)?;
         let mut chunks = lock(&self.chunks);
+        chunks.writes += 1;
         let mut at = off;
         for buf in bufs {
-            store(&mut chunks, at, buf);
+            store(&mut chunks.map, at, buf);
             at += buf.len() as u64;
         }
         Ok(())
@@ -141,6 +149,10 @@ impl BlockDevice for MemDevice {
 
     fn flush(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn write_generation(&self) -> Option<u64> {
+        Some(lock(&self.chunks).writes)
     }
 }
 

@@ -48,6 +48,15 @@ pub trait BlockDevice: Send + Sync {
     }
     /// Make every completed write durable.
     fn flush(&self) -> Result<()>;
+    /// A count of the write requests the contents have received, for a
+    /// device that keeps one; `None` (the default) for one that does not.
+    /// Two equal `Some` answers mean that no write came between them, so
+    /// whatever was computed from the contents alone in between still
+    /// holds (lockstep's abstraction function reuses its last answer).
+    /// A wrapper that writes around its inner device keeps the default.
+    fn write_generation(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Check that `[off, off+len)` is sector-aligned and inside a device of `size` bytes.

@@ -15,6 +15,7 @@
 //! Lines are sorted as `LC_ALL=C sort -k3` sorts them: bytewise by the text
 //! from the third field to the end of the line.
 
+use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 
 use crate::format::ino;
@@ -39,6 +40,7 @@ fn line_of(
     path: &[u8],
     inode: &Inode,
     contents: impl FnOnce(Sink<'_>) -> Result<()>,
+    memo: Option<&mut DigestMemo>,
 ) -> Result<Line> {
     let size = inode.size;
     let special = |tag: String| {
@@ -67,18 +69,33 @@ fn line_of(
             line.extend_from_slice(&key);
             (key, line)
         }
-        _ => {
-            let mut h = Sha256::new();
-            contents(&mut |b| h.update(b))?;
-            regular_line(path, size, &h.finalize().into())
-        }
+        _ => match memo {
+            None => {
+                let mut h = Sha256::new();
+                contents(&mut |b| h.update(b))?;
+                regular_line(path, size, &h.finalize().into())
+            }
+            Some(memo) => {
+                let mut cut = PageCut::<Vec<u8>>::default();
+                contents(&mut |b| cut.data(b))?;
+                regular_line(
+                    path,
+                    size,
+                    &memo.digest(cut.finish(), ContentDigest::Sha256),
+                )
+            }
+        },
     })
 }
 
 /// A regular file's line, from its digest.
 fn regular_line(path: &[u8], size: u64, digest: &[u8; 32]) -> Line {
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    let mut line = format!("{hex}  {size}  ").into_bytes();
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut line = Vec::with_capacity(64 + 24 + path.len());
+    for b in digest {
+        line.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]]);
+    }
+    line.extend_from_slice(format!("  {size}  ").as_bytes());
     line.extend_from_slice(path);
     (path.to_vec(), line)
 }
@@ -117,7 +134,7 @@ fn finish(mut lines: Vec<Line>) -> String {
 }
 
 /// How a regular file's contents are digested in a manifest line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ContentDigest {
     /// SHA-256 of the contents, holes as zeros: manifest.sh's, the one the
     /// kernel's and GRUB's manifests are compared with.
@@ -135,8 +152,47 @@ pub enum ContentDigest {
 /// little-endian). Holes and pages of zeros are skipped, not hashed. The
 /// model computes the same definition from its own pages
 /// (`nilfs_model::manifest::file_page_digest`).
-pub struct PageDigest {
-    h: Sha256,
+#[derive(Default)]
+pub struct PageDigest(PageCut<Sha256>);
+
+impl PageDigest {
+    /// Bytes of data, in order.
+    pub fn data(&mut self, d: &[u8]) {
+        self.0.data(d);
+    }
+
+    /// `n` bytes of a hole (zeros).
+    pub fn hole(&mut self, n: u64) {
+        self.0.hole(n);
+    }
+
+    /// The digest of the contents fed, which must be exactly `size` bytes.
+    pub fn finish(self) -> [u8; 32] {
+        self.0.finish().finalize().into()
+    }
+}
+
+/// Where [`PageCut`] puts the page digest's input: into the hash, or into
+/// a buffer that keeps it whole (for [`DigestMemo`]).
+trait Feed: Default {
+    fn feed(&mut self, b: &[u8]);
+}
+
+impl Feed for Sha256 {
+    fn feed(&mut self, b: &[u8]) {
+        self.update(b);
+    }
+}
+
+impl Feed for Vec<u8> {
+    fn feed(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+}
+
+/// The page digest's input, cut from the contents as they stream.
+struct PageCut<F> {
+    out: F,
     /// Bytes fed so far.
     pos: u64,
     /// The page being filled (`pos % 4096` bytes of it).
@@ -145,19 +201,18 @@ pub struct PageDigest {
 
 const DIGEST_PAGE: u64 = 4096;
 
-impl Default for PageDigest {
+impl<F: Feed> Default for PageCut<F> {
     fn default() -> Self {
-        PageDigest {
-            h: Sha256::new(),
+        PageCut {
+            out: F::default(),
             pos: 0,
             page: Vec::with_capacity(DIGEST_PAGE as usize),
         }
     }
 }
 
-impl PageDigest {
-    /// Bytes of data, in order.
-    pub fn data(&mut self, mut d: &[u8]) {
+impl<F: Feed> PageCut<F> {
+    fn data(&mut self, mut d: &[u8]) {
         while !d.is_empty() {
             let room = DIGEST_PAGE as usize - self.page.len();
             let n = room.min(d.len());
@@ -170,8 +225,7 @@ impl PageDigest {
         }
     }
 
-    /// `n` bytes of a hole (zeros).
-    pub fn hole(&mut self, mut n: u64) {
+    fn hole(&mut self, mut n: u64) {
         if !self.page.is_empty() {
             let k = (DIGEST_PAGE - self.page.len() as u64).min(n);
             self.page.resize(self.page.len() + k as usize, 0);
@@ -191,23 +245,125 @@ impl PageDigest {
         self.page.resize((n - whole) as usize, 0);
     }
 
-    /// The page just filled (or the last, partial one): hashed unless it
-    /// is all zeros.
+    /// The page just filled (or the last, partial one): fed unless it is
+    /// all zeros.
     fn flush(&mut self) {
         if self.page.iter().any(|&b| b != 0) {
             let start = self.pos - self.page.len() as u64;
-            self.h.update((start / DIGEST_PAGE).to_le_bytes());
-            self.h.update(&self.page);
+            self.out.feed(&(start / DIGEST_PAGE).to_le_bytes());
+            self.out.feed(&self.page);
         }
         self.page.clear();
     }
 
-    /// The digest of the contents fed, which must be exactly `size` bytes.
-    pub fn finish(mut self) -> [u8; 32] {
+    /// Everything fed, the size last.
+    fn finish(mut self) -> F {
         self.flush();
-        self.h.update(self.pos.to_le_bytes());
-        self.h.finalize().into()
+        let size = self.pos.to_le_bytes();
+        self.out.feed(&size);
+        self.out
     }
+}
+
+/// A digest input kept whole, and its digest.
+type Hashed = (Box<[u8]>, [u8; 32]);
+
+/// Digests remembered by the exact contents they were computed from, for
+/// a caller that digests the same contents again and again: lockstep's
+/// abstraction function reads every file of every checkpoint after each
+/// sync, and most are as they were at the sync before.
+///
+/// A file's contents are still read every time, and cut into the page
+/// digest's input (its non-zero pages with their indices, then its size),
+/// which stands for the contents exactly: the contents are those pages at
+/// those places and zeros elsewhere up to the size. Only the hashing of
+/// an input already seen is skipped, and "seen" means equal byte for byte
+/// to a remembered input of the same [`ContentDigest`], so the answer is
+/// the one hashing would give. The lookup hashes a sample of the input and
+/// compares the whole of it. What is remembered is bounded: past
+/// [`DigestMemo::HOLD`] bytes of inputs the memo starts again.
+#[derive(Default)]
+pub struct DigestMemo {
+    by_sample: FxHashMap<(ContentDigest, usize, u64), Vec<Hashed>>,
+    held: usize,
+    /// Digests answered from memory and computed, for reports.
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl DigestMemo {
+    /// Bytes of inputs held at most.
+    pub const HOLD: usize = 64 << 20;
+
+    /// The `kind` digest of the contents whose page digest input is
+    /// `input`.
+    fn digest(&mut self, input: Vec<u8>, kind: ContentDigest) -> [u8; 32] {
+        let key = (kind, input.len(), sample_hash(&input));
+        if let Some(d) = self
+            .by_sample
+            .get(&key)
+            .and_then(|seen| seen.iter().find(|(b, _)| **b == *input))
+            .map(|(_, d)| *d)
+        {
+            self.hits += 1;
+            return d;
+        }
+        self.misses += 1;
+        let d: [u8; 32] = match kind {
+            ContentDigest::Pages => Sha256::digest(&input).into(),
+            ContentDigest::Sha256 => {
+                let mut h = Sha256::new();
+                expand(&input, &mut |b| h.update(b));
+                h.finalize().into()
+            }
+        };
+        if self.held + input.len() > Self::HOLD {
+            self.by_sample.clear();
+            self.held = 0;
+        }
+        self.held += input.len();
+        self.by_sample
+            .entry(key)
+            .or_default()
+            .push((input.into_boxed_slice(), d));
+        d
+    }
+}
+
+/// Feeds to `sink` the contents a page digest input stands for: each
+/// page at its index, zeros between the pages and after the last up to
+/// the size.
+fn expand(input: &[u8], sink: Sink<'_>) {
+    let (pages, size) = input.split_at(input.len() - 8);
+    let size = u64::from_le_bytes(size.try_into().expect("8 bytes"));
+    let (mut rest, mut pos) = (pages, 0u64);
+    while !rest.is_empty() {
+        let (idx, after) = rest.split_at(8);
+        let start = u64::from_le_bytes(idx.try_into().expect("8 bytes")) * DIGEST_PAGE;
+        let len = (size - start).min(DIGEST_PAGE) as usize;
+        feed_zeros(sink, start - pos);
+        sink(&after[..len]);
+        rest = &after[len..];
+        pos = start + len as u64;
+    }
+    feed_zeros(sink, size - pos);
+}
+
+/// A hash of up to 64 eight-byte words spread evenly over `b`, and its
+/// last word: cheap whatever the length, and only a hint (equal inputs
+/// are confirmed by comparing them whole).
+fn sample_hash(b: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    let words = b.len() / 8;
+    let step = (words / 64).max(1);
+    for w in (0..words).step_by(step).chain(words.checked_sub(1)) {
+        h.write_u64(u64::from_le_bytes(
+            b[w * 8..w * 8 + 8].try_into().expect("8 bytes"),
+        ));
+    }
+    h.write(&b[words * 8..]);
+    h.finish()
 }
 
 /// The manifest of every entry of the checkpoint. A file's digest is
@@ -219,36 +375,67 @@ pub fn manifest(view: &CheckpointView<'_, '_>) -> Result<String> {
 
 /// [`manifest`] with regular files digested by `digest`.
 pub fn manifest_with(view: &CheckpointView<'_, '_>, digest: ContentDigest) -> Result<String> {
+    manifest_by(view, digest, &mut |inode| match digest {
+        ContentDigest::Sha256 => {
+            let mut h = Sha256::new();
+            view.read_pieces(inode, &mut |piece| {
+                match piece {
+                    Piece::Data(d) => h.update(d),
+                    Piece::Hole(n) => feed_zeros(&mut |b| h.update(b), n),
+                }
+                Ok(())
+            })?;
+            Ok(h.finalize().into())
+        }
+        ContentDigest::Pages => {
+            let mut p = PageDigest::default();
+            view.read_pieces(inode, &mut |piece| {
+                match piece {
+                    Piece::Data(d) => p.data(d),
+                    Piece::Hole(n) => p.hole(n),
+                }
+                Ok(())
+            })?;
+            Ok(p.finish())
+        }
+    })
+}
+
+/// [`manifest_with`], with the digests of contents already hashed taken
+/// from `memo`. The lines are those of `manifest_with(view, digest)`;
+/// each file's non-zero pages are held in memory while it is looked up.
+pub fn manifest_memo(
+    view: &CheckpointView<'_, '_>,
+    digest: ContentDigest,
+    memo: &mut DigestMemo,
+) -> Result<String> {
+    manifest_by(view, digest, &mut |inode| {
+        let mut cut = PageCut::<Vec<u8>>::default();
+        view.read_pieces(inode, &mut |piece| {
+            match piece {
+                Piece::Data(d) => cut.data(d),
+                Piece::Hole(n) => cut.hole(n),
+            }
+            Ok(())
+        })?;
+        Ok(memo.digest(cut.finish(), digest))
+    })
+}
+
+/// The manifest of the checkpoint, a regular file's digest of definition
+/// `kind` made by `digest_file` (once per image for each root and size:
+/// `Nilfs::file_digest`).
+fn manifest_by(
+    view: &CheckpointView<'_, '_>,
+    kind: ContentDigest,
+    digest_file: &mut dyn FnMut(&Inode) -> Result<[u8; 32]>,
+) -> Result<String> {
     let mut lines: Vec<Line> = Vec::new();
     view.walk_tree(&mut |path, _ino, inode| {
         if is_hashed(inode) {
-            let kind = digest as u8;
-            let digest =
-                view.image()
-                    .file_digest(inode.bmap, inode.size, kind, || match digest {
-                        ContentDigest::Sha256 => {
-                            let mut h = Sha256::new();
-                            view.read_pieces(inode, &mut |piece| {
-                                match piece {
-                                    Piece::Data(d) => h.update(d),
-                                    Piece::Hole(n) => feed_zeros(&mut |b| h.update(b), n),
-                                }
-                                Ok(())
-                            })?;
-                            Ok(h.finalize().into())
-                        }
-                        ContentDigest::Pages => {
-                            let mut p = PageDigest::default();
-                            view.read_pieces(inode, &mut |piece| {
-                                match piece {
-                                    Piece::Data(d) => p.data(d),
-                                    Piece::Hole(n) => p.hole(n),
-                                }
-                                Ok(())
-                            })?;
-                            Ok(p.finish())
-                        }
-                    })?;
+            let digest = view
+                .image()
+                .file_digest(inode.bmap, inode.size, kind as u8, || digest_file(inode))?;
             lines.push(regular_line(path, inode.size, &digest));
             return Ok(());
         }
@@ -262,7 +449,7 @@ pub fn manifest_with(view: &CheckpointView<'_, '_>, digest: ContentDigest) -> Re
                 Ok(())
             }),
         };
-        lines.push(line_of(path, inode, contents)?);
+        lines.push(line_of(path, inode, contents, None)?);
         Ok(())
     })?;
     Ok(finish(lines))
@@ -272,6 +459,17 @@ pub fn manifest_with(view: &CheckpointView<'_, '_>, digest: ContentDigest) -> Re
 /// changes not yet written included (read through the write path's own
 /// view: `Fs::readdir`, `Fs::stat`, `Fs::read`).
 pub fn live_manifest(fs: &mut Fs<'_>) -> Result<String> {
+    live_manifest_by(fs, None)
+}
+
+/// [`live_manifest`], with the digests of contents already hashed taken
+/// from `memo` (the lines are the same; each file's non-zero pages are
+/// held in memory while it is looked up).
+pub fn live_manifest_memo(fs: &mut Fs<'_>, memo: &mut DigestMemo) -> Result<String> {
+    live_manifest_by(fs, Some(memo))
+}
+
+fn live_manifest_by(fs: &mut Fs<'_>, mut memo: Option<&mut DigestMemo>) -> Result<String> {
     let mut lines: Vec<Line> = Vec::new();
     let mut stack = vec![(Vec::new(), ino::ROOT)];
     while let Some((prefix, dir)) = stack.pop() {
@@ -302,7 +500,7 @@ pub fn live_manifest(fs: &mut Fs<'_>) -> Result<String> {
                 }
                 Ok(())
             };
-            lines.push(line_of(&path, &raw, contents)?);
+            lines.push(line_of(&path, &raw, contents, memo.as_deref_mut())?);
         }
     }
     Ok(finish(lines))
@@ -310,7 +508,7 @@ pub fn live_manifest(fs: &mut Fs<'_>) -> Result<String> {
 
 #[cfg(test)]
 mod page_digest_tests {
-    use super::PageDigest;
+    use super::{ContentDigest, DigestMemo, PageCut, PageDigest};
     use proptest::prelude::*;
     use sha2::{Digest, Sha256};
 
@@ -352,5 +550,57 @@ mod page_digest_tests {
             }
             prop_assert_eq!(d.finish(), defined(&content));
         }
+
+        /// Through the memo, every file's digest is the streamed one,
+        /// whether its input was seen before (drawn from a small pool, so
+        /// most are) or not.
+        #[test]
+        fn the_memo_answers_what_hashing_answers(
+            pool in prop::collection::vec((1usize..20_000, any::<u8>(), 1usize..10_000), 1..6),
+            picks in prop::collection::vec(any::<prop::sample::Index>(), 1..30),
+        ) {
+            let mut memo = DigestMemo::default();
+            for pick in picks {
+                let (len, fill, every) = pool[pick.index(pool.len())];
+                let content: Vec<u8> =
+                    (0..len).map(|k| if k % every == 0 { fill } else { 0 }).collect();
+                let mut d = PageDigest::default();
+                d.data(&content);
+                prop_assert_eq!(memo_digest(&mut memo, &content), d.finish());
+                // The same contents' plain SHA-256, from the pages the
+                // input keeps and the zeros it stands for.
+                let plain: [u8; 32] = Sha256::digest(&content).into();
+                prop_assert_eq!(memo_kind(&mut memo, &content, ContentDigest::Sha256), plain);
+            }
+        }
+    }
+
+    /// The per-file path of `manifest_memo` (page digests).
+    fn memo_digest(memo: &mut DigestMemo, content: &[u8]) -> [u8; 32] {
+        memo_kind(memo, content, ContentDigest::Pages)
+    }
+
+    fn memo_kind(memo: &mut DigestMemo, content: &[u8], kind: ContentDigest) -> [u8; 32] {
+        let mut cut = PageCut::<Vec<u8>>::default();
+        cut.data(content);
+        memo.digest(cut.finish(), kind)
+    }
+
+    /// Two inputs of one length that differ only in a word the sample
+    /// skips: the memo must not answer the second with the first's digest.
+    #[test]
+    fn inputs_alike_in_the_sample_are_told_apart() {
+        let a = vec![7u8; 64 << 10];
+        let mut b = a.clone();
+        b[8 * 3 + 1] = 8; // in the fourth word; the sample takes every 128th
+        let mut memo = DigestMemo::default();
+        let (da, db) = (memo_digest(&mut memo, &a), memo_digest(&mut memo, &b));
+        assert_ne!(da, db);
+        let mut want = PageDigest::default();
+        want.data(&b);
+        assert_eq!(db, want.finish());
+        assert_eq!((memo.hits, memo.misses), (0, 2));
+        assert_eq!(memo_digest(&mut memo, &a), da);
+        assert_eq!(memo.hits, 1);
     }
 }
