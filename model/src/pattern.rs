@@ -93,17 +93,24 @@ impl Pattern {
             }
             Pattern::Seeded { seed, .. } => {
                 // Byte p is byte p % 8 (little-endian) of word p / 8, one
-                // splitmix64 per word.
-                let mut k = 0usize;
-                while k < n {
-                    let p = start + k as u64;
-                    let word = splitmix64(seed ^ (p / 8).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                    let bytes = word.to_le_bytes();
-                    let from = (p % 8) as usize;
-                    let take = (8 - from).min(n - k);
-                    out[k..k + take].copy_from_slice(&bytes[from..from + take]);
-                    k += take;
+                // splitmix64 per word: the cut first word, the whole words
+                // eight bytes at a time, then the cut last one.
+                let word = |w: u64| splitmix64(seed ^ w.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let from = (start % 8) as usize;
+                let head = ((8 - from) % 8).min(n);
+                let (first, body) = out.split_at_mut(head);
+                if head > 0 {
+                    first.copy_from_slice(&word(start / 8).to_le_bytes()[from..from + head]);
                 }
+                let mut w = (start + head as u64) / 8;
+                let mut words = body.chunks_exact_mut(8);
+                for chunk in &mut words {
+                    chunk.copy_from_slice(&word(w).to_le_bytes());
+                    w += 1;
+                }
+                let last = words.into_remainder();
+                let k = last.len();
+                last.copy_from_slice(&word(w).to_le_bytes()[..k]);
             }
         }
     }

@@ -40,7 +40,6 @@ fn line_of(
     path: &[u8],
     inode: &Inode,
     contents: impl FnOnce(Sink<'_>) -> Result<()>,
-    memo: Option<&mut DigestMemo>,
 ) -> Result<Line> {
     let size = inode.size;
     let special = |tag: String| {
@@ -69,22 +68,11 @@ fn line_of(
             line.extend_from_slice(&key);
             (key, line)
         }
-        _ => match memo {
-            None => {
-                let mut h = Sha256::new();
-                contents(&mut |b| h.update(b))?;
-                regular_line(path, size, &h.finalize().into())
-            }
-            Some(memo) => {
-                let mut cut = PageCut::<Vec<u8>>::default();
-                contents(&mut |b| cut.data(b))?;
-                regular_line(
-                    path,
-                    size,
-                    &memo.digest(cut.finish(), ContentDigest::Sha256),
-                )
-            }
-        },
+        _ => {
+            let mut h = Sha256::new();
+            contents(&mut |b| h.update(b))?;
+            regular_line(path, size, &h.finalize().into())
+        }
     })
 }
 
@@ -134,7 +122,7 @@ fn finish(mut lines: Vec<Line>) -> String {
 }
 
 /// How a regular file's contents are digested in a manifest line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContentDigest {
     /// SHA-256 of the contents, holes as zeros: manifest.sh's, the one the
     /// kernel's and GRUB's manifests are compared with.
@@ -214,6 +202,16 @@ impl<F: Feed> Default for PageCut<F> {
 impl<F: Feed> PageCut<F> {
     fn data(&mut self, mut d: &[u8]) {
         while !d.is_empty() {
+            // A whole page of zeros at a page boundary is skipped where it
+            // lies, without being copied (holes read through `Fs::read`).
+            if self.page.is_empty() && d.len() >= DIGEST_PAGE as usize {
+                let (whole, rest) = d.split_at(DIGEST_PAGE as usize);
+                if is_zero(whole) {
+                    self.pos += DIGEST_PAGE;
+                    d = rest;
+                    continue;
+                }
+            }
             let room = DIGEST_PAGE as usize - self.page.len();
             let n = room.min(d.len());
             self.page.extend_from_slice(&d[..n]);
@@ -248,7 +246,7 @@ impl<F: Feed> PageCut<F> {
     /// The page just filled (or the last, partial one): fed unless it is
     /// all zeros.
     fn flush(&mut self) {
-        if self.page.iter().any(|&b| b != 0) {
+        if !is_zero(&self.page) {
             let start = self.pos - self.page.len() as u64;
             self.out.feed(&(start / DIGEST_PAGE).to_le_bytes());
             self.out.feed(&self.page);
@@ -268,23 +266,31 @@ impl<F: Feed> PageCut<F> {
 /// A digest input kept whole, and its digest.
 type Hashed = (Box<[u8]>, [u8; 32]);
 
-/// Digests remembered by the exact contents they were computed from, for
-/// a caller that digests the same contents again and again: lockstep's
-/// abstraction function reads every file of every checkpoint after each
-/// sync, and most are as they were at the sync before.
+/// Whether every byte is 0, sixteen at a time.
+fn is_zero(b: &[u8]) -> bool {
+    let words = b.chunks_exact(16);
+    let tail = words.remainder();
+    words
+        .map(|w| u128::from_ne_bytes(w.try_into().expect("16 bytes")))
+        .all(|w| w == 0)
+        && tail.iter().all(|&x| x == 0)
+}
+
+/// Page digests remembered by the exact input they hashed, for a caller
+/// that digests the same contents again and again: lockstep's abstraction
+/// function reads every file of every checkpoint after each sync, and
+/// most are as they were at the sync before.
 ///
 /// A file's contents are still read every time, and cut into the page
-/// digest's input (its non-zero pages with their indices, then its size),
-/// which stands for the contents exactly: the contents are those pages at
-/// those places and zeros elsewhere up to the size. Only the hashing of
-/// an input already seen is skipped, and "seen" means equal byte for byte
-/// to a remembered input of the same [`ContentDigest`], so the answer is
-/// the one hashing would give. The lookup hashes a sample of the input and
+/// digest's input (its non-zero pages with their indices, then its size).
+/// Only the hashing of an input already seen is skipped, and "seen" means
+/// equal byte for byte to a remembered input, so the answer is the one
+/// hashing would give. The lookup hashes a sample of the input and
 /// compares the whole of it. What is remembered is bounded: past
 /// [`DigestMemo::HOLD`] bytes of inputs the memo starts again.
 #[derive(Default)]
 pub struct DigestMemo {
-    by_sample: FxHashMap<(ContentDigest, usize, u64), Vec<Hashed>>,
+    by_sample: FxHashMap<(usize, u64), Vec<Hashed>>,
     held: usize,
     /// Digests answered from memory and computed, for reports.
     pub hits: u64,
@@ -295,10 +301,9 @@ impl DigestMemo {
     /// Bytes of inputs held at most.
     pub const HOLD: usize = 64 << 20;
 
-    /// The `kind` digest of the contents whose page digest input is
-    /// `input`.
-    fn digest(&mut self, input: Vec<u8>, kind: ContentDigest) -> [u8; 32] {
-        let key = (kind, input.len(), sample_hash(&input));
+    /// The page digest of the contents whose digest input is `input`.
+    fn digest(&mut self, input: Vec<u8>) -> [u8; 32] {
+        let key = (input.len(), sample_hash(&input));
         if let Some(d) = self
             .by_sample
             .get(&key)
@@ -309,14 +314,7 @@ impl DigestMemo {
             return d;
         }
         self.misses += 1;
-        let d: [u8; 32] = match kind {
-            ContentDigest::Pages => Sha256::digest(&input).into(),
-            ContentDigest::Sha256 => {
-                let mut h = Sha256::new();
-                expand(&input, &mut |b| h.update(b));
-                h.finalize().into()
-            }
-        };
+        let d: [u8; 32] = Sha256::digest(&input).into();
         if self.held + input.len() > Self::HOLD {
             self.by_sample.clear();
             self.held = 0;
@@ -328,25 +326,6 @@ impl DigestMemo {
             .push((input.into_boxed_slice(), d));
         d
     }
-}
-
-/// Feeds to `sink` the contents a page digest input stands for: each
-/// page at its index, zeros between the pages and after the last up to
-/// the size.
-fn expand(input: &[u8], sink: Sink<'_>) {
-    let (pages, size) = input.split_at(input.len() - 8);
-    let size = u64::from_le_bytes(size.try_into().expect("8 bytes"));
-    let (mut rest, mut pos) = (pages, 0u64);
-    while !rest.is_empty() {
-        let (idx, after) = rest.split_at(8);
-        let start = u64::from_le_bytes(idx.try_into().expect("8 bytes")) * DIGEST_PAGE;
-        let len = (size - start).min(DIGEST_PAGE) as usize;
-        feed_zeros(sink, start - pos);
-        sink(&after[..len]);
-        rest = &after[len..];
-        pos = start + len as u64;
-    }
-    feed_zeros(sink, size - pos);
 }
 
 /// A hash of up to 64 eight-byte words spread evenly over `b`, and its
@@ -401,15 +380,13 @@ pub fn manifest_with(view: &CheckpointView<'_, '_>, digest: ContentDigest) -> Re
     })
 }
 
-/// [`manifest_with`], with the digests of contents already hashed taken
-/// from `memo`. The lines are those of `manifest_with(view, digest)`;
-/// each file's non-zero pages are held in memory while it is looked up.
-pub fn manifest_memo(
-    view: &CheckpointView<'_, '_>,
-    digest: ContentDigest,
-    memo: &mut DigestMemo,
-) -> Result<String> {
-    manifest_by(view, digest, &mut |inode| {
+/// [`manifest_with`] by page digests ([`ContentDigest::Pages`]), with
+/// the digests of contents already hashed taken from `memo`. The lines
+/// are those of `manifest_with(view, ContentDigest::Pages)`; each file's
+/// digest input (its non-zero pages) is held in memory while it is looked
+/// up.
+pub fn manifest_pages_memo(view: &CheckpointView<'_, '_>, memo: &mut DigestMemo) -> Result<String> {
+    manifest_by(view, ContentDigest::Pages, &mut |inode| {
         let mut cut = PageCut::<Vec<u8>>::default();
         view.read_pieces(inode, &mut |piece| {
             match piece {
@@ -418,7 +395,7 @@ pub fn manifest_memo(
             }
             Ok(())
         })?;
-        Ok(memo.digest(cut.finish(), digest))
+        Ok(memo.digest(cut.finish()))
     })
 }
 
@@ -449,7 +426,7 @@ fn manifest_by(
                 Ok(())
             }),
         };
-        lines.push(line_of(path, inode, contents, None)?);
+        lines.push(line_of(path, inode, contents)?);
         Ok(())
     })?;
     Ok(finish(lines))
@@ -459,17 +436,6 @@ fn manifest_by(
 /// changes not yet written included (read through the write path's own
 /// view: `Fs::readdir`, `Fs::stat`, `Fs::read`).
 pub fn live_manifest(fs: &mut Fs<'_>) -> Result<String> {
-    live_manifest_by(fs, None)
-}
-
-/// [`live_manifest`], with the digests of contents already hashed taken
-/// from `memo` (the lines are the same; each file's non-zero pages are
-/// held in memory while it is looked up).
-pub fn live_manifest_memo(fs: &mut Fs<'_>, memo: &mut DigestMemo) -> Result<String> {
-    live_manifest_by(fs, Some(memo))
-}
-
-fn live_manifest_by(fs: &mut Fs<'_>, mut memo: Option<&mut DigestMemo>) -> Result<String> {
     let mut lines: Vec<Line> = Vec::new();
     let mut stack = vec![(Vec::new(), ino::ROOT)];
     while let Some((prefix, dir)) = stack.pop() {
@@ -500,7 +466,7 @@ fn live_manifest_by(fs: &mut Fs<'_>, mut memo: Option<&mut DigestMemo>) -> Resul
                 }
                 Ok(())
             };
-            lines.push(line_of(&path, &raw, contents, memo.as_deref_mut())?);
+            lines.push(line_of(&path, &raw, contents)?);
         }
     }
     Ok(finish(lines))
@@ -508,7 +474,7 @@ fn live_manifest_by(fs: &mut Fs<'_>, mut memo: Option<&mut DigestMemo>) -> Resul
 
 #[cfg(test)]
 mod page_digest_tests {
-    use super::{ContentDigest, DigestMemo, PageCut, PageDigest};
+    use super::{DigestMemo, PageCut, PageDigest};
     use proptest::prelude::*;
     use sha2::{Digest, Sha256};
 
@@ -567,23 +533,15 @@ mod page_digest_tests {
                 let mut d = PageDigest::default();
                 d.data(&content);
                 prop_assert_eq!(memo_digest(&mut memo, &content), d.finish());
-                // The same contents' plain SHA-256, from the pages the
-                // input keeps and the zeros it stands for.
-                let plain: [u8; 32] = Sha256::digest(&content).into();
-                prop_assert_eq!(memo_kind(&mut memo, &content, ContentDigest::Sha256), plain);
             }
         }
     }
 
-    /// The per-file path of `manifest_memo` (page digests).
+    /// The per-file path of `manifest_pages_memo`.
     fn memo_digest(memo: &mut DigestMemo, content: &[u8]) -> [u8; 32] {
-        memo_kind(memo, content, ContentDigest::Pages)
-    }
-
-    fn memo_kind(memo: &mut DigestMemo, content: &[u8], kind: ContentDigest) -> [u8; 32] {
         let mut cut = PageCut::<Vec<u8>>::default();
         cut.data(content);
-        memo.digest(cut.finish(), kind)
+        memo.digest(cut.finish())
     }
 
     /// Two inputs of one length that differ only in a word the sample

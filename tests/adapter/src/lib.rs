@@ -25,7 +25,7 @@ use nilfs::format::inode::{
 };
 use nilfs::format::Cno;
 use nilfs::fs::Fs;
-use nilfs::inspect::manifest::{ContentDigest, DigestMemo};
+use nilfs::inspect::manifest::DigestMemo;
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs_model::pattern::sha256_hex;
@@ -82,9 +82,8 @@ pub struct ImplUnderTest<'d> {
     /// The last answer of [`ImplUnderTest::durable`], with the device's
     /// write generation it was read at.
     last_durable: Option<(u64, Durable)>,
-    /// Digests of the file contents this adapter has hashed (`durable`'s
-    /// page digests, the manifest operation's SHA-256), by the exact
-    /// contents.
+    /// The page digests of the file contents [`ImplUnderTest::durable`]
+    /// has read, by the exact input hashed.
     digests: DigestMemo,
 }
 
@@ -435,14 +434,9 @@ impl<'d> ImplUnderTest<'d> {
             Op::Readdir { path, at: None } => Outcome::Names(names_of(
                 self.with(|fs| fs.paths().readdir(path.as_bytes()))?,
             )),
-            Op::Manifest { at: None } => {
-                // Files hashed before are answered from memory (the lines
-                // are `live_manifest`'s).
-                let mut memo = std::mem::take(&mut self.digests);
-                let m = self.with(|fs| nilfs::inspect::manifest::live_manifest_memo(fs, &mut memo));
-                self.digests = memo;
-                Outcome::Manifest(lines(&m?))
-            }
+            Op::Manifest { at: None } => Outcome::Manifest(lines(
+                &self.with(|fs| nilfs::inspect::manifest::live_manifest(fs))?,
+            )),
             Op::Unlink { path, at: None } => {
                 self.with(|fs| fs.paths().unlink(path.as_bytes())).map(ok)?
             }
@@ -575,7 +569,7 @@ impl<'d> ImplUnderTest<'d> {
             let view = CheckpointView::open(&nilfs, cno).map_err(|e| format!("cp {cno:?}: {e}"))?;
             // The page digest, as the harness's model side computes it; a
             // file's input hashed before is answered from memory.
-            let m = nilfs::inspect::manifest::manifest_memo(&view, ContentDigest::Pages, digests)
+            let m = nilfs::inspect::manifest::manifest_pages_memo(&view, digests)
                 .map_err(|e| format!("manifest of cp {cno:?}: {e}"))?;
             Ok(lines(&m))
         };
