@@ -202,15 +202,17 @@ impl<F: Feed> Default for PageCut<F> {
 impl<F: Feed> PageCut<F> {
     fn data(&mut self, mut d: &[u8]) {
         while !d.is_empty() {
-            // A whole page of zeros at a page boundary is skipped where it
-            // lies, without being copied (holes read through `Fs::read`).
+            // A whole page at a page boundary is fed (or, all zeros,
+            // skipped) where it lies, without being copied first.
             if self.page.is_empty() && d.len() >= DIGEST_PAGE as usize {
                 let (whole, rest) = d.split_at(DIGEST_PAGE as usize);
-                if is_zero(whole) {
-                    self.pos += DIGEST_PAGE;
-                    d = rest;
-                    continue;
+                if !is_zero(whole) {
+                    self.out.feed(&(self.pos / DIGEST_PAGE).to_le_bytes());
+                    self.out.feed(whole);
                 }
+                self.pos += DIGEST_PAGE;
+                d = rest;
+                continue;
             }
             let room = DIGEST_PAGE as usize - self.page.len();
             let n = room.min(d.len());
@@ -292,6 +294,8 @@ fn is_zero(b: &[u8]) -> bool {
 pub struct DigestMemo {
     by_sample: FxHashMap<(usize, u64), Vec<Hashed>>,
     held: usize,
+    /// The buffer the last input was cut into, kept for the next.
+    spare: Vec<u8>,
     /// Digests answered from memory and computed, for reports.
     pub hits: u64,
     pub misses: u64,
@@ -301,9 +305,23 @@ impl DigestMemo {
     /// Bytes of inputs held at most.
     pub const HOLD: usize = 64 << 20;
 
-    /// The page digest of the contents whose digest input is `input`.
+    /// An empty buffer to cut the next input into.
+    fn scratch(&mut self) -> Vec<u8> {
+        let mut b = std::mem::take(&mut self.spare);
+        b.clear();
+        b
+    }
+
+    /// The page digest of the contents whose digest input is `input` (a
+    /// buffer from [`DigestMemo::scratch`], which it takes back).
     fn digest(&mut self, input: Vec<u8>) -> [u8; 32] {
-        let key = (input.len(), sample_hash(&input));
+        let d = self.digest_of(&input);
+        self.spare = input;
+        d
+    }
+
+    fn digest_of(&mut self, input: &[u8]) -> [u8; 32] {
+        let key = (input.len(), sample_hash(input));
         if let Some(d) = self
             .by_sample
             .get(&key)
@@ -314,7 +332,7 @@ impl DigestMemo {
             return d;
         }
         self.misses += 1;
-        let d: [u8; 32] = Sha256::digest(&input).into();
+        let d: [u8; 32] = Sha256::digest(input).into();
         if self.held + input.len() > Self::HOLD {
             self.by_sample.clear();
             self.held = 0;
@@ -323,7 +341,7 @@ impl DigestMemo {
         self.by_sample
             .entry(key)
             .or_default()
-            .push((input.into_boxed_slice(), d));
+            .push((Box::from(input), d));
         d
     }
 }
@@ -387,7 +405,10 @@ pub fn manifest_with(view: &CheckpointView<'_, '_>, digest: ContentDigest) -> Re
 /// up.
 pub fn manifest_pages_memo(view: &CheckpointView<'_, '_>, memo: &mut DigestMemo) -> Result<String> {
     manifest_by(view, ContentDigest::Pages, &mut |inode| {
-        let mut cut = PageCut::<Vec<u8>>::default();
+        let mut cut = PageCut {
+            out: memo.scratch(),
+            ..PageCut::default()
+        };
         view.read_pieces(inode, &mut |piece| {
             match piece {
                 Piece::Data(d) => cut.data(d),

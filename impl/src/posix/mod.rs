@@ -273,7 +273,8 @@ impl<'a, 'd> CheckpointView<'a, 'd> {
                 last = keys.next().expect("peeked");
             }
             let stop = ((last + 1) * bs).min(size);
-            buf.clear();
+            // `fill` writes every byte: only what the buffer grows by is
+            // zeroed first.
             buf.resize((stop - start) as usize, 0);
             self.fill(&map, start, &mut buf)?;
             sink(Piece::Data(&buf))?;
