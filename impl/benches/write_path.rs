@@ -272,7 +272,9 @@ fn write_small_files(fs: &mut Fs<'_>, dirs: u64) -> (Duration, Vec<Duration>, u6
             bytes += len as u64;
         }
         fs.sync().expect("sync");
-        if (d + 1) % (dirs / 10).max(1) == 0 {
+        // A tenth ends where (d + 1) / dirs passes the next tenth: ten
+        // of them for any count of ten directories or more.
+        if (d + 1) * 10 / dirs > tenths.len() as u64 {
             tenths.push(mark.elapsed());
             mark = Instant::now();
         }
