@@ -24,7 +24,8 @@
 //! whole file.
 
 use crate::sync::StdArc as Arc;
-use std::collections::{BTreeMap, BTreeSet};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
 
 use crate::format::inode::Inode;
 use crate::format::FileBlk;
@@ -78,7 +79,9 @@ enum Cached {
 pub struct Mdt<'a> {
     block_size: u32,
     loader: Option<Loader<'a>>,
-    cache: BTreeMap<u64, Cached>,
+    /// By offset; hashed, as the kernel's page cache is indexed (nothing
+    /// is read from it in order).
+    cache: FxHashMap<u64, Cached>,
     dirty: BTreeSet<u64>,
     /// Offsets deleted since the last [`Mdt::mark_clean`] (reported only
     /// while they are still holes).
@@ -95,7 +98,7 @@ pub struct Mdt<'a> {
 /// are not journaled: they read the same before and after.
 #[derive(Clone)]
 struct Undo<'a> {
-    slots: BTreeMap<u64, Cached>,
+    slots: FxHashMap<u64, Cached>,
     sets: Option<(BTreeSet<u64>, BTreeSet<u64>)>,
     loader: Option<Loader<'a>>,
 }
@@ -117,7 +120,7 @@ impl<'a> Mdt<'a> {
         Mdt {
             block_size,
             loader: None,
-            cache: BTreeMap::new(),
+            cache: FxHashMap::default(),
             dirty: BTreeSet::new(),
             deleted: BTreeSet::new(),
             undo: None,
@@ -130,7 +133,7 @@ impl<'a> Mdt<'a> {
         Mdt {
             block_size: self.block_size,
             loader: self.loader.clone(),
-            cache: BTreeMap::new(),
+            cache: FxHashMap::default(),
             dirty: BTreeSet::new(),
             deleted: BTreeSet::new(),
             undo: None,
@@ -140,7 +143,7 @@ impl<'a> Mdt<'a> {
     /// Start an undo journal (replacing any earlier one).
     pub(crate) fn begin_undo(&mut self) {
         self.undo = Some(Box::new(Undo {
-            slots: BTreeMap::new(),
+            slots: FxHashMap::default(),
             sets: None,
             loader: self.loader.clone(),
         }));
@@ -182,7 +185,7 @@ impl<'a> Mdt<'a> {
     /// callers load it first).
     fn save(&mut self, blkoff: u64) {
         if let Some(u) = self.undo.as_mut() {
-            if let std::collections::btree_map::Entry::Vacant(e) = u.slots.entry(blkoff) {
+            if let std::collections::hash_map::Entry::Vacant(e) = u.slots.entry(blkoff) {
                 if let Some(slot) = self.cache.get(&blkoff) {
                     e.insert(slot.clone());
                 }
@@ -435,9 +438,12 @@ impl<'a> Mdt<'a> {
         }
     }
 
-    /// Offsets the store has looked at (loaded, created or deleted).
+    /// Offsets the store has looked at (loaded, created or deleted),
+    /// ascending.
     pub fn cached_offsets(&self) -> Vec<u64> {
-        self.cache.keys().copied().collect()
+        let mut v: Vec<u64> = self.cache.keys().copied().collect();
+        v.sort_unstable();
+        v
     }
 
     /// Whether `self` and `other` read the same at every offset either has
