@@ -52,6 +52,7 @@
 //! must carry exactly its parent's level minus one. Whole-tree walks are
 //! iterative and refuse a node reachable twice. Nothing here recurses.
 
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::NodeSource;
@@ -250,8 +251,9 @@ pub struct Bmap {
     /// node, not a block.
     arena: Vec<Option<StdArc<Node>>>,
     free_ids: Vec<u32>,
-    /// Slot value → node, for every node in memory (the btnode cache's key).
-    by_ptr: BTreeMap<u64, NodeId>,
+    /// Slot value → node, for every node in memory (the btnode cache's key;
+    /// hashed as that cache is, and never walked in order).
+    by_ptr: FxHashMap<u64, NodeId>,
     next_temp: u64,
     /// `nilfs_bmap_dirty`: the root (`i_bmap`) must be written back.
     bmap_dirty: bool,
@@ -371,7 +373,7 @@ impl Bmap {
             root,
             arena: Vec::new(),
             free_ids: Vec::new(),
-            by_ptr: BTreeMap::new(),
+            by_ptr: FxHashMap::default(),
             next_temp: 0,
             bmap_dirty: false,
             assigning: false,
