@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nilfs::bmap::write::{node_ncmin, Bmap, DirtyNode, TEMP_PTR_BIT};
+use nilfs::bmap::write::{node_ncmin, Bmap, DirtyNode, LeafHint, TEMP_PTR_BIT};
 use nilfs::bmap::NodeSource;
 use nilfs::format::btree::{node_ncmax, BtreeNode};
 use nilfs::{Errno, Error, Result};
@@ -832,6 +832,36 @@ fn run(block_size: u32, ops: &[Op]) {
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// The segment constructor's lookups from the last level-1 node
+    /// (`lookup_in_memory_from`) answer what a descent from the root
+    /// answers, for trees of one to three levels with gaps where keys were
+    /// deleted, and probes mapped and not, below, between and past the
+    /// mapped keys, in ascending order and in any order.
+    #[test]
+    fn lookups_from_the_last_leaf_answer_what_a_descent_answers(
+        n in 1u64..2500,
+        step in 1u64..4,
+        gone in proptest::collection::vec(any::<prop::sample::Index>(), 0..40),
+        mut probes in proptest::collection::vec(0u64..10_500, 1..300),
+        sorted in any::<bool>(),
+    ) {
+        let mut disk = Disk::new(1024);
+        let mut m = Bmap::new_empty(1024).unwrap();
+        let keys: Vec<u64> = (0..n).map(|k| k * step + 3).collect();
+        insert_all(&mut m, &mut disk, keys.iter().copied());
+        for i in gone {
+            let _ = m.delete(keys[i.index(keys.len())], &mut disk);
+        }
+        if sorted {
+            probes.sort_unstable();
+        }
+        let mut hint = LeafHint::default();
+        for k in probes {
+            let want = m.lookup_in_memory(k).unwrap();
+            prop_assert_eq!(m.lookup_in_memory_from(k, &mut hint).unwrap(), want, "key {}", k);
+        }
+    }
 
     #[test]
     fn state_machine_1k(ops in proptest::collection::vec(op_strategy(), 1..60)) {

@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 
 use super::collect::propagated_ptr;
 use super::{has_delta, Construction, Src};
+use crate::bmap::write::LeafHint;
 use crate::bmap::DiskNodes;
 use crate::cpfile::CheckpointFinal;
 use crate::format::super_root::{super_root_bytes, SuperRoot};
@@ -49,6 +50,8 @@ impl<'a> Fs<'a> {
             }
         }
         let gc_blocks = c.gc.as_ref().map_or(&[][..], |g| g.moved.blocks());
+        // The file whose data blocks were looked up last, and where.
+        let mut hint: Option<(Ino, LeafHint)> = None;
         for (t, s) in c.srcs.iter().enumerate() {
             let pbn = pbn_of[t];
             match *s {
@@ -61,7 +64,11 @@ impl<'a> Fs<'a> {
                     bmap.assign(id, pbn.0)?;
                 }
                 Src::Data(i, key) => {
-                    let v = propagated_ptr(self.bmap_of_mut(i), key)?;
+                    let h = match &mut hint {
+                        Some((at, h)) if *at == i => h,
+                        _ => &mut hint.insert((i, LeafHint::default())).1,
+                    };
+                    let v = propagated_ptr(self.bmap_of_mut(i), key, h)?;
                     self.dat.file_mut().start(VBlockNr(v), cno, pbn)?;
                 }
                 Src::Node(i, id) => {

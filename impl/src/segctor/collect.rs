@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use super::layout::{FileTag, Full, Layout};
 use super::{Construction, Segs, Src, Stage};
-use crate::bmap::write::Bmap;
+use crate::bmap::write::{Bmap, LeafHint};
 use crate::format::segsum::Binfo;
 use crate::format::{ino, Cno, FileBlk, Ino, SegNum, VBlockNr};
 use crate::fs::Fs;
@@ -180,8 +180,9 @@ fn collect_gc(c: &Construction, out: &mut Collected) {
 /// A virtually mapped file's propagated data blocks `keys`, then its dirty
 /// nodes (`nilfs_segctor_scan_file`: data buffers before node buffers).
 fn collect_virtual(tag: FileTag, bmap: &mut Bmap, keys: &[u64], out: &mut Collected) -> Result<()> {
+    let mut hint = LeafHint::default();
     for &key in keys {
-        let v = propagated_ptr(bmap, key)?;
+        let v = propagated_ptr(bmap, key, &mut hint)?;
         out.push((
             tag,
             Binfo::DataV {
@@ -255,8 +256,9 @@ fn feed(
 }
 
 /// The pointer a propagated mapping holds for `key` (every node on its
-/// path is in memory once propagated).
-pub(super) fn propagated_ptr(bmap: &mut Bmap, key: u64) -> Result<u64> {
-    bmap.lookup_in_memory(key)?
+/// path is in memory once propagated); `hint` carries the level-1 node
+/// from the last key of an ascending run of one file's keys.
+pub(super) fn propagated_ptr(bmap: &mut Bmap, key: u64, hint: &mut LeafHint) -> Result<u64> {
+    bmap.lookup_in_memory_from(key, hint)?
         .ok_or_else(|| Error::Invalid(format!("propagated block {key} is not mapped")))
 }

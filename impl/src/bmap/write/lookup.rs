@@ -179,6 +179,43 @@ impl Bmap {
         self.lookup(key, &mut InMemoryOnly)
     }
 
+    /// [`Bmap::lookup_in_memory`] for a run of keys (the segment
+    /// constructor's, one file's blocks at a time, ascending). When
+    /// `key` lies between the first and last keys of the level-1 node the
+    /// last call of the run ended in, that node alone is searched: in a
+    /// B-tree no other level-1 node can map such a key. Otherwise it
+    /// descends from the root as `lookup_in_memory` does, and `hint`
+    /// remembers the node it ends in. The answer is `lookup_in_memory`'s.
+    /// The tree must not change during the run.
+    pub fn lookup_in_memory_from(&mut self, key: u64, hint: &mut LeafHint) -> Result<Option<u64>> {
+        if let Root::Direct { .. } = self.root {
+            return self.lookup_in_memory(key);
+        }
+        if let Some(bt) = hint
+            .0
+            .and_then(|id| self.arena.get(id.0 as usize))
+            .and_then(|n| n.as_deref())
+            .map(|n| &n.bt)
+        {
+            let keys = bt.valid_keys();
+            if usize::from(bt.level) == 1
+                && keys.first().is_some_and(|&first| first <= key)
+                && keys.last().is_some_and(|&last| key <= last)
+            {
+                let (i, found) = bt.lookup(key);
+                return Ok(found.then(|| bt.ptr(i)).flatten().filter(|&p| p != 0));
+            }
+        }
+        let mut path = Path::default();
+        let found = self.do_lookup(key, 1, &mut InMemoryOnly, &mut path)?;
+        hint.0 = path[1].node;
+        if !found {
+            return Ok(None);
+        }
+        let loc = self.loc_at(&path, 1);
+        Ok(self.bt(loc).ptr(path[1].index).filter(|&p| p != 0))
+    }
+
     /// The largest mapped key, `None` if nothing is mapped
     /// (`nilfs_direct_last_key`, `nilfs_btree_do_lookup_last`).
     pub fn last_key(&mut self, src: &mut dyn NodeSource) -> Result<Option<u64>> {

@@ -95,6 +95,11 @@ const PATH_LEN: usize = BTREE_LEVEL_MAX as usize + 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodeId(u32);
 
+/// The level-1 node a run of [`Bmap::lookup_in_memory_from`] calls last
+/// ended in (start a run with the default).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LeafHint(Option<NodeId>);
+
 /// A dirty node block as [`Bmap::dirty_nodes`] reports it: what the segment
 /// constructor needs for the node's binfo (`{first key, level}` for the DAT,
 /// `{vblocknr}` otherwise) and for ending its old DAT entry.
