@@ -21,6 +21,16 @@ use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs::Result;
 
+/// `pattern(seed, len)`, made once and kept: every cut point's run writes
+/// the same contents, and making them byte by byte was a third of a run.
+fn data(seed: u64, len: usize) -> &'static [u8] {
+    static MADE: std::sync::Mutex<std::collections::BTreeMap<(u64, usize), &'static [u8]>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    made.entry((seed, len))
+        .or_insert_with(|| Box::leak(pattern(seed, len).into_boxed_slice()))
+}
+
 const BS: u64 = 1024;
 
 fn fresh() -> MemDevice {
@@ -80,7 +90,7 @@ fn workload(dev: &dyn BlockDevice) -> std::result::Result<usize, usize> {
         let nilfs = Nilfs::open(dev)?;
         let mut fs = Fs::mount(&nilfs, 1_800_000_000)?;
         let a = fs.create(ino::ROOT, b"a", 0o644)?;
-        fs.write(a, 0, &pattern(1, 12_000))?;
+        fs.write(a, 0, data(1, 12_000))?;
         let d = fs.mkdir(ino::ROOT, b"d", 0o755)?;
         let b = fs.create(d, b"b", 0o644)?;
         fs.write(b, 0, b"first")?;
@@ -88,7 +98,7 @@ fn workload(dev: &dyn BlockDevice) -> std::result::Result<usize, usize> {
         synced.set(1);
         for n in 0..8 {
             let f = fs.create(d, format!("n{n}").as_bytes(), 0o644)?;
-            fs.write(f, 0, &pattern(10 + n, 700))?;
+            fs.write(f, 0, data(10 + n, 700))?;
         }
         fs.write(a, 5000, b"overwritten in the middle")?;
         fs.sync()?;
@@ -100,7 +110,7 @@ fn workload(dev: &dyn BlockDevice) -> std::result::Result<usize, usize> {
         fs.sync()?;
         synced.set(3);
         let big = fs.create(ino::ROOT, b"big", 0o644)?;
-        fs.write(big, 0, &pattern(99, 300_000))?;
+        fs.write(big, 0, data(99, 300_000))?;
         fs.link(a, d, b"a2")?;
         fs.sync()?;
         synced.set(4);
@@ -236,7 +246,7 @@ fn gc_base() -> MemDevice {
             let f = fs
                 .create(ino::ROOT, format!("r{r}-{k}").as_bytes(), 0o644)
                 .unwrap();
-            fs.write(f, 0, &pattern(r * 10 + k, 9000)).unwrap();
+            fs.write(f, 0, data(r * 10 + k, 9000)).unwrap();
         }
         if r >= 1 {
             for k in 0..3 {
@@ -268,7 +278,7 @@ fn gc_workload(dev: &dyn BlockDevice) -> std::result::Result<usize, usize> {
         for n in 0..40u64 {
             fs.set_time(1_800_000_101 + n);
             let f = fs.create(ino::ROOT, format!("new{n}").as_bytes(), 0o644)?;
-            fs.write(f, 0, &pattern(500 + n, 30_000))?;
+            fs.write(f, 0, data(500 + n, 30_000))?;
             fs.sync()?;
         }
         done.set(2);
