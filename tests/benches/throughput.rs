@@ -631,6 +631,9 @@ struct CutTimes {
     /// before it shared one `ModelManifests`); not part of the loop's time.
     envelope_memo: Duration,
     memo: ModelManifests,
+    /// The adapter's page digests, carried from cut point to cut point as
+    /// crash_envelope.rs's `run_cut` carries them.
+    digests: nilfs::inspect::manifest::DigestMemo,
 }
 
 /// One cut point of crash_envelope.rs's `check_every_cut`: the workload
@@ -648,7 +651,8 @@ fn envelope_cut(
     let dev = CutDevice::new(base.duplicate(), 1024, k);
     let dev = if tear { dev.tearing() } else { dev };
     let mut model = vec![initial.clone()];
-    let mut sut = ImplUnderTest::from_device(&dev, spec.ctime);
+    let mut sut =
+        ImplUnderTest::from_device(&dev, spec.ctime).with_digests(std::mem::take(&mut t.digests));
     let mut completed = 0;
     for op in ops {
         let t0 = Instant::now();
@@ -683,6 +687,7 @@ fn envelope_cut(
     t.recover += t2.elapsed();
     let t3 = Instant::now();
     let durable = if mounted { sut.durable().ok() } else { None };
+    t.digests = sut.take_digests();
     let durable = durable.unwrap_or_else(|| panic!("cut {k} (torn {tear}): did not mount or read"));
     t.durable += t3.elapsed();
     // The envelope as crash_envelope.rs computes it: one

@@ -9,6 +9,7 @@
 //! synced lost, nothing half-done visible.
 
 use nilfs::device::{CutDevice, MemDevice};
+use nilfs::inspect::manifest::DigestMemo;
 use nilfs_conformance::lockstep::{
     format, model_after_format, Durable, ImageSpec, ImplUnderTest, ModelManifests, Sut,
 };
@@ -208,9 +209,12 @@ struct Cut {
 /// Runs the workload on `dev` until an operation fails with EIO (the cut);
 /// advances `model` through the completed ones with their outcomes; then
 /// power comes back: the crash, a mount, the durable state.
-fn run_cut(dev: &CutDevice, ops: &[Op], model: &mut Vec<State>) -> Cut {
+///
+/// `digests` carries the adapter's page digests from cut point to cut
+/// point (the images hold mostly the same files; the memo is exact).
+fn run_cut(dev: &CutDevice, ops: &[Op], model: &mut Vec<State>, digests: &mut DigestMemo) -> Cut {
     let spec = spec();
-    let mut sut = ImplUnderTest::from_device(dev, spec.ctime);
+    let mut sut = ImplUnderTest::from_device(dev, spec.ctime).with_digests(std::mem::take(digests));
     let mut completed = 0;
     for op in ops {
         let out = sut
@@ -243,6 +247,7 @@ fn run_cut(dev: &CutDevice, ops: &[Op], model: &mut Vec<State>) -> Cut {
         ro: false,
     }) == Outcome::Ok;
     let durable = if mounted { sut.durable().ok() } else { None };
+    *digests = sut.take_digests();
     Cut { completed, durable }
 }
 
@@ -292,7 +297,8 @@ fn check_every_cut(tear: bool) -> usize {
     let (base, initial) = formatted();
     let full = CutDevice::new(base.duplicate(), 1024, u64::MAX);
     let mut m = vec![initial.clone()];
-    let whole = run_cut(&full, &ops, &mut m);
+    let mut digests = DigestMemo::default();
+    let whole = run_cut(&full, &ops, &mut m, &mut digests);
     assert_eq!(whole.completed, ops.len());
     let total = full.written();
     assert!(total > 100, "only {total} block writes");
@@ -302,7 +308,7 @@ fn check_every_cut(tear: bool) -> usize {
         let dev = CutDevice::new(base.duplicate(), 1024, k);
         let dev = if tear { dev.tearing() } else { dev };
         let mut model = vec![initial.clone()];
-        let cut = run_cut(&dev, &ops, &mut model);
+        let cut = run_cut(&dev, &ops, &mut model, &mut digests);
         let allowed = envelope(&model, ops.get(cut.completed), &mut manifests);
         let durable = cut.durable.unwrap_or_else(|| {
             panic!("cut after {k} block writes (torn: {tear}): the image did not mount or read")
@@ -348,14 +354,15 @@ fn a_silently_lost_write_leaves_the_envelope() {
     let ops = workload();
     let (base, initial) = formatted();
     let full = CutDevice::new(base.duplicate(), 1024, u64::MAX);
-    run_cut(&full, &ops, &mut vec![initial.clone()]);
+    let mut digests = DigestMemo::default();
+    run_cut(&full, &ops, &mut vec![initial.clone()], &mut digests);
     let total = full.written();
     let mut caught = 0;
     let mut manifests = ModelManifests::default();
     for lose in (1..total).step_by(5) {
         let dev = CutDevice::new(base.duplicate(), 1024, u64::MAX).losing(lose);
         let mut model = vec![initial.clone()];
-        let cut = run_cut(&dev, &ops, &mut model);
+        let cut = run_cut(&dev, &ops, &mut model, &mut digests);
         let inside = cut
             .durable
             .is_some_and(|d| envelope(&model, ops.get(cut.completed), &mut manifests).contains(&d));

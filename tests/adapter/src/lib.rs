@@ -105,6 +105,20 @@ impl<'d> ImplUnderTest<'d> {
         }
     }
 
+    /// Start from the page digests another adapter computed (its
+    /// [`ImplUnderTest::take_digests`]): a crash enumeration runs a fresh
+    /// adapter per cut point on images that hold mostly the same files.
+    /// Answers are unchanged ([`DigestMemo`] is exact).
+    pub fn with_digests(mut self, digests: DigestMemo) -> Self {
+        self.digests = digests;
+        self
+    }
+
+    /// The page digests this adapter remembers, for the next one.
+    pub fn take_digests(&mut self) -> DigestMemo {
+        std::mem::take(&mut self.digests)
+    }
+
     /// Call `f` on every read-write mount's `Fs` before its first
     /// operation (`Fs::set_inode_cache_limit`, a known-bad switch).
     pub fn on_mount(mut self, f: fn(&mut Fs<'d>)) -> Self {
