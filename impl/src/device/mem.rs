@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{check_range, BlockDevice};
+use super::{check_range, is_zero, BlockDevice};
 use crate::sync::{lock, Mutex};
 use crate::Result;
 
@@ -80,17 +80,6 @@ fn pieces(off: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usiz
             piece
         })
     })
-}
-
-/// Whether every byte is 0, sixteen at a time (mkfs zeroes whole ranges,
-/// which a sparse device keeps as holes).
-fn is_zero(b: &[u8]) -> bool {
-    let words = b.chunks_exact(16);
-    let tail = words.remainder();
-    words
-        .map(|w| u128::from_ne_bytes(w.try_into().expect("16 bytes")))
-        .all(|w| w == 0)
-        && tail.iter().all(|&x| x == 0)
 }
 
 /// Copy `buf` into the chunks from byte `off` (range already checked).

@@ -59,6 +59,17 @@ pub trait BlockDevice: Send + Sync {
     }
 }
 
+/// Whether every byte of `b` is 0, sixteen at a time: a sparse device
+/// keeps written zeros as holes, a page digest skips pages of zeros.
+pub fn is_zero(b: &[u8]) -> bool {
+    let words = b.chunks_exact(16);
+    let tail = words.remainder();
+    words
+        .map(|w| u128::from_ne_bytes(w.try_into().expect("16 bytes")))
+        .all(|w| w == 0)
+        && tail.iter().all(|&x| x == 0)
+}
+
 /// Check that `[off, off+len)` is sector-aligned and inside a device of `size` bytes.
 pub fn check_range(size: u64, off: u64, len: usize) -> Result<()> {
     let len = len as u64;

@@ -18,6 +18,7 @@
 use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 
+use crate::device::is_zero;
 use crate::format::ino;
 use crate::format::inode::{Inode, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFSOCK};
 use crate::fs::Fs;
@@ -267,16 +268,6 @@ impl<F: Feed> PageCut<F> {
 
 /// A digest input kept whole, and its digest.
 type Hashed = (Box<[u8]>, [u8; 32]);
-
-/// Whether every byte is 0, sixteen at a time.
-fn is_zero(b: &[u8]) -> bool {
-    let words = b.chunks_exact(16);
-    let tail = words.remainder();
-    words
-        .map(|w| u128::from_ne_bytes(w.try_into().expect("16 bytes")))
-        .all(|w| w == 0)
-        && tail.iter().all(|&x| x == 0)
-}
 
 /// Page digests remembered by the exact input they hashed, for a caller
 /// that digests the same contents again and again: lockstep's abstraction

@@ -106,15 +106,25 @@ impl Bmap {
                 .ok()
                 .and_then(|i| ptrs.get(i).copied())
                 .filter(|&p| p != 0)),
-            Root::Btree(_) => {
-                let mut path = Path::default();
-                if !self.do_lookup(key, 1, src, &mut path)? {
-                    return Ok(None);
-                }
-                let loc = self.loc_at(&path, 1);
-                Ok(self.bt(loc).ptr(path[1].index).filter(|&p| p != 0))
-            }
+            Root::Btree(_) => Ok(self.descend(key, src)?.0),
         }
+    }
+
+    /// A B-tree's data pointer for `key` from a descent from the root, and
+    /// the level-1 node the descent ended in (`None` when that is the root).
+    fn descend(
+        &mut self,
+        key: u64,
+        src: &mut dyn NodeSource,
+    ) -> Result<(Option<u64>, Option<NodeId>)> {
+        let mut path = Path::default();
+        let found = self.do_lookup(key, 1, src, &mut path)?;
+        let leaf = path[1].node;
+        if !found {
+            return Ok((None, leaf));
+        }
+        let loc = self.loc_at(&path, 1);
+        Ok((self.bt(loc).ptr(path[1].index).filter(|&p| p != 0), leaf))
     }
 
     /// `nilfs_bmap_lookup_at_level(bmap, key, level + 1)` as the cleaner's
@@ -206,14 +216,9 @@ impl Bmap {
                 return Ok(found.then(|| bt.ptr(i)).flatten().filter(|&p| p != 0));
             }
         }
-        let mut path = Path::default();
-        let found = self.do_lookup(key, 1, &mut InMemoryOnly, &mut path)?;
-        hint.0 = path[1].node;
-        if !found {
-            return Ok(None);
-        }
-        let loc = self.loc_at(&path, 1);
-        Ok(self.bt(loc).ptr(path[1].index).filter(|&p| p != 0))
+        let (ptr, leaf) = self.descend(key, &mut InMemoryOnly)?;
+        hint.0 = leaf;
+        Ok(ptr)
     }
 
     /// The largest mapped key, `None` if nothing is mapped
