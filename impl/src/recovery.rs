@@ -7,7 +7,7 @@
 //! inspector can explain a mount decision and tests can check it. Roll-forward
 //! of data-only logs belongs to the write path.
 
-use crate::device::{read_block, BlockDevice};
+use crate::device::{read_block, read_blocks_into, BlockDevice};
 use crate::format::segsum::{compute_datasum, SegmentSummary, SS_LOGBGN, SS_LOGEND, SS_SR};
 use crate::format::superblock::{self, SuperBlock};
 use crate::format::{BlockNr, Cno, SegNum, Seq, SB_OFFSET_BYTES};
@@ -259,9 +259,12 @@ pub fn validate_log(
     // A block that cannot be read is NILFS_SEG_FAIL_IO: the scan and the
     // roll-forward fail with EIO (nilfs_warn_segment_error), where a
     // checksum mismatch would only end the log chain.
+    // Block by block, so an I/O error names the block that failed.
+    let bs = g.block_size as usize;
     let mut log = first;
-    for b in 1..n {
-        log.extend_from_slice(&read_block(dev, g.block_size, pseg.0 + b)?);
+    log.resize(n as usize * bs, 0);
+    for (b, buf) in log.chunks_exact_mut(bs).enumerate().skip(1) {
+        read_blocks_into(dev, g.block_size, pseg.0 + b as u64, buf)?;
     }
     if compute_datasum(&log, seed) != header.datasum {
         return Ok((

@@ -10,7 +10,7 @@
 //! any image and visits each node at most once.
 
 use super::codes::Code;
-use super::ctx::{BlockMap, Ck, Owner};
+use super::ctx::{BlockMap, Ck, Name, Owner};
 use crate::format::bmap::BmapRoot;
 use crate::format::btree::BtreeNode;
 use crate::format::{Cno, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
@@ -28,12 +28,17 @@ impl Ck<'_, '_> {
     /// Walk the mapping `bmap` of `who`; return its data blocks as
     /// (file block offset, disk block), sorted by offset. Blocks that could
     /// not be resolved are left out (a finding says why).
-    pub fn walk_bmap(&mut self, who: &str, bmap: &[u64; INODE_BMAP_SIZE], ptrs: Ptrs) -> BlockMap {
+    pub fn walk_bmap(
+        &mut self,
+        who: Name<'_>,
+        bmap: &[u64; INODE_BMAP_SIZE],
+        ptrs: Ptrs,
+    ) -> BlockMap {
         let mut out = Vec::new();
         match BmapRoot::decode(bmap) {
             Err(e) => self.find(
                 Code::BtreeRoot,
-                format!("{who}: B-tree root"),
+                format!("{}: B-tree root", who()),
                 None,
                 detail(&e),
                 "level 1..13, at most 3 children, empty only at level 1",
@@ -46,8 +51,7 @@ impl Ck<'_, '_> {
                 }
             }
             Ok(BmapRoot::Btree(root)) => {
-                let name = format!("{who}: B-tree root");
-                self.check_node_keys(&name, None, &root);
+                self.check_node_keys(&|| format!("{}: B-tree root", who()), None, &root);
                 self.walk_node(who, &root, 0, None, ptrs, &mut out);
             }
         }
@@ -56,12 +60,12 @@ impl Ck<'_, '_> {
         out
     }
 
-    fn check_node_keys(&mut self, name: &str, block: Option<u64>, node: &BtreeNode) {
+    fn check_node_keys(&mut self, name: Name<'_>, block: Option<u64>, node: &BtreeNode) {
         let keys = node.valid_keys();
         if let Some(i) = keys.windows(2).position(|w| w[0] >= w[1]) {
             self.find(
                 Code::BtreeKeyOrder,
-                name.to_string(),
+                name(),
                 block,
                 format!(
                     "key[{}] = {} follows key[{i}] = {}",
@@ -76,7 +80,7 @@ impl Ck<'_, '_> {
 
     fn walk_node(
         &mut self,
-        who: &str,
+        who: Name<'_>,
         node: &BtreeNode,
         lo: u64,
         hi: Option<u64>,
@@ -97,7 +101,7 @@ impl Ck<'_, '_> {
             if key < lo || hi.is_some_and(|h| key >= h) {
                 self.find(
                     Code::BtreeKeyRange,
-                    format!("{who}: level {} node", node.level),
+                    format!("{}: level {} node", who(), node.level),
                     None,
                     format!("key {key} at index {i}"),
                     match hi {
@@ -109,7 +113,7 @@ impl Ck<'_, '_> {
             if ptr == 0 {
                 self.find(
                     Code::BtreePtrZero,
-                    format!("{who}: level {} node, key {key}", node.level),
+                    format!("{}: level {} node, key {key}", who(), node.level),
                     None,
                     format!("pointer 0 at index {i}"),
                     "a block pointer",
@@ -121,10 +125,10 @@ impl Ck<'_, '_> {
                 continue;
             }
             let level = node.level - 1;
-            let name = format!("{who}: level {level} node, key {key}");
+            let name = || format!("{}: level {level} node, key {key}", who());
             let pbn = match ptrs {
                 Ptrs::Physical => self.claim_physical(&name, ptr, Owner::DatNode(key)),
-                Ptrs::Virtual(cno) => self.translate(ptr, cno, &|| name.clone()),
+                Ptrs::Virtual(cno) => self.translate(ptr, cno, &name),
             };
             let Some(pbn) = pbn else { continue };
             let Some(data) = self.read(pbn, 1) else {
@@ -143,14 +147,14 @@ impl Ck<'_, '_> {
                             "level 1..13, no ROOT flag, 1..ncmax children",
                         )
                     };
-                    self.find(code, name, Some(pbn), detail(&e), want);
+                    self.find(code, name(), Some(pbn), detail(&e), want);
                     continue;
                 }
             };
             if child.level != level {
                 self.find(
                     Code::BtreeLevel,
-                    name,
+                    name(),
                     Some(pbn),
                     format!("level {}", child.level),
                     format!("level {level}, one below its parent"),
@@ -162,10 +166,10 @@ impl Ck<'_, '_> {
         }
     }
 
-    fn data_block(&mut self, who: &str, key: u64, ptr: u64, ptrs: Ptrs, out: &mut BlockMap) {
-        let name = || format!("{who}: block {key}");
+    fn data_block(&mut self, who: Name<'_>, key: u64, ptr: u64, ptrs: Ptrs, out: &mut BlockMap) {
+        let name = || format!("{}: block {key}", who());
         let pbn = match ptrs {
-            Ptrs::Physical => self.claim_physical(&name(), ptr, Owner::DatData(key)),
+            Ptrs::Physical => self.claim_physical(&name, ptr, Owner::DatData(key)),
             Ptrs::Virtual(cno) => self.translate(ptr, cno, &name),
         };
         if let Some(p) = pbn {
@@ -175,11 +179,11 @@ impl Ck<'_, '_> {
 
     /// A disk block named by the DAT's own mapping: inside the segment
     /// area, claimed once, and described by its log as `owner`.
-    fn claim_physical(&mut self, who: &str, pbn: u64, owner: Owner) -> Option<u64> {
+    fn claim_physical(&mut self, who: Name<'_>, pbn: u64, owner: Owner) -> Option<u64> {
         if !self.in_segments(pbn) {
             self.find(
                 Code::BtreePtrRange,
-                who.to_string(),
+                who(),
                 None,
                 format!("pointer {pbn} is outside the segment area"),
                 format!(
@@ -193,14 +197,14 @@ impl Ck<'_, '_> {
         if !self.phys.insert(pbn) {
             self.find(
                 Code::BtreeShared,
-                who.to_string(),
+                who(),
                 Some(pbn),
                 "the block is reached a second time",
                 "each block reached once",
             );
             return None;
         }
-        self.place(pbn, owner, &|| who.to_string(), Code::BtreeDatBlock);
+        self.place(pbn, owner, who, Code::BtreeDatBlock);
         Some(pbn)
     }
 }

@@ -54,7 +54,11 @@ impl Ck<'_, '_> {
     pub fn cpfile(&mut self) -> Option<Cpfile> {
         let inode = self.fs.super_root.cpfile.clone();
         self.mdt_inode("cpfile inode in the super root", &inode);
-        let map = self.walk_bmap("cpfile", &inode.bmap, Ptrs::Virtual(self.latest()));
+        let map = self.walk_bmap(
+            &|| "cpfile".into(),
+            &inode.bmap,
+            Ptrs::Virtual(self.latest()),
+        );
         let geo = CpfileGeometry {
             block_size: self.bs,
             entry_size: self.fs.sb.checkpoint_size,

@@ -22,6 +22,11 @@ use crate::format::{BlockNr, Cno, SegNum};
 use crate::recovery::SegGeometry;
 use crate::the_nilfs::Nilfs;
 
+/// The name of what a check is looking at ("inode 12 of checkpoint 3"),
+/// made only if a finding reports it: a check passes every inode, entry,
+/// node and block, and finds nothing at almost all of them.
+pub(crate) type Name<'n> = &'n dyn Fn() -> String;
+
 /// What a log's summary says a payload block is, packed in a word: the tag
 /// in the top two bits, the number in the rest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,7 +274,7 @@ impl<'a, 'd> Ck<'a, 'd> {
     /// Translate virtual block `v` reached by `who` in checkpoint `cno`,
     /// checking its DAT entry, its liveness at `cno`, that the checkpoint
     /// reaches it once, and (the first time it is seen) where its block is.
-    pub fn translate(&mut self, v: u64, cno: Cno, who: &dyn Fn() -> String) -> Option<u64> {
+    pub fn translate(&mut self, v: u64, cno: Cno, who: Name<'_>) -> Option<u64> {
         if !self.scope.insert(v) {
             self.find(
                 Code::BtreeShared,
@@ -355,7 +360,7 @@ impl<'a, 'd> Ck<'a, 'd> {
     /// Check that a live block lies where the logs say such a block is:
     /// in a used segment, below its `su_nblocks`, described by its log's
     /// summary as `owner`. Waits for the log pass if it has not run.
-    pub fn place(&mut self, pbn: u64, owner: Owner, who: &dyn Fn() -> String, mismatch: Code) {
+    pub fn place(&mut self, pbn: u64, owner: Owner, who: Name<'_>, mismatch: Code) {
         if let Some(d) = self.deferred.as_mut() {
             d.push((pbn, owner, who(), mismatch));
             return;

@@ -18,7 +18,7 @@ impl Ck<'_, '_> {
     pub fn load_dat(&mut self) {
         let inode = self.fs.super_root.dat.clone();
         self.mdt_inode("DAT inode in the super root", &inode);
-        let map = self.walk_bmap("DAT", &inode.bmap, Ptrs::Physical);
+        let map = self.walk_bmap(&|| "DAT".into(), &inode.bmap, Ptrs::Physical);
         self.dat_map = map;
     }
 
@@ -34,11 +34,11 @@ impl Ck<'_, '_> {
             if v == 0 {
                 return; // reserved by mkfs, never used
             }
-            let structure = format!("DAT entry of virtual block {v}");
+            let structure = || format!("DAT entry of virtual block {v}");
             let Some(e) = data.and_then(|d| DatEntry::decode(d).ok()) else {
                 ck.find(
                     Code::PallocEntryHole,
-                    structure,
+                    structure(),
                     None,
                     "allocated, but its entry block is a hole",
                     "an entry block for every allocated entry",
@@ -48,7 +48,7 @@ impl Ck<'_, '_> {
             if e.blocknr.0 == 0 {
                 ck.find(
                     Code::DatBlocknrZero,
-                    structure.clone(),
+                    structure(),
                     None,
                     "an allocated entry with de_blocknr 0",
                     "a disk block",
@@ -63,7 +63,7 @@ impl Ck<'_, '_> {
                 };
                 ck.find(
                     Code::DatEntryRange,
-                    structure.clone(),
+                    structure(),
                     None,
                     format!("lifetime [{}, {end})", e.start),
                     format!("de_start <= de_end, both at most the latest checkpoint {last}"),

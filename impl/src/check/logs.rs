@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use super::btree::detail;
 use super::codes::Code;
-use super::ctx::{Ck, Owner, SegOwners};
+use super::ctx::{Ck, Name, Owner, SegOwners};
 use super::report::RollForward;
 
 /// The largest segment the log pass reads in one request (a hostile
@@ -341,8 +341,8 @@ impl Ck<'_, '_> {
                 );
             }
         }
-        self.check_next(seg, pseg, &here(), h.next.0, w);
-        self.check_lseg(&here(), pseg, h.flags, h.cno.0, w);
+        self.check_next(seg, pseg, &here, h.next.0, w);
+        self.check_lseg(&here, pseg, h.flags, h.cno.0, w);
         match Summary::decode(log, self.bs) {
             Err(e) => {
                 self.find(
@@ -355,7 +355,7 @@ impl Ck<'_, '_> {
                 own.complete = false;
             }
             Ok(s) => {
-                self.check_records(&here(), pseg, &s);
+                self.check_records(&here, pseg, &s);
                 for b in s.block_entries(self.bs) {
                     let i = (off + b.index) as usize;
                     if let Some(slot) = own.owners.get_mut(i) {
@@ -369,13 +369,13 @@ impl Ck<'_, '_> {
         Some(n)
     }
 
-    fn check_next(&mut self, seg: u64, pseg: u64, here: &str, next: u64, w: &mut SegWalk) {
+    fn check_next(&mut self, seg: u64, pseg: u64, here: Name<'_>, next: u64, w: &mut SegWalk) {
         let nseg = self.geo.segnum_of(BlockNr(next));
         let start_ok = nseg.0 < self.geo.nsegments && self.geo.range(nseg).0 .0 == next;
         if !start_ok || nseg.0 == seg {
             self.find(
                 Code::LogNext,
-                here.to_string(),
+                here(),
                 Some(pseg),
                 format!("ss_next {next}"),
                 "the first block of another segment",
@@ -383,7 +383,7 @@ impl Ck<'_, '_> {
         } else if let Some(prev) = w.next.filter(|&p| p != next) {
             self.find(
                 Code::LogNext,
-                here.to_string(),
+                here(),
                 Some(pseg),
                 format!("ss_next {next}"),
                 format!("{prev}, as the segment's earlier logs"),
@@ -392,7 +392,7 @@ impl Ck<'_, '_> {
         w.next.get_or_insert(next);
     }
 
-    fn check_lseg(&mut self, here: &str, pseg: u64, flags: u16, cno: u64, w: &mut SegWalk) {
+    fn check_lseg(&mut self, here: Name<'_>, pseg: u64, flags: u16, cno: u64, w: &mut SegWalk) {
         let bad = |found: String, want: &str| (found, want.to_string());
         let mut why = None;
         if flags & SS_SR != 0 && flags & SS_LOGEND == 0 {
@@ -417,18 +417,12 @@ impl Ck<'_, '_> {
             }
         }
         if let Some((found, want)) = why {
-            self.find(
-                Code::LogLogicalSegment,
-                here.to_string(),
-                Some(pseg),
-                found,
-                want,
-            );
+            self.find(Code::LogLogicalSegment, here(), Some(pseg), found, want);
         }
         if w.prev_flags.is_some() && cno < w.prev_cno {
             self.find(
                 Code::LogCno,
-                here.to_string(),
+                here(),
                 Some(pseg),
                 format!("ss_cno {cno}"),
                 format!("at least {}, the previous log's", w.prev_cno),
@@ -438,7 +432,7 @@ impl Ck<'_, '_> {
         w.prev_cno = cno;
     }
 
-    fn check_records(&mut self, here: &str, pseg: u64, s: &Summary) {
+    fn check_records(&mut self, here: Name<'_>, pseg: u64, s: &Summary) {
         let first = u64::from(self.fs.sb.first_ino);
         for (i, f) in s.files.iter().enumerate() {
             let i_no = f.finfo.ino.0;
@@ -446,7 +440,7 @@ impl Ck<'_, '_> {
             if !valid {
                 self.find(
                     Code::LogBinfo,
-                    format!("{here}, finfo {i}"),
+                    format!("{}, finfo {i}", here()),
                     Some(pseg),
                     format!("fi_ino {i_no}"),
                     "a valid inode number (NILFS_VALID_INODE)",
@@ -456,7 +450,7 @@ impl Ck<'_, '_> {
                 if let Some(k) = f.binfos.iter().position(|b| vblocknr(b) == Some(0)) {
                     self.find(
                         Code::LogBinfo,
-                        format!("{here}, finfo {i}, binfo {k}"),
+                        format!("{}, finfo {i}, binfo {k}", here()),
                         Some(pseg),
                         "virtual block number 0",
                         "a nonzero virtual block number",

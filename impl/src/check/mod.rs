@@ -85,7 +85,23 @@ pub fn check_device(dev: &dyn BlockDevice, opts: &Options) -> Report {
             return report;
         }
     };
-    let mut ck = ctx::Ck::new(&fs, opts, report);
+    run(&fs, opts, report)
+}
+
+/// [`check_device`] on the device of `fs`, which its caller opened: the
+/// same report whenever the device opens, without opening it a second
+/// time for a caller that reads the image on (the lockstep adapter). The
+/// check only reads, so `fs` serves that caller afterwards as it was.
+pub fn check_opened(fs: &Nilfs<'_>, opts: &Options) -> Report {
+    let mut report = Report::default();
+    if !superblocks::copies(fs.device(), &mut report) {
+        return report;
+    }
+    run(fs, opts, report)
+}
+
+fn run(fs: &Nilfs<'_>, opts: &Options, report: Report) -> Report {
+    let mut ck = ctx::Ck::new(fs, opts, report);
     ck.run();
     ck.report
 }

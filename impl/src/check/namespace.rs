@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use super::btree::{detail, Ptrs};
 use super::codes::Code;
-use super::ctx::{map_get, BlockMap, Ck};
+use super::ctx::{map_get, BlockMap, Ck, Name};
 use super::logs::DsyncInodes;
 use crate::format::cpfile::Checkpoint;
 use crate::format::dir::{self, file_type_from_mode};
@@ -59,7 +59,7 @@ impl Ck<'_, '_> {
         let ifile = cp.ifile_inode.clone();
         self.mdt_inode(&format!("ifile inode of checkpoint {cno}"), &ifile);
         let map = self.walk_bmap(
-            &format!("ifile of checkpoint {cno}"),
+            &|| format!("ifile of checkpoint {cno}"),
             &ifile.bmap,
             Ptrs::Virtual(cno),
         );
@@ -78,11 +78,11 @@ impl Ck<'_, '_> {
                 if nr < first && nr != ino::ROOT.0 {
                     return;
                 }
-                let here = format!("inode {nr} of checkpoint {cno}");
+                let here = || format!("inode {nr} of checkpoint {cno}");
                 let Some(inode) = data.and_then(|d| Inode::decode(d).ok()) else {
                     ck.find(
                         Code::NsIfileHole,
-                        here,
+                        here(),
                         None,
                         "allocated, but its ifile block is a hole",
                         "an inode block",
@@ -214,12 +214,12 @@ impl Ck<'_, '_> {
             }
         }
         for i in &infos {
-            let here = format!("inode {} of checkpoint {cno}", i.ino);
+            let here = || format!("inode {} of checkpoint {cno}", i.ino);
             if i.links == 0 {
                 if !i.reached {
                     self.find(
                         Code::NsOrphan,
-                        here,
+                        here(),
                         None,
                         "allocated with no links and no entry",
                         "an inode freed when its last user closed it",
@@ -230,7 +230,7 @@ impl Ck<'_, '_> {
             if u32::from(i.links) != i.refs {
                 self.find(
                     Code::NsNlink,
-                    here.clone(),
+                    here(),
                     None,
                     format!("i_links_count {}", i.links),
                     format!("{}, the entries naming it", i.refs),
@@ -239,7 +239,7 @@ impl Ck<'_, '_> {
             if !i.reached {
                 self.find(
                     Code::NsUnreachable,
-                    here,
+                    here(),
                     None,
                     "not reachable from the root",
                     "a path from the root",
@@ -250,7 +250,7 @@ impl Ck<'_, '_> {
 
     /// One allocated inode: mode, size, mapping. For a directory, its
     /// blocks below `i_size`.
-    fn inode(&mut self, here: &str, nr: u64, i: &Inode, cno: Cno) -> Option<BlockMap> {
+    fn inode(&mut self, here: Name<'_>, nr: u64, i: &Inode, cno: Cno) -> Option<BlockMap> {
         let ft = i.mode & S_IFMT;
         if ![
             S_IFREG, S_IFDIR, S_IFLNK, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK,
@@ -259,7 +259,7 @@ impl Ck<'_, '_> {
         {
             self.find(
                 Code::NsMode,
-                here.to_string(),
+                here(),
                 None,
                 format!("i_mode {:#o}", i.mode),
                 "a regular file, directory, symlink, device, FIFO or socket",
@@ -281,7 +281,7 @@ impl Ck<'_, '_> {
         if i.size > MAX_FILE_SIZE {
             self.find(
                 Code::NsSizeMax,
-                here.to_string(),
+                here(),
                 None,
                 format!("i_size {}", i.size),
                 format!("at most {MAX_FILE_SIZE}"),
@@ -305,7 +305,7 @@ impl Ck<'_, '_> {
         if let Some(&(k, _)) = blocks.iter().find(|e| e.0 >= nblk) {
             self.find(
                 Code::NsBeyondEof,
-                here.to_string(),
+                here(),
                 None,
                 format!(
                     "block {k} is mapped, i_size {} ends in block {}",
@@ -320,7 +320,7 @@ impl Ck<'_, '_> {
                 if !i.size.is_multiple_of(bs) {
                     self.find(
                         Code::NsDirSize,
-                        here.to_string(),
+                        here(),
                         None,
                         format!("i_size {}", i.size),
                         format!("a multiple of {bs}"),
@@ -335,7 +335,7 @@ impl Ck<'_, '_> {
                         .map_or(below.len() as u64, |(n, _)| n as u64);
                     self.find(
                         Code::NsDirHole,
-                        here.to_string(),
+                        here(),
                         None,
                         format!("block {hole} of {nblk} is not mapped"),
                         "every block below i_size mapped",
@@ -346,7 +346,7 @@ impl Ck<'_, '_> {
             S_IFLNK if i.size == 0 || i.size > bs || map_get(&blocks, 0).is_none() => {
                 self.find(
                     Code::NsSymlink,
-                    here.to_string(),
+                    here(),
                     None,
                     format!(
                         "i_size {}, block 0 {}",
@@ -376,7 +376,7 @@ impl Ck<'_, '_> {
         first: u64,
     ) {
         let self_ino = infos[d as usize].ino;
-        let here = format!("directory {self_ino} of checkpoint {cno}");
+        let here = || format!("directory {self_ino} of checkpoint {cno}");
         let mut names: HashSet<Vec<u8>> = HashSet::new();
         for &(k, pbn) in blocks {
             let Some(data) = self.read(pbn, 1) else {
@@ -393,7 +393,7 @@ impl Ck<'_, '_> {
                     };
                     self.find(
                         code,
-                        format!("{here}, block {k}"),
+                        format!("{}, block {k}", here()),
                         Some(pbn),
                         why,
                         "records as nilfs_check_folio accepts them",
@@ -408,7 +408,7 @@ impl Ck<'_, '_> {
                     if e.name != want || (pos == 0 && e.ino.0 != self_ino) || e.ino.0 == 0 {
                         self.find(
                             Code::NsDot,
-                            format!("{here}, entry {pos}"),
+                            format!("{}, entry {pos}", here()),
                             Some(pbn),
                             format!(
                                 "'{}' naming inode {}",
@@ -427,12 +427,11 @@ impl Ck<'_, '_> {
                     continue;
                 }
                 self.report.stats.dirents += 1;
-                let name = String::from_utf8_lossy(&e.name).into_owned();
-                let ent = format!("{here}, entry '{name}'");
+                let ent = || format!("{}, entry '{}'", here(), String::from_utf8_lossy(&e.name));
                 if !head && (e.name == b"." || e.name == b"..") {
                     self.find(
                         Code::NsDot,
-                        ent.clone(),
+                        ent(),
                         Some(pbn),
                         "a '.' or '..' entry after the first two",
                         "'.' and '..' only as the first two entries",
@@ -442,7 +441,7 @@ impl Ck<'_, '_> {
                 if !head && !names.insert(e.name.clone()) {
                     self.find(
                         Code::NsDirentDuplicate,
-                        ent.clone(),
+                        ent(),
                         Some(pbn),
                         "the name appears again",
                         "unique names",
@@ -452,7 +451,7 @@ impl Ck<'_, '_> {
                 if t < first && t != ino::ROOT.0 {
                     self.find(
                         Code::NsDirentIno,
-                        ent,
+                        ent(),
                         Some(pbn),
                         format!("names inode {t}, below s_first_ino {first}"),
                         "a user inode or the root",
@@ -462,7 +461,7 @@ impl Ck<'_, '_> {
                 let Some(ti) = infos.binary_search_by_key(&t, |i| i.ino).ok() else {
                     self.find(
                         Code::NsDirentFree,
-                        ent,
+                        ent(),
                         Some(pbn),
                         format!("names inode {t}, which is free"),
                         "an allocated inode",
@@ -472,7 +471,7 @@ impl Ck<'_, '_> {
                 if infos[ti].links == 0 {
                     self.find(
                         Code::NsDirentFree,
-                        ent.clone(),
+                        ent(),
                         Some(pbn),
                         format!("names inode {t}, which has no links (deleted)"),
                         "a live inode",
@@ -482,7 +481,7 @@ impl Ck<'_, '_> {
                 if e.file_type != want {
                     self.find(
                         Code::NsDirentType,
-                        ent.clone(),
+                        ent(),
                         Some(pbn),
                         format!("file_type {}", e.file_type),
                         format!("{want}, from i_mode {:#o}", infos[ti].mode),
@@ -499,7 +498,7 @@ impl Ck<'_, '_> {
                     if infos[ti].parent != NONE {
                         self.find(
                             Code::NsDirLinked,
-                            ent,
+                            ent(),
                             Some(pbn),
                             format!(
                                 "directory {t} is also named by directory {}",

@@ -20,7 +20,11 @@ impl Ck<'_, '_> {
     pub fn load_sufile(&mut self) {
         let inode = self.fs.super_root.sufile.clone();
         self.mdt_inode("sufile inode in the super root", &inode);
-        let map = self.walk_bmap("sufile", &inode.bmap, Ptrs::Virtual(self.latest()));
+        let map = self.walk_bmap(
+            &|| "sufile".into(),
+            &inode.bmap,
+            Ptrs::Virtual(self.latest()),
+        );
         let geo = SufileGeometry {
             block_size: self.bs,
             entry_size: self.fs.sb.segment_usage_size,
