@@ -863,6 +863,54 @@ proptest! {
         }
     }
 
+    /// Propagation's one descent (`lookup_slot`, then `update_slot` after
+    /// the DAT has its say) leaves the mapping exactly as `update_ptr`'s
+    /// descents do: the same old pointer, entries and dirty nodes, for
+    /// direct maps and trees of one to three levels, mapped keys and not.
+    /// A slot taken before the tree changed (inserts just below the key in
+    /// between, `late` of them, which move it within its node or split the
+    /// node) is either refused or still names its key's slot: the result
+    /// then equals `update_ptr` on the changed tree.
+    #[test]
+    fn an_update_at_a_looked_up_slot_is_update_ptr(
+        n in 1u64..2500,
+        step in 1u64..5,
+        probes in proptest::collection::vec(0u64..10_500, 1..120),
+        late in proptest::collection::vec(1u64..4, 0..3),
+    ) {
+        let mut disk = Disk::new(1024);
+        let mut a = Bmap::new_empty(1024).unwrap();
+        insert_all(&mut a, &mut disk, (0..n).map(|k| k * step + 3));
+        let mut b = a.clone();
+        for (v, k) in probes.into_iter().enumerate() {
+            let new = data_ptr(k, v as u64 + 1);
+            let slot = b.lookup_slot(k, &mut disk).unwrap();
+            for l in late.iter().map(|d| k.saturating_sub(*d)) {
+                if a.lookup(l, &mut disk).unwrap().is_none() {
+                    a.insert(l, data_ptr(l, 0), &mut disk).unwrap();
+                    b.insert(l, data_ptr(l, 0), &mut disk).unwrap();
+                }
+            }
+            let want = a.update_ptr(k, new, &mut disk);
+            match slot {
+                None => prop_assert!(want.is_err(), "key {} is mapped", k),
+                Some((old, slot)) => match b.update_slot(slot, new) {
+                    Ok(got) => {
+                        prop_assert_eq!(got, want.unwrap());
+                        prop_assert_eq!(got, old);
+                    }
+                    Err(_) => {
+                        // Refused as stale: only possible after a change.
+                        prop_assert!(!late.is_empty());
+                        b.update_ptr(k, new, &mut disk).unwrap();
+                    }
+                },
+            }
+            prop_assert_eq!(a.entries(&mut disk).unwrap(), b.entries(&mut disk).unwrap());
+            prop_assert_eq!(a.dirty_nodes(), b.dirty_nodes());
+        }
+    }
+
     #[test]
     fn state_machine_1k(ops in proptest::collection::vec(op_strategy(), 1..60)) {
         run(1024, &ops);

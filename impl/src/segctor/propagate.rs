@@ -150,10 +150,13 @@ pub(crate) fn propagate(
         return Ok(out);
     }
     for &key in keys {
-        let old = map
+        // One descent for a block the mapping has (nilfs_btree_propagate:
+        // the path of its lookup serves nilfs_btree_commit_update_v, which
+        // also leaves the path dirty); only the DAT changes in between.
+        let found = map
             .bmap
-            .lookup(key, &mut DiskNodes::translated(dev, bs, dat))?;
-        let ptr = match old {
+            .lookup_slot(key, &mut DiskNodes::translated(dev, bs, dat))?;
+        let ptr = match found {
             None => {
                 let target = new_block_target(&mut map, key, dev, bs, dat)?;
                 let v = dat.alloc(target)?;
@@ -162,18 +165,17 @@ pub(crate) fn propagate(
                     .insert(key, v.0, &mut DiskNodes::translated(dev, bs, dat))?;
                 map.bmap.set_last_allocated(key, v.0);
                 out.added += 1 + u64::from(ins.nodes_added);
+                map.bmap
+                    .mark_data_dirty(key, &mut DiskNodes::translated(dev, bs, dat))?;
                 v
             }
-            Some(old) => {
+            Some((old, slot)) => {
                 let req = dat.prepare_update(VBlockNr(old), cno, update_target(&map, old))?;
                 let new = dat.commit_update(req, vs);
-                map.bmap
-                    .update_ptr(key, new.0, &mut DiskNodes::translated(dev, bs, dat))?;
+                map.bmap.update_slot(slot, new.0)?;
                 new
             }
         };
-        map.bmap
-            .mark_data_dirty(key, &mut DiskNodes::translated(dev, bs, dat))?;
         out.ptrs.push(ptr.0);
     }
     // nilfs_inode_add_blocks: i_blocks wraps on a damaged count, as in

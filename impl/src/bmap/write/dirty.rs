@@ -56,12 +56,95 @@ impl Bmap {
             }
             Root::Btree(_) => {
                 let path = self.data_path(key, src)?;
+                Ok(self.set_data_ptr(&path, new_ptr))
+            }
+        }
+    }
+
+    /// Write `new_ptr` into the level-1 slot `path` ends at and mark the
+    /// path dirty; returns the pointer it replaces.
+    fn set_data_ptr(&mut self, path: &Path, new_ptr: u64) -> u64 {
+        let loc = self.loc_at(path, 1);
+        let index = path[1].index;
+        let old = std::mem::replace(&mut self.bt_mut(loc).ptrs[index], new_ptr);
+        self.dirty_path(path, 1);
+        old
+    }
+
+    /// The pointer of the data block at `key` (`None` if it is not mapped,
+    /// as [`Bmap::lookup`] answers) with where it lies, for
+    /// [`Bmap::update_slot`] to replace without a second descent:
+    /// `nilfs_btree_propagate` keeps the path of its one
+    /// `nilfs_btree_do_lookup` for `nilfs_btree_commit_update_v`.
+    pub fn lookup_slot(
+        &mut self,
+        key: u64,
+        src: &mut dyn NodeSource,
+    ) -> Result<Option<(u64, DataSlot)>> {
+        match &self.root {
+            Root::Direct { ptrs, .. } => Ok(usize::try_from(key)
+                .ok()
+                .and_then(|i| ptrs.get(i).copied())
+                .filter(|&p| p != 0)
+                .map(|p| (p, DataSlot { key, path: None }))),
+            Root::Btree(_) => {
+                let mut path = Path::default();
+                if !self.do_lookup(key, 1, src, &mut path)? {
+                    return Ok(None);
+                }
                 let loc = self.loc_at(&path, 1);
-                let index = path[1].index;
-                let old = std::mem::replace(&mut self.bt_mut(loc).ptrs[index], new_ptr);
-                self.dirty_path(&path, 1);
+                Ok(self
+                    .bt(loc)
+                    .ptr(path[1].index)
+                    .filter(|&p| p != 0)
+                    .map(|p| {
+                        (
+                            p,
+                            DataSlot {
+                                key,
+                                path: Some(path),
+                            },
+                        )
+                    }))
+            }
+        }
+    }
+
+    /// [`Bmap::update_ptr`] at a slot [`Bmap::lookup_slot`] found: replace
+    /// the pointer and mark the path dirty. The mapping must not have
+    /// changed since (no insert, delete or conversion); a slot that no
+    /// longer holds its key is refused.
+    pub fn update_slot(&mut self, slot: DataSlot, new_ptr: u64) -> Result<u64> {
+        if new_ptr == 0 {
+            return Err(Error::Invalid("bmap: pointer 0 is not a block".into()));
+        }
+        let key = slot.key;
+        let stale = || Error::Invalid(format!("bmap: the slot of key {key} moved"));
+        match (&mut self.root, slot.path) {
+            (Root::Direct { ptrs, .. }, None) => {
+                let p = usize::try_from(key)
+                    .ok()
+                    .and_then(|i| ptrs.get_mut(i))
+                    .ok_or_else(stale)?;
+                let old = std::mem::replace(p, new_ptr);
+                self.bmap_dirty = true;
                 Ok(old)
             }
+            (Root::Btree(_), Some(path)) => {
+                // The level-1 node is the root exactly when the path has
+                // no node there; it must still be held and hold the key.
+                let level1 = match (self.root_level() > 1, path[1].node) {
+                    (false, None) => Loc::Root,
+                    (true, Some(id)) if self.is_held(id) => Loc::Node(id),
+                    _ => return Err(stale()),
+                };
+                let (node, i) = (self.bt(level1), path[1].index);
+                if i >= usize::from(node.nchildren) || node.keys[i] != key {
+                    return Err(stale());
+                }
+                Ok(self.set_data_ptr(&path, new_ptr))
+            }
+            _ => Err(stale()),
         }
     }
 

@@ -95,6 +95,15 @@ const PATH_LEN: usize = BTREE_LEVEL_MAX as usize + 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodeId(u32);
 
+/// Where a data block's pointer lies, from [`Bmap::lookup_slot`], for
+/// [`Bmap::update_slot`].
+#[derive(Debug)]
+pub struct DataSlot {
+    key: u64,
+    /// The descent's path; `None` in a direct map.
+    path: Option<Path>,
+}
+
 /// The level-1 node a run of [`Bmap::lookup_in_memory_from`] calls last
 /// ended in (start a run with the default).
 #[derive(Clone, Copy, Debug, Default)]

@@ -11,6 +11,11 @@ impl Bmap {
             .unwrap_or_else(|| panic!("bmap: node {id:?} was released"))
     }
 
+    /// Whether `id` names a node the arena holds (not released).
+    pub(super) fn is_held(&self, id: NodeId) -> bool {
+        self.arena.get(id.0 as usize).is_some_and(Option::is_some)
+    }
+
     pub(super) fn node_mut(&mut self, id: NodeId) -> &mut Node {
         self.arena[id.0 as usize]
             .as_mut()
