@@ -129,6 +129,8 @@ fn memcpy_bandwidth() -> (f64, f64) {
 /// new block, as a RAM disk does).
 struct DenseDevice {
     data: std::sync::Mutex<Vec<u8>>,
+    /// Bytes written so far.
+    written: std::sync::atomic::AtomicU64,
 }
 
 impl DenseDevice {
@@ -142,6 +144,7 @@ impl DenseDevice {
         black_box(&data);
         DenseDevice {
             data: std::sync::Mutex::new(data),
+            written: Default::default(),
         }
     }
 }
@@ -169,6 +172,8 @@ impl nilfs::device::BlockDevice for DenseDevice {
             data[at..at + b.len()].copy_from_slice(b);
             at += b.len();
         }
+        self.written
+            .fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
     fn flush(&self) -> nilfs::Result<()> {
@@ -178,18 +183,18 @@ impl nilfs::device::BlockDevice for DenseDevice {
 
 /// `f` on a fresh file system mounted on a pre-faulted `DenseDevice` of
 /// at least `bytes` (whole segments).
-fn on_dense<R>(bytes: u64, f: impl FnOnce(&mut Fs<'_>) -> R) -> R {
+fn on_dense<R>(bytes: u64, f: impl FnOnce(&mut Fs<'_>, &DenseDevice) -> R) -> R {
     let dev = DenseDevice::new(bytes.next_multiple_of(8 * MIB));
     mkfs::mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
     let nilfs = Nilfs::open(&dev).expect("open");
     let mut fs = Fs::mount(&nilfs, NOW).expect("mount");
-    f(&mut fs)
+    f(&mut fs, &dev)
 }
 
 /// The sequential write of phase (1) on a pre-faulted `DenseDevice`:
 /// (time, time inside sync).
 fn sequential_on_dense(file_bytes: u64, base: &[u8]) -> (Duration, Duration) {
-    on_dense((file_bytes * 3 / 2).max(256 * MIB) + 8 * MIB, |fs| {
+    on_dense((file_bytes * 3 / 2).max(256 * MIB) + 8 * MIB, |fs, _| {
         let (f, total, sync_time) = write_sequential(fs, file_bytes, base);
         let mut chunk = vec![0u8; MIB as usize];
         let got = fs.read(f, file_bytes - MIB, MIB).expect("read");
@@ -197,6 +202,40 @@ fn sequential_on_dense(file_bytes: u64, base: &[u8]) -> (Duration, Duration) {
         assert!(got == chunk, "the last chunk on the dense device");
         (total, sync_time)
     })
+}
+
+/// The floor under the sequential write on the dense device: what that
+/// write cannot avoid with a device that copies, without any metadata.
+/// The same 1 MiB chunks are copied into fresh 4 KiB pages (as `Fs::write`
+/// copies into dirty pages), and every 64 MiB the pages are checksummed
+/// (`crc32_le`, the logs' data checksum), copied into place on a
+/// pre-faulted buffer (the device) and freed (as a sync does).
+fn copy_floor_on_dense(file_bytes: u64, base: &[u8]) -> Duration {
+    let mut dev = vec![0u8; file_bytes as usize];
+    for page in dev.chunks_mut(BLOCK as usize) {
+        page[0] = 1;
+    }
+    black_box(&dev);
+    let mut chunk = vec![0u8; MIB as usize];
+    let mut pages: Vec<Vec<u8>> = Vec::new();
+    let mut written = 0usize;
+    let mut crc = 0u32;
+    let t = Instant::now();
+    for n in 0..file_bytes / MIB {
+        seq_chunk(base, n, &mut chunk);
+        pages.extend(chunk.chunks(BLOCK as usize).map(<[u8]>::to_vec));
+        let last = n + 1 == file_bytes / MIB;
+        if ((n + 1) * MIB).is_multiple_of(SEQ_SYNC_BYTES) || last {
+            for p in pages.drain(..) {
+                crc = nilfs::format::crc::crc32_le(crc, &p);
+                dev[written..written + p.len()].copy_from_slice(&p);
+                written += p.len();
+            }
+        }
+    }
+    let t = t.elapsed();
+    black_box((crc, &dev));
+    t
 }
 
 /// Phase (1): `/big` written in 1 MiB calls, a sync per 64 MiB and at
@@ -286,7 +325,7 @@ fn write_small_files(fs: &mut Fs<'_>, dirs: u64) -> (Duration, Vec<Duration>, u6
 /// `DenseDevice`: (time, files, time per tenth).
 fn small_files_on_dense(dirs: u64) -> (Duration, u64, Vec<Duration>) {
     let bytes = (dirs * FILES_PER_DIR * 3 * 4096).max(256 * MIB) + 64 * MIB;
-    let (t, tenths, _) = on_dense(bytes, |fs| write_small_files(fs, dirs));
+    let (t, tenths, _) = on_dense(bytes, |fs, _| write_small_files(fs, dirs));
     (t, dirs * FILES_PER_DIR, tenths)
 }
 
@@ -334,6 +373,14 @@ fn run(scale: u64, report: &Report) {
     }
     let (f, total, sync_time) = write_sequential(&mut fs, file_bytes, &base);
     let (dense, dense_sync) = sequential_on_dense(file_bytes, &base);
+    let floor = copy_floor_on_dense(file_bytes, &base);
+    report.row(
+        "floor: the same bytes copied into fresh pages, checksummed and copied into a pre-faulted buffer (no metadata)",
+        format!("{} MiB", file_bytes / MIB),
+        floor,
+        mib_s(file_bytes, floor),
+        &dev,
+    );
     report.row(
         "sequential write, the same, on a pre-faulted dense device (the file system's own cost)",
         format!("{} MiB", file_bytes / MIB),
@@ -512,11 +559,14 @@ fn main() {
             match only.as_str() {
                 "seq" => {
                     let (t, s) = sequential_on_dense(1024 * MIB / scale, &base);
+                    let floor = copy_floor_on_dense(1024 * MIB / scale, &base);
                     println!(
-                        "seq on dense: {:.3} s (sync {:.3} s), {}",
+                        "seq on dense: {:.3} s (sync {:.3} s), {}; floor {:.3} s, {}",
                         t.as_secs_f64(),
                         s.as_secs_f64(),
-                        mib_s(1024 * MIB / scale, t)
+                        mib_s(1024 * MIB / scale, t),
+                        floor.as_secs_f64(),
+                        mib_s(1024 * MIB / scale, floor)
                     );
                 }
                 "small" => {
@@ -537,11 +587,28 @@ fn main() {
                     // written (the write is not timed).
                     let file_bytes = 1024 * MIB / scale;
                     let n = OVERWRITES / scale;
-                    let (t, _) = on_dense((file_bytes * 2).max(256 * MIB) + 64 * MIB, |fs| {
-                        let (f, _, _) = write_sequential(fs, file_bytes, &base);
-                        overwrite_random(fs, f, file_bytes / BLOCK, n)
-                    });
-                    println!("over on dense: {:.3} s, {}", t.as_secs_f64(), ops_s(n, t));
+                    let (t, bytes) =
+                        on_dense((file_bytes * 2).max(256 * MIB) + 64 * MIB, |fs, dev| {
+                            let (f, _, _) = write_sequential(fs, file_bytes, &base);
+                            let before = dev.written.load(std::sync::atomic::Ordering::Relaxed);
+                            let (t, _) = overwrite_random(fs, f, file_bytes / BLOCK, n);
+                            let after = dev.written.load(std::sync::atomic::Ordering::Relaxed);
+                            (t, after - before)
+                        });
+                    // What copying and checksumming those bytes alone
+                    // costs, at the sequential floor's measured rate.
+                    let floor_bytes = 256 * MIB;
+                    let per_byte =
+                        copy_floor_on_dense(floor_bytes, &base).as_secs_f64() / floor_bytes as f64;
+                    let per_op = bytes as f64 / n as f64;
+                    println!(
+                        "over on dense: {:.3} s, {}; {:.1} blocks written per overwrite, \
+                         their copies and checksum alone {:.0} ops/s",
+                        t.as_secs_f64(),
+                        ops_s(n, t),
+                        per_op / BLOCK as f64,
+                        1.0 / (per_op * per_byte)
+                    );
                 }
                 other => panic!("--only {other}: seq, small or over"),
             }
