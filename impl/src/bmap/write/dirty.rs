@@ -81,33 +81,21 @@ impl Bmap {
         key: u64,
         src: &mut dyn NodeSource,
     ) -> Result<Option<(u64, DataSlot)>> {
-        match &self.root {
-            Root::Direct { ptrs, .. } => Ok(usize::try_from(key)
-                .ok()
-                .and_then(|i| ptrs.get(i).copied())
-                .filter(|&p| p != 0)
-                .map(|p| (p, DataSlot { key, path: None }))),
-            Root::Btree(_) => {
-                let mut path = Path::default();
-                if !self.do_lookup(key, 1, src, &mut path)? {
-                    return Ok(None);
-                }
-                let loc = self.loc_at(&path, 1);
-                Ok(self
-                    .bt(loc)
-                    .ptr(path[1].index)
-                    .filter(|&p| p != 0)
-                    .map(|p| {
-                        (
-                            p,
-                            DataSlot {
-                                key,
-                                path: Some(path),
-                            },
-                        )
-                    }))
-            }
+        if !self.is_btree() {
+            let slot = DataSlot { key, path: None };
+            return Ok(self.lookup(key, src)?.map(|p| (p, slot)));
         }
+        let mut path = Path::default();
+        if !self.do_lookup(key, 1, src, &mut path)? {
+            return Ok(None);
+        }
+        let loc = self.loc_at(&path, 1);
+        let ptr = self.bt(loc).ptr(path[1].index).filter(|&p| p != 0);
+        let slot = DataSlot {
+            key,
+            path: Some(path),
+        };
+        Ok(ptr.map(|p| (p, slot)))
     }
 
     /// [`Bmap::update_ptr`] at a slot [`Bmap::lookup_slot`] found: replace
