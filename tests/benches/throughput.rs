@@ -47,13 +47,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use nilfs::device::{BlockDevice, CutDevice, MemDevice};
-use nilfs::format::ino;
-use nilfs::fs::Fs;
-use nilfs::inspect::manifest::manifest;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
 use nilfs::rng::SplitMix64;
-use nilfs::the_nilfs::Nilfs;
 use nilfs_conformance::lockstep::{
     self, format, model_after_format, model_durable, Durable, ImageSpec, ImplUnderTest,
     ModelManifests, OnInvalid, Sut, NS,
@@ -62,6 +56,10 @@ use nilfs_model::gen::{generate, Features, GenConfig, Profile};
 use nilfs_model::laws::{check_transition, Promises};
 use nilfs_model::{step, Errno, Geometry, Op, Outcome, Pattern, State};
 use serde_json::Value;
+
+#[path = "../../impl/tests/common/crash_workload.rs"]
+mod crash_workload;
+use crash_workload::{fresh, latest_manifest, BS};
 
 /// The seed the lockstep cases are drawn from.
 const SEED: u64 = 0x4e49_4c46_5315_0015;
@@ -859,9 +857,7 @@ fn crash_part(scale: u64) {
 
 // ------------------------------------- crash enumeration, last sync
 
-const BS: u64 = 1024;
-
-/// impl/tests/common's xorshift pattern.
+/// impl/tests/common's xorshift pattern, which `crash_workload` uses.
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed | 1;
     (0..len)
@@ -874,66 +870,12 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// `pattern(seed, len)`, made once and kept: every cut point's run writes
-/// the same contents, and making them byte by byte was a third of a run.
-fn data(seed: u64, len: usize) -> &'static [u8] {
-    static MADE: std::sync::Mutex<std::collections::BTreeMap<(u64, usize), &'static [u8]>> =
-        std::sync::Mutex::new(std::collections::BTreeMap::new());
-    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-    made.entry((seed, len))
-        .or_insert_with(|| Box::leak(pattern(seed, len).into_boxed_slice()))
-}
-
-fn fresh() -> MemDevice {
-    let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(BS, 64)).unwrap();
-    dev
-}
-
-/// impl/tests/crash.rs's workload: 27 operations, 4 syncs; how many
+/// impl/tests/crash.rs's workload (27 operations, 4 syncs); how many
 /// syncs completed.
 fn sync_workload(dev: &dyn BlockDevice) -> usize {
-    let synced = std::cell::Cell::new(0usize);
-    let _ = (|| -> nilfs::Result<()> {
-        let nilfs = Nilfs::open(dev)?;
-        let mut fs = Fs::mount(&nilfs, 1_800_000_000)?;
-        let a = fs.create(ino::ROOT, b"a", 0o644)?;
-        fs.write(a, 0, data(1, 12_000))?;
-        let d = fs.mkdir(ino::ROOT, b"d", 0o755)?;
-        let b = fs.create(d, b"b", 0o644)?;
-        fs.write(b, 0, b"first")?;
-        fs.sync()?;
-        synced.set(1);
-        for n in 0..8 {
-            let f = fs.create(d, format!("n{n}").as_bytes(), 0o644)?;
-            fs.write(f, 0, data(10 + n, 700))?;
-        }
-        fs.write(a, 5000, b"overwritten in the middle")?;
-        fs.sync()?;
-        synced.set(2);
-        fs.rename(d, b"b", ino::ROOT, b"b")?;
-        fs.unlink(d, b"n3")?;
-        fs.truncate(a, 3000)?;
-        fs.symlink(ino::ROOT, b"l", b"d/n1")?;
-        fs.sync()?;
-        synced.set(3);
-        let big = fs.create(ino::ROOT, b"big", 0o644)?;
-        fs.write(big, 0, data(99, 300_000))?;
-        fs.link(a, d, b"a2")?;
-        fs.sync()?;
-        synced.set(4);
-        fs.unmount()?;
-        Ok(())
-    })();
-    synced.get()
-}
-
-/// `nilref check` of the cut image, then the latest tree's manifest.
-fn latest_manifest(dev: &dyn BlockDevice) -> String {
-    let r = nilfs::check::check_device(dev, &Default::default());
-    assert!(r.is_clean(), "nilref check after the cut:\n{r}");
-    let nilfs = Nilfs::open(dev).unwrap_or_else(|e| panic!("mount after the cut: {e}"));
-    manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap()
+    match crash_workload::workload(dev) {
+        Ok(n) | Err(n) => n,
+    }
 }
 
 fn sync_part(scale: u64) {
