@@ -68,19 +68,55 @@ fn tool_or_skip(name: &str) -> Option<PathBuf> {
 
 /// A scratch folder every user can walk through: pjdfstest's cases run as
 /// `nobody` and `daemon` too, so the mount point's parents must let them
-/// pass (the cargo target folder need not).
-fn open_scratch(name: &str) -> PathBuf {
+/// pass (the cargo target folder need not). It holds 4 GiB sparse images
+/// that fill up to a gigabyte each, so it goes when its test passes; a
+/// failed test keeps it for inspection and says where.
+struct SuiteDir(PathBuf);
+
+impl std::ops::Deref for SuiteDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for SuiteDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "kept for inspection (remove it when done): {}",
+                self.0.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn open_scratch(name: &str) -> SuiteDir {
     use std::os::unix::fs::PermissionsExt;
     let d = std::env::temp_dir().join(format!("nilref-suites-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    d
+    SuiteDir(d)
+}
+
+/// The scratch folders went unremoved until session 15 and filled the
+/// disk of a machine that ran the suites often (34 GB in /tmp), until CI
+/// failed with ENOSPC: a passing test's folder is gone when it ends.
+#[test]
+fn a_passing_tests_scratch_folder_is_removed() {
+    let dir = open_scratch("removal");
+    let path = dir.to_path_buf();
+    std::fs::write(dir.join("image"), b"x").unwrap();
+    drop(dir);
+    assert!(!path.exists(), "{} was left behind", path.display());
 }
 
 /// A test's scratch folder and its suite's program, or a skip (FUSE or
 /// the program missing here).
-fn prepare(name: &str, program: &str) -> Option<(PathBuf, PathBuf)> {
+fn prepare(name: &str, program: &str) -> Option<(SuiteDir, PathBuf)> {
     let dir = open_scratch(name);
     if !fuse_or_skip(&dir) {
         return None;
