@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 mod common;
 use common::nilref;
 
-fn scratch(name: &str) -> PathBuf {
+fn scratch(name: &str) -> common::Scratch {
     common::scratch("apply", name)
 }
 
@@ -78,7 +78,8 @@ fn workload_on_a_fresh_image_is_accepted_and_lands_in_the_image() {
 
     // The stdout form is the same trace (and a dry run leaves the image be).
     let before = std::fs::read(&img).unwrap();
-    let fresh = fresh_image(&scratch("stdout"));
+    let stdout_dir = scratch("stdout");
+    let fresh = fresh_image(&stdout_dir);
     let (ok, stdout, err) = nilref(&["apply", s(&fresh), s(&trace), "--dry-run"]);
     assert!(ok, "{err}");
     assert_eq!(stdout, observed);

@@ -1,8 +1,6 @@
 //! `nilref check` end to end: fsck's exit codes (0 clean, 4 errors, 8 not
 //! NILFS2), the text report, one JSON object per finding with `--json`.
 
-use std::path::PathBuf;
-
 mod common;
 
 fn nilref(args: &[&str]) -> (i32, String) {
@@ -10,7 +8,7 @@ fn nilref(args: &[&str]) -> (i32, String) {
     (r.code, r.out)
 }
 
-fn scratch() -> PathBuf {
+fn scratch() -> common::Scratch {
     common::scratch("cli", "check")
 }
 

@@ -1,12 +1,10 @@
 //! The command line, end to end: mkfs into an image file, then inspect and
 //! list it; refusals exit non-zero with mkfs.nilfs2's message.
 
-use std::path::PathBuf;
-
 mod common;
 use common::nilref;
 
-fn scratch(name: &str) -> PathBuf {
+fn scratch(name: &str) -> common::Scratch {
     common::scratch("cli", name)
 }
 

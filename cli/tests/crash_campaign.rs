@@ -10,17 +10,15 @@
 //! disk, which NILFS2's recovery (the kernel's, and ours, which follows
 //! it) steps over. Any other problem fails the test.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("crash-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(name: &str) -> common::Scratch {
+    common::scratch("crash", name)
 }
 
 /// Runs the campaign; returns its summary.json and what it printed.

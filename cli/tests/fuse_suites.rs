@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::fuse::{fuse_available, fuse_or_skip, Mount};
+use common::Scratch;
 
 const PJDFSTEST_TOML: &str = include_str!("../../tests/suites/pjdfstest.toml");
 const FSX_DIRECT_TOML: &str = include_str!("../../tests/suites/fsx-direct.toml");
@@ -69,37 +70,15 @@ fn tool_or_skip(name: &str) -> Option<PathBuf> {
 /// A scratch folder every user can walk through: pjdfstest's cases run as
 /// `nobody` and `daemon` too, so the mount point's parents must let them
 /// pass (the cargo target folder need not). It holds 4 GiB sparse images
-/// that fill up to a gigabyte each, so it goes when its test passes; a
-/// failed test keeps it for inspection and says where.
-struct SuiteDir(PathBuf);
-
-impl std::ops::Deref for SuiteDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for SuiteDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "kept for inspection (remove it when done): {}",
-                self.0.display()
-            );
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn open_scratch(name: &str) -> SuiteDir {
+/// that fill up to a gigabyte each; like every test's folder, it goes
+/// when its test passes.
+fn open_scratch(name: &str) -> Scratch {
     use std::os::unix::fs::PermissionsExt;
-    let d = std::env::temp_dir().join(format!("nilref-suites-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    SuiteDir(d)
+    let d = Scratch::at(
+        std::env::temp_dir().join(format!("nilref-suites-{name}-{}", std::process::id())),
+    );
+    std::fs::set_permissions(&*d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
 }
 
 /// The scratch folders went unremoved until session 15 and filled the
@@ -116,7 +95,7 @@ fn a_passing_tests_scratch_folder_is_removed() {
 
 /// A test's scratch folder and its suite's program, or a skip (FUSE or
 /// the program missing here).
-fn prepare(name: &str, program: &str) -> Option<(SuiteDir, PathBuf)> {
+fn prepare(name: &str, program: &str) -> Option<(Scratch, PathBuf)> {
     let dir = open_scratch(name);
     if !fuse_or_skip(&dir) {
         return None;

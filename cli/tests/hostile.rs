@@ -3,7 +3,7 @@
 //! our write path builds, then the read commands run on them as a user
 //! would. Each test says what it caught in its `// postmortem:` comment.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use nilfs::device::{export_image, BlockDevice, MemDevice};
@@ -16,7 +16,7 @@ use nilfs_conformance::corrupt;
 mod common;
 use common::nilref;
 
-fn scratch(name: &str) -> PathBuf {
+fn scratch(name: &str) -> common::Scratch {
     common::scratch("hostile", name)
 }
 

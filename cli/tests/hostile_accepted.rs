@@ -10,14 +10,12 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::{run, Run};
 use nilfs::device::{export_image, MemDevice};
 use nilfs_conformance::corrupt;
 
 /// Base image `base` with `recipes` applied, saved as an image file.
-fn damaged(name: &str, base: &str, recipes: &[&str]) -> (PathBuf, String) {
+fn damaged(name: &str, base: &str, recipes: &[&str]) -> (common::Scratch, String) {
     let d = common::scratch("accepted", name);
     let dev: MemDevice = corrupt::base(base).unwrap();
     for r in recipes {

@@ -4,7 +4,7 @@
 
 pub mod fuse;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What one run of `nilref` gave.
@@ -40,11 +40,51 @@ pub fn nilref(args: &[&str]) -> (bool, String, String) {
     (r.ok(), r.out, r.err)
 }
 
-/// A fresh, empty directory for test `name` of suite `suite`.
-pub fn scratch(suite: &str, name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("{suite}-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A test's scratch folder: removed when its test passes, kept and named
+/// on stderr when the test fails, so a failure can be looked at and a
+/// passing run leaves nothing behind.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// A fresh, empty folder at `path` (whatever was there is removed).
+    pub fn at(path: PathBuf) -> Scratch {
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Scratch(path)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "kept for inspection (remove it when done): {}",
+                self.0.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A fresh, empty folder for test `name` of suite `suite`, under cargo's
+/// temp folder for tests.
+pub fn scratch(suite: &str, name: &str) -> Scratch {
+    Scratch::at(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{suite}-{name}-{}", std::process::id())),
+    )
 }
