@@ -332,7 +332,8 @@ fn power_cut(
             && snapshot.is_none_or(|c| {
                 m.checkpoints
                     .get(&c)
-                    .is_some_and(|cp| Some(nilfs_model::manifest::manifest(&cp.ns)) == snap)
+                    .and_then(|cp| cp.ns.as_ref())
+                    .is_some_and(|ns| Some(nilfs_model::manifest::manifest(ns)) == snap)
             })
     });
     if !inside {

@@ -1223,7 +1223,8 @@ impl<'c> Generator<'c> {
             .state
             .checkpoints
             .get(&cno)
-            .map(|cp| cp.ns.walk_all().into_iter().map(|(p, _)| p).collect())
+            .and_then(|cp| cp.ns.as_ref())
+            .map(|ns| ns.walk_all().into_iter().map(|(p, _)| p).collect())
             .unwrap_or_default();
         for _ in 0..1 + self.rng.below(3) {
             let path = self

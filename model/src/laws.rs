@@ -235,7 +235,7 @@ pub fn check_transition(
         if after.mount.is_some() || !after.snapshot_mounts.is_empty() {
             return Err("law 7: something is still mounted after a crash".into());
         }
-        if after.live != after.latest().1.ns {
+        if after.live != *after.latest_ns() {
             return Err("law 7: recovery did not end in a checkpoint".into());
         }
         for (id, f) in promises.files.iter() {
@@ -255,7 +255,7 @@ pub fn check_transition(
             if before.mount == Some(crate::state::Mount::ReadWrite) =>
         {
             if let Ok(id) = after.live.lookup(path, true) {
-                let in_checkpoint = file_data_in(&before.latest().1.ns, id) == file_data(after, id);
+                let in_checkpoint = file_data_in(before.latest_ns(), id) == file_data(after, id);
                 if before.pending.dirty_inodes.contains(&id) || in_checkpoint {
                     if let Some(f) = file_data(after, id) {
                         promises.files.insert(id, f.clone());

@@ -40,7 +40,12 @@ impl Geometry {
 /// One checkpoint as lscp would list it, with the namespace it shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
-    pub ns: Namespace,
+    /// What it shows; `None` for a checkpoint the model knows only from an
+    /// lscp listing (finding M1): the kernel made it on its own (the
+    /// segment constructor's timer, a cleaner step), so it exists, is
+    /// plain and has that number, but the model cannot say which state it
+    /// captured. The latest checkpoint's contents are always known.
+    pub ns: Option<Namespace>,
     pub snapshot: bool,
     /// Model clock when it was made (the cleaner's protection period).
     pub created: i64,
@@ -518,6 +523,10 @@ pub enum Expect {
     },
     /// The operation is not meaningful here (the checker rejects the trace).
     Invalid(String),
+    /// Any outcome: the model cannot tell what it should be (an operation
+    /// on a mounted snapshot whose contents it does not know, finding M1).
+    /// The state is unchanged: a snapshot view is read-only.
+    Unjudged(String),
 }
 
 /// One allowed way an operation may go.
@@ -568,7 +577,7 @@ impl State {
         checkpoints.insert(
             1,
             Checkpoint {
-                ns: live.clone(),
+                ns: Some(live.clone()),
                 snapshot: false,
                 created: now,
                 bound: true,
@@ -598,12 +607,23 @@ impl State {
         (*c, cp)
     }
 
-    /// The namespace a view shows: the live one, or a mounted snapshot's.
+    /// What the latest checkpoint shows (always known: the model made it,
+    /// or bound one it made to the listed number).
+    pub fn latest_ns(&self) -> &Namespace {
+        self.latest()
+            .1
+            .ns
+            .as_ref()
+            .expect("model invariant: the latest checkpoint's contents are known")
+    }
+
+    /// The namespace a view shows: the live one, or a mounted snapshot's
+    /// (`None` too for a snapshot whose contents the model does not know).
     pub fn view(&self, at: Option<Cno>) -> Option<&Namespace> {
         match at {
             None => self.mount.map(|_| &self.live),
             Some(c) if self.snapshot_mounts.contains(&c) => {
-                self.checkpoints.get(&c).map(|cp| &cp.ns)
+                self.checkpoints.get(&c).and_then(|cp| cp.ns.as_ref())
             }
             Some(_) => None,
         }
@@ -629,7 +649,7 @@ impl State {
         self.checkpoints.insert(
             cno,
             Checkpoint {
-                ns: self.live.clone(),
+                ns: Some(self.live.clone()),
                 snapshot: false,
                 created: self.clock,
                 bound: false,
@@ -853,6 +873,18 @@ pub fn statfs_accepts(g: &Geometry, inodes: u64, held: u64, got: &StatfsInfo) ->
 pub fn step(s: &State, op: &Op) -> Vec<Branch> {
     let now = s.clock;
     let bs = s.geometry.block_size;
+    if let Some(c) = op.at() {
+        let unknown = s.snapshot_mounts.contains(&c)
+            && s.checkpoints.get(&c).is_some_and(|cp| cp.ns.is_none());
+        if unknown {
+            return vec![Branch {
+                expect: Expect::Unjudged(format!(
+                    "snapshot {c} is known only from an lscp listing, not what it holds"
+                )),
+                next: s.clone(),
+            }];
+        }
+    }
     match op {
         // Opening a FIFO blocks until a writer or reader comes, a device
         // reaches its driver: not what the model describes. A runner's
@@ -1454,10 +1486,10 @@ fn timer_may_have_run(s: &State) -> bool {
 /// (the inode is new, or its kind, size, link count or permissions
 /// differ) for fdatasync.
 fn last_change(s: &State, id: Id, data_only: bool) -> Option<usize> {
-    let (_, cp) = s.latest();
+    let latest = s.latest_ns();
     let h = &s.pending.history;
     (0..h.len()).rev().find_map(|i| {
-        let before = if i == 0 { &cp.ns } else { &h[i - 1] };
+        let before = if i == 0 { latest } else { &h[i - 1] };
         let (a, b) = (before.inodes.get(&id), h[i].inodes.get(&id));
         let changed = if data_only {
             metadata_differs(a, b)
@@ -1534,7 +1566,7 @@ fn timer(s: &State, k: usize) -> State {
     n.checkpoints.insert(
         cno,
         Checkpoint {
-            ns: base.clone(),
+            ns: Some(base.clone()),
             snapshot: false,
             created: s.clock,
             bound: false,
@@ -1579,7 +1611,7 @@ fn timer(s: &State, k: usize) -> State {
 
 /// `nilfs_sync_file` on the state as the model has it.
 fn sync_file_now(s: &State, id: Id, data_only: bool) -> Vec<Branch> {
-    let (_, cp) = s.latest();
+    let latest = s.latest_ns();
     let live_ino = s.live.inodes.get(&id);
     if !s.pending.dirty_inodes.contains(&id) {
         return ok(s.clone());
@@ -1589,7 +1621,7 @@ fn sync_file_now(s: &State, id: Id, data_only: bool) -> Vec<Branch> {
     }
     let (Some(Kind::File(now_f)), Some(Kind::File(old_f))) = (
         live_ino.map(|i| &i.kind),
-        cp.ns.inodes.get(&id).map(|i| &i.kind),
+        latest.inodes.get(&id).map(|i| &i.kind),
     ) else {
         return construct_branches(s, Outcome::Ok);
     };
@@ -1699,7 +1731,6 @@ fn mount(s: &State, cp: Option<Cno>, ro: bool) -> Vec<Branch> {
 /// the last construction may be lost. Nothing is mounted afterwards.
 pub fn crash(s: &State) -> Vec<State> {
     let p = &s.pending;
-    let (_, latest) = s.latest();
     let mut tables = vec![s.checkpoints.clone()];
     if let Some(t) = &p.table_at_construction {
         tables.push(t.clone());
@@ -1707,7 +1738,7 @@ pub fn crash(s: &State) -> Vec<State> {
     let mut out: Vec<State> = Vec::new();
     for k in 0..=p.history.len() {
         let base = if k == 0 {
-            latest.ns.clone()
+            s.latest_ns().clone()
         } else {
             p.history[k - 1].clone()
         };
@@ -1759,7 +1790,7 @@ pub fn crash(s: &State) -> Vec<State> {
                     n.checkpoints.insert(
                         cno,
                         Checkpoint {
-                            ns: ns.clone(),
+                            ns: Some(ns.clone()),
                             snapshot: false,
                             created: s.clock,
                             bound: false,
@@ -1864,6 +1895,7 @@ impl Branch {
             (Expect::Statfs { inodes, held }, Outcome::Statfs(got)) => {
                 statfs_accepts(&self.next.geometry, *inodes, *held, got).then(|| self.next.clone())
             }
+            (Expect::Unjudged(_), _) => Some(self.next.clone()),
             (Expect::ShortWrite { path, offset, data }, Outcome::Written(k)) => {
                 let s = &self.next;
                 if *k == 0 || *k >= data.len() || (offset + k) % KERNEL_PAGE != 0 {
@@ -1933,8 +1965,9 @@ impl Branch {
                 });
                 self.accept(&o).map(|n| (o, n))
             }
-            // The model's own runs never stop a write early.
-            Expect::ShortWrite { .. } | Expect::Invalid(_) => None,
+            // The model's own runs never stop a write early, and know every
+            // checkpoint they made.
+            Expect::ShortWrite { .. } | Expect::Invalid(_) | Expect::Unjudged(_) => None,
         }
     }
 }
@@ -2144,12 +2177,48 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Vec<State> {
         if list.iter().zip(&taken).any(|(e, t)| e.ss && !t) {
             continue;
         }
-        let n = finish_lscp(n, latest_cno, last, shown);
+        let mut n = finish_lscp(n, latest_cno, last, shown);
+        learn_unpredicted(&mut n, list, &taken);
         if !out.contains(&n) {
             out.push(n);
         }
     }
     out
+}
+
+/// Finding M1: listed plain entries that no checkpoint of the model's took
+/// are checkpoints the kernel made on its own (the segment constructor's
+/// timer, a cleaner step). They exist, so a later `rmcp` or `chcp` of one
+/// must succeed: each is learned as a plain checkpoint with that number
+/// and unknown contents. Its creation time is that of the nearest bound
+/// checkpoint below it (a lower bound, so the cleaner's protection period
+/// only ever allows more removals, never fewer). Numbers the model still
+/// holds (an unbound checkpoint's provisional number) and numbers above
+/// the model's latest (when the latest could not be bound) are left alone.
+fn learn_unpredicted(n: &mut State, list: &[CpEntry], taken: &[bool]) {
+    let (latest, _) = n.latest();
+    for (e, _) in list.iter().zip(taken).filter(|(_, t)| !**t) {
+        if e.ss || e.cno >= latest || n.checkpoints.contains_key(&e.cno) {
+            continue;
+        }
+        let created = n
+            .checkpoints
+            .range(..e.cno)
+            .rev()
+            .find(|(_, cp)| cp.bound)
+            .map_or(0, |(_, cp)| cp.created);
+        n.checkpoints.insert(
+            e.cno,
+            Checkpoint {
+                ns: None,
+                snapshot: false,
+                created,
+                bound: true,
+                may_be_gone: false,
+                minor: false,
+            },
+        );
+    }
 }
 
 /// The common end of an accepted lscp: what is shown can no longer be gone,

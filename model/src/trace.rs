@@ -69,7 +69,7 @@ impl fmt::Display for Rejection {
         if !self.states.is_empty() {
             write!(
                 f,
-                "\n  model states before this line (checkpoints: cno, s = snapshot, ? = number not observed, m = minor, ~ = the cleaner may have removed it):"
+                "\n  model states before this line (checkpoints: cno, s = snapshot, ? = number not observed, m = minor, ~ = the cleaner may have removed it, l = learned from a listing, contents unknown):"
             )?;
             for s in &self.states {
                 write!(f, "\n    {s}")?;
@@ -222,18 +222,19 @@ fn walk_trace(
     ))
 }
 
-/// A state's checkpoint table in one line: `1 2s 5? 6m~ | mounted rw`.
+/// A state's checkpoint table in one line: `1 2s 3l 5? 6m~ | mounted rw`.
 pub fn describe_state(s: &State) -> String {
     let cps: Vec<String> = s
         .checkpoints
         .iter()
         .map(|(c, cp)| {
             format!(
-                "{c}{}{}{}{}",
+                "{c}{}{}{}{}{}",
                 if cp.snapshot { "s" } else { "" },
                 if cp.bound { "" } else { "?" },
                 if cp.minor { "m" } else { "" },
-                if cp.may_be_gone { "~" } else { "" }
+                if cp.may_be_gone { "~" } else { "" },
+                if cp.ns.is_none() { "l" } else { "" }
             )
         })
         .collect();
@@ -293,5 +294,6 @@ fn describe_expect(e: &Expect, observed: &Outcome) -> String {
             data.len()
         ),
         Expect::Invalid(why) => format!("nothing: {why}"),
+        Expect::Unjudged(why) => format!("anything: {why}"),
     }
 }

@@ -172,3 +172,75 @@ fn statfs_counts_a_removed_inode_the_log_writer_still_holds() {
     let r = check_trace_str(&wrong).expect_err("12 inodes in use must be rejected");
     assert!(r.to_string().contains(&format!("line {n}")), "{r}");
 }
+
+/// Line `n` (1-based) of `text` with `extra` inserted after it.
+fn insert_after(text: &str, n: usize, extra: &[&str]) -> String {
+    let mut lines: Vec<&str> = text.lines().collect();
+    for (k, l) in extra.iter().enumerate() {
+        lines.insert(n + k, l);
+    }
+    lines.join("\n") + "\n"
+}
+
+// postmortem: campaign kernel seeds 34, 40, 52 (enospc) and 130-234, 394-478
+// (finding M1, the commonest rejection of the behaviour campaign). lscp
+// listed checkpoints 1-5 where the model knew 1, an unbound 2 and the
+// latest; the kernel had made the others on its own (the segment
+// constructor's timer, a cleaner step). The lscp rule allowed the extra
+// entries but the model did not keep them, so the `rmcp 4` after it was
+// judged ENOENT where the kernel said ok. The model now learns every
+// extra listed entry as a plain checkpoint whose contents it does not
+// know (`ns: None`): rmcp and chcp of it are judged, what a snapshot
+// mount of it shows is not.
+#[test]
+fn a_checkpoint_the_kernel_made_on_its_own_is_learned_from_lscp() {
+    let t = trace("unlearned-checkpoint.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
+    let lscp = t
+        .lines()
+        .position(|l| l.contains("\"op\":\"lscp\""))
+        .expect("the trace lists checkpoints")
+        + 1;
+    assert!(
+        t.lines()
+            .nth(lscp)
+            .unwrap()
+            .contains("\"op\":\"rmcp\",\"cno\":4,\"out\":\"ok\""),
+        "the line after the listing removes checkpoint 4"
+    );
+
+    // Only what was listed is learned: without 4 in the listing, the
+    // kernel's ok to `rmcp 4` is rejected.
+    let unlisted = edit_line(&t, lscp, |v| {
+        let cps = v["out"]["checkpoints"].as_array_mut().unwrap();
+        cps.retain(|c| c["cno"].as_u64().unwrap() != 4);
+    });
+    let r = check_trace_str(&unlisted).expect_err("an unlisted checkpoint was removed");
+    assert_eq!(r.line, lscp + 1, "{r}");
+
+    // A learned checkpoint made a snapshot and mounted: whatever it shows
+    // is accepted (the model cannot know it) ... The trace is cut after the
+    // listing: the kernel did not run these lines.
+    let listed: String = t.lines().take(lscp).map(|l| format!("{l}\n")).collect();
+    let learned_view = |cno: u64| {
+        insert_after(
+            &listed,
+            lscp,
+            &[
+                &format!(r#"{{"op":"chcp","cno":{cno},"snapshot":true,"out":"ok"}}"#),
+                &format!(r#"{{"op":"mount","cp":{cno},"ro":true,"out":"ok"}}"#),
+                &format!(
+                    r#"{{"op":"read","path":"/nothing-like-this","offset":0,"len":1,"at":{cno},"out":{{"data":{{"len":1,"sha256":"{}"}}}}}}"#,
+                    "0".repeat(64)
+                ),
+                &format!(r#"{{"op":"umount","cp":{cno},"out":"ok"}}"#),
+            ],
+        )
+    };
+    check_trace_str(&learned_view(3))
+        .unwrap_or_else(|r| panic!("a learned snapshot's view was judged:\n{r}"));
+    // ... but the same read of a checkpoint the model made is judged: the
+    // mkfs checkpoint has no such file.
+    let r = check_trace_str(&learned_view(1)).expect_err("a known snapshot's view is judged");
+    assert_eq!(r.line, lscp + 3, "{r}");
+}

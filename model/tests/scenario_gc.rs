@@ -448,7 +448,7 @@ fn model_manifests_equal_the_kernels() {
             b.len()
         );
     };
-    let latest = manifest(&s.latest().1.ns);
+    let latest = manifest(s.latest_ns());
     same(&latest, &manifest(&s.live), "live vs latest checkpoint");
     same(&latest, &latest_manifest(), "latest checkpoint");
     let snap = snap.expect("mkcp -s");
@@ -457,7 +457,7 @@ fn model_manifests_equal_the_kernels() {
         "the model binds the snapshot to the number mkcp -s -p printed"
     );
     same(
-        &manifest(&s.checkpoints[&snap].ns),
+        &manifest(s.checkpoints[&snap].ns.as_ref().expect("the model made it")),
         &snapshot_manifest(),
         "snapshot",
     );

@@ -151,7 +151,7 @@ fn run(m: Mutant, s: &State, op: &Op) -> Vec<(Outcome, State)> {
             {
                 let (c, _) = n.latest();
                 if c > 1 {
-                    n.checkpoints.get_mut(&c).unwrap().ns = n.live.clone();
+                    n.checkpoints.get_mut(&c).unwrap().ns = Some(n.live.clone());
                 }
             }
             (Mutant::SnapshotRemovable, Op::Rmcp { cno })

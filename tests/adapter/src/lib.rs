@@ -15,7 +15,7 @@
 //! with `mount`, `umount` and a power cut; errnos and stat fields are
 //! translated by name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use nilfs::device::BlockDevice;
@@ -44,6 +44,24 @@ pub const NS: i64 = 1_000_000_000;
 pub struct Durable {
     pub live: Vec<String>,
     pub checkpoints: BTreeMap<u64, Vec<String>>,
+    /// Checkpoints whose contents the model does not know (it learned them
+    /// from an lscp listing, finding M1): their lines above are empty and
+    /// any contents are admitted. Empty in what an implementation shows.
+    pub unknown: BTreeSet<u64>,
+}
+
+impl Durable {
+    /// Whether `got`, an implementation's durable state, is this one (the
+    /// model's): the same live tree, the same checkpoint numbers, and the
+    /// same contents for every checkpoint whose contents are known.
+    pub fn admits(&self, got: &Durable) -> bool {
+        self.live == got.live
+            && self.checkpoints.keys().eq(got.checkpoints.keys())
+            && self
+                .checkpoints
+                .iter()
+                .all(|(c, w)| self.unknown.contains(c) || got.checkpoints.get(c) == Some(w))
+    }
 }
 
 /// A system under test, driven by model operations.
@@ -605,6 +623,7 @@ impl<'d> ImplUnderTest<'d> {
         Ok(Durable {
             live: view_manifest(None)?,
             checkpoints,
+            unknown: BTreeSet::new(),
         })
     }
 }
