@@ -81,7 +81,7 @@ impl fmt::Display for Rejection {
 
 /// The largest number of model states tracked at once; more means the
 /// trace is ambiguous beyond what the checker is built for.
-pub const MAX_STATES: usize = 256;
+pub const MAX_STATES: usize = 1024;
 
 /// Checks a trace file.
 pub fn check_trace(path: &std::path::Path) -> Result<Verdict, Rejection> {
