@@ -21,6 +21,25 @@ fn edit_line(text: &str, n: usize, f: impl FnOnce(&mut Value)) -> String {
     lines.join("\n") + "\n"
 }
 
+/// The 1-based number of the first line of `text` that `pred` accepts
+/// (`what` names it if there is none).
+fn first_line(text: &str, what: &str, pred: impl Fn(&str) -> bool) -> usize {
+    text.lines()
+        .position(pred)
+        .unwrap_or_else(|| panic!("{what}: no such line"))
+        + 1
+}
+
+/// The 1-based number of the last lscp line of `text`.
+fn last_lscp(text: &str) -> usize {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("\"op\":\"lscp\""))
+        .map(|(i, _)| i + 1)
+        .last()
+        .expect("the trace lists checkpoints")
+}
+
 // postmortem: campaign kernel seed 4, profile enospc, len 40. Near full,
 // writes to existing files failed with ENOSPC, and the syncs after them
 // made checkpoints 13-15, which the model (a failed write changes nothing)
@@ -38,13 +57,7 @@ fn a_write_refused_with_enospc_still_sets_the_times() {
     // The old belief, as the kernel would have shown it: nothing written
     // after the refused writes, so no checkpoint after 12. The model must
     // now reject that.
-    let last_lscp = t
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| l.contains("\"op\":\"lscp\""))
-        .map(|(i, _)| i + 1)
-        .last()
-        .expect("the trace lists checkpoints");
+    let last_lscp = last_lscp(&t);
     let nothing_after_12 = edit_line(&t, last_lscp, |v| {
         let cps = v["out"]["checkpoints"].as_array_mut().unwrap();
         cps.retain(|c| c["cno"].as_u64().unwrap() <= 12);
@@ -64,11 +77,9 @@ fn a_removal_on_a_read_only_mount_is_erofs_before_its_name_is_looked_up() {
     let t = trace("ro-unlink-long-name.jsonl");
     check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
     // The old belief is now rejected at that line.
-    let line = t
-        .lines()
-        .position(|l| l.contains("\"op\":\"unlink\"") && l.contains("EROFS") && l.len() > 300)
-        .expect("the trace unlinks an over-long name read-only")
-        + 1;
+    let line = first_line(&t, "the trace unlinks an over-long name read-only", |l| {
+        l.contains("\"op\":\"unlink\"") && l.contains("EROFS") && l.len() > 300
+    });
     let old = edit_line(&t, line, |v| {
         v["out"] = serde_json::json!({"err": "ENAMETOOLONG"})
     });
@@ -87,13 +98,7 @@ fn a_cleaner_pass_may_remove_the_checkpoint_that_was_latest_when_it_began() {
     let t = trace("clean-removes-the-old-latest.jsonl");
     check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
     // A listing without the latest is still rejected.
-    let last_lscp = t
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| l.contains("\"op\":\"lscp\""))
-        .map(|(i, _)| i + 1)
-        .last()
-        .expect("the trace lists checkpoints");
+    let last_lscp = last_lscp(&t);
     let no_latest = edit_line(&t, last_lscp, |v| {
         v["out"]["checkpoints"].as_array_mut().unwrap().pop();
     });
@@ -111,11 +116,9 @@ fn a_cleaner_pass_may_remove_the_checkpoint_that_was_latest_when_it_began() {
 fn a_create_through_a_dangling_symlink_creates_its_target() {
     let t = trace("create-through-a-dangling-symlink.jsonl");
     check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
-    let n = t
-        .lines()
-        .position(|l| l.contains("\"op\":\"create\",\"path\":\"/mmm"))
-        .expect("the create through the symlink")
-        + 1;
+    let n = first_line(&t, "the create through the symlink", |l| {
+        l.contains("\"op\":\"create\",\"path\":\"/mmm")
+    });
     // The old belief: ENOENT. The model must reject it now.
     let enoent = edit_line(&t, n, |v| v["out"] = serde_json::json!({"err": "ENOENT"}));
     let r = check_trace_str(&enoent).expect_err("the old answer is accepted");
@@ -134,13 +137,9 @@ fn a_new_inode_in_a_setgid_directory_takes_its_group() {
     let t = trace("setgid-root-gid-inheritance.jsonl");
     check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
     // The old belief (the caller's gid, 0) is rejected at that line.
-    let n = t
-        .lines()
-        .position(|l| {
-            l.contains("\"gid\":65534") && l.contains("\"lstat\"") && l.contains("\"/f0\"")
-        })
-        .expect("the trace stats /f0 with the inherited gid")
-        + 1;
+    let n = first_line(&t, "the trace stats /f0 with the inherited gid", |l| {
+        l.contains("\"gid\":65534") && l.contains("\"lstat\"") && l.contains("\"/f0\"")
+    });
     let wrong = edit_line(&t, n, |v| v["out"]["stat"]["gid"] = 0.into());
     let r = check_trace_str(&wrong).expect_err("gid 0 must be rejected");
     assert!(r.to_string().contains(&format!("line {n}")), "{r}");
@@ -159,11 +158,9 @@ fn a_new_inode_in_a_setgid_directory_takes_its_group() {
 fn statfs_counts_a_removed_inode_the_log_writer_still_holds() {
     let t = trace("statfs-counts-a-removed-dirty-inode.jsonl");
     check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
-    let n = t
-        .lines()
-        .position(|l| l.contains("\"op\":\"statfs\""))
-        .expect("the trace asks statfs")
-        + 1;
+    let n = first_line(&t, "the trace asks statfs", |l| {
+        l.contains("\"op\":\"statfs\"")
+    });
     // One more in use than the namespace and the held inode: rejected.
     let wrong = edit_line(&t, n, |v| {
         let files = v["out"]["statfs"]["files"].as_u64().unwrap();
@@ -196,11 +193,9 @@ fn insert_after(text: &str, n: usize, extra: &[&str]) -> String {
 fn a_checkpoint_the_kernel_made_on_its_own_is_learned_from_lscp() {
     let t = trace("unlearned-checkpoint.jsonl");
     check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's trace is rejected:\n{r}"));
-    let lscp = t
-        .lines()
-        .position(|l| l.contains("\"op\":\"lscp\""))
-        .expect("the trace lists checkpoints")
-        + 1;
+    let lscp = first_line(&t, "the trace lists checkpoints", |l| {
+        l.contains("\"op\":\"lscp\"")
+    });
     assert!(
         t.lines()
             .nth(lscp)

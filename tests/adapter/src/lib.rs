@@ -15,7 +15,7 @@
 //! with `mount`, `umount` and a power cut; errnos and stat fields are
 //! translated by name.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use nilfs::device::BlockDevice;
@@ -43,11 +43,10 @@ pub const NS: i64 = 1_000_000_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Durable {
     pub live: Vec<String>,
-    pub checkpoints: BTreeMap<u64, Vec<String>>,
-    /// Checkpoints whose contents the model does not know (it learned them
-    /// from an lscp listing, finding M1): their lines above are empty and
-    /// any contents are admitted. Empty in what an implementation shows.
-    pub unknown: BTreeSet<u64>,
+    /// Each checkpoint's manifest. `None` only on the model's side, for a
+    /// checkpoint it learned from an lscp listing (finding M1) and whose
+    /// contents it does not know; an implementation shows every one.
+    pub checkpoints: BTreeMap<u64, Option<Vec<String>>>,
 }
 
 impl Durable {
@@ -60,7 +59,7 @@ impl Durable {
             && self
                 .checkpoints
                 .iter()
-                .all(|(c, w)| self.unknown.contains(c) || got.checkpoints.get(c) == Some(w))
+                .all(|(c, w)| w.is_none() || got.checkpoints.get(c) == Some(w))
     }
 }
 
@@ -618,12 +617,11 @@ impl<'d> ImplUnderTest<'d> {
             .checkpoints(Cno(1))
             .map_err(|e| format!("cpfile: {e}"))?
         {
-            checkpoints.insert(cp.cno.0, view_manifest(Some(cp.cno))?);
+            checkpoints.insert(cp.cno.0, Some(view_manifest(Some(cp.cno))?));
         }
         Ok(Durable {
             live: view_manifest(None)?,
             checkpoints,
-            unknown: BTreeSet::new(),
         })
     }
 }
