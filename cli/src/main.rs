@@ -14,6 +14,7 @@ mod ioctl;
 mod listings;
 mod mount;
 mod oracle;
+mod peers;
 mod sim;
 mod sim_gc_latency;
 mod sim_readahead;
@@ -322,6 +323,13 @@ enum Cmd {
         #[command(subcommand)]
         cmd: SimCmd,
     },
+    /// The pinned NILFS2 peers (tests/peers.toml): list what is fetched
+    /// here and what is missing (default), fetch them, print one's
+    /// environment for the harness scripts.
+    Peers {
+        #[command(subcommand)]
+        cmd: Option<PeersCmd>,
+    },
     /// The conformance oracle: check a trace against the model.
     Oracle {
         #[command(subcommand)]
@@ -545,9 +553,33 @@ pub(crate) fn open_image(path: &Path) -> Result<Box<dyn BlockDevice>, nilfs::Err
     }
 }
 
+#[derive(Subcommand)]
+enum PeersCmd {
+    /// Every pinned version, and whether it is fetched here.
+    List,
+    /// Download (checking each package's SHA-256) and unpack the pinned
+    /// peers: all, every version of KIND, or KIND=VERSION.
+    Fetch {
+        /// kernel, grub, nilfs-utils, blkid; or KIND=VERSION (e.g. kernel=6.12).
+        which: Vec<String>,
+    },
+    /// The environment tests/guest's scripts read for one fetched peer.
+    Env {
+        /// kernel, grub, nilfs-utils or blkid.
+        kind: String,
+        /// The pinned version (default: the default one).
+        version: Option<String>,
+    },
+}
+
 fn run(cli: Cli) -> Result<String, String> {
     let e = |e: nilfs::Error| e.to_string();
     match cli.cmd {
+        Cmd::Peers { cmd } => match cmd.unwrap_or(PeersCmd::List) {
+            PeersCmd::List => Ok(peers::list()),
+            PeersCmd::Fetch { which } => peers::fetch(&which),
+            PeersCmd::Env { kind, version } => peers::env(&kind, version.as_deref()),
+        },
         Cmd::Mkfs {
             image,
             size,
