@@ -5,7 +5,8 @@
 #      its images read by our read path and by GRUB (`nilref campaign kernel`);
 #   3. Linux's writes through dm-log-writes, every crash state recovered and
 #      judged (`nilref campaign crash`), when this build has it.
-# Installs the peers when missing (Debian), builds the release binary, and
+# Installs the host tools when missing (Debian), builds the release binary,
+# fetches the peers pinned in tests/peers.toml (`nilref peers fetch`), and
 # runs each campaign over its seed range. Findings go to target/campaign/<name>/
 # findings/, one folder each with the workload and the command that replays
 # it; the script fails if any campaign found something.
@@ -32,7 +33,7 @@ case $only in ""|grub|kernel|crash) ;; *) echo "unknown campaign: $only" >&2; ex
 runs() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 
 need=()
-for p in nilfs-tools grub-common qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils dmsetup; do
+for p in nilfs-tools qemu-system-x86 kmod busybox-static cpio xz-utils zstd dmsetup; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -47,6 +48,7 @@ cargo build --release -p nilref
 mkdir -p target/campaign/bin
 cp target/release/nilref target/campaign/bin/nilref
 nilref=target/campaign/bin/nilref
+"$nilref" peers fetch
 shard_args=()
 [ -n "$shard" ] && shard_args=(--shard "$shard")
 
