@@ -45,6 +45,9 @@ pub fn dumpseg(dev: &dyn BlockDevice, segnums: &[u64]) -> Result<String, String>
 }
 
 /// `nilfs-tune -l`.
-pub fn tune_list(dev: &dyn BlockDevice) -> nilfs::Result<String> {
-    tools::tune_list(dev)
+pub fn tune_list(
+    dev: &dyn BlockDevice,
+    version: nilfs::inspect::nilfs_utils::tune::NilfsUtils,
+) -> nilfs::Result<String> {
+    tools::tune_list(dev, version)
 }

@@ -73,9 +73,14 @@ enum Cmd {
         /// Explicit UUID, 8-4-4-4-12 hex (overrides --seed).
         #[arg(long)]
         uuid: Option<String>,
-        /// Do not create the .nilfs file (the nilfs-utils 2.3 layout).
+        /// Do not create the .nilfs file (the nilfs-utils 2.2.10 and later
+        /// layout).
         #[arg(long)]
         no_dot_nilfs: bool,
+        /// Write what this nilfs-utils version's mkfs.nilfs2 writes: 2.2.9
+        /// (the default) or 2.2.11 (no .nilfs file).
+        #[arg(long, value_parser = parse_nilfs_utils)]
+        like: Option<nilfs::inspect::nilfs_utils::tune::NilfsUtils>,
         /// Features: `block_count` or `^block_count` (comma-separated).
         #[arg(short = 'O')]
         features: Option<String>,
@@ -122,6 +127,10 @@ enum Cmd {
         /// List the super block contents.
         #[arg(short = 'l', required = true)]
         list: bool,
+        /// Print as this nilfs-utils version's nilfs-tune: 2.2.9 (the
+        /// default) or 2.2.11.
+        #[arg(long, value_parser = parse_nilfs_utils)]
+        like: Option<nilfs::inspect::nilfs_utils::tune::NilfsUtils>,
     },
     /// List a directory of a checkpoint (the latest by default).
     Ls {
@@ -572,6 +581,11 @@ enum PeersCmd {
     },
 }
 
+fn parse_nilfs_utils(s: &str) -> Result<nilfs::inspect::nilfs_utils::tune::NilfsUtils, String> {
+    nilfs::inspect::nilfs_utils::tune::NilfsUtils::parse(s)
+        .ok_or_else(|| format!("unknown nilfs-utils version `{s}` (2.2.9, 2.2.11)"))
+}
+
 fn run(cli: Cli) -> Result<String, String> {
     let e = |e: nilfs::Error| e.to_string();
     match cli.cmd {
@@ -592,6 +606,7 @@ fn run(cli: Cli) -> Result<String, String> {
             crc_seed,
             uuid,
             no_dot_nilfs,
+            like,
             features,
         } => {
             let mut o = MkfsOptions::from_seed(seed);
@@ -599,7 +614,7 @@ fn run(cli: Cli) -> Result<String, String> {
             o.blocks_per_segment = blocks_per_segment;
             o.reserved_percentage = reserved_percentage;
             o.label = label.into_bytes();
-            o.dot_nilfs = !no_dot_nilfs;
+            o.dot_nilfs = !no_dot_nilfs && like.unwrap_or_default().makes_dot_nilfs();
             if let Some(t) = ctime {
                 o.ctime = t;
             }
@@ -660,9 +675,15 @@ fn run(cli: Cli) -> Result<String, String> {
         Cmd::Dumpseg { image, segnums } => {
             listings::dumpseg(open_image(&image).map_err(e)?.as_ref(), &segnums)
         }
-        Cmd::Tune { image, list: _ } => {
-            listings::tune_list(open_image(&image).map_err(e)?.as_ref()).map_err(e)
-        }
+        Cmd::Tune {
+            image,
+            list: _,
+            like,
+        } => listings::tune_list(
+            open_image(&image).map_err(e)?.as_ref(),
+            like.unwrap_or_default(),
+        )
+        .map_err(e),
         Cmd::Ls { image, path, cp } => {
             tree::ls(open_image(&image).map_err(e)?.as_ref(), &path, cp).map_err(e)
         }

@@ -609,7 +609,10 @@ fn check_resolves(wrapper: &Path, root: &Path, runtime: Option<&Path>) -> Result
     }
     .map_err(|e| format!("{}: cannot list its libraries: {e}", wrapper.display()))?;
     let listing = String::from_utf8_lossy(&out.stdout);
-    let missing: Vec<&str> = listing.lines().filter(|l| l.contains("not found")).collect();
+    let missing: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.contains("not found"))
+        .collect();
     if !out.status.success() || !missing.is_empty() {
         return Err(format!(
             "{}: its libraries do not resolve:\n{}{}",
@@ -667,7 +670,10 @@ impl Apt {
     fn options(&self) -> Vec<String> {
         let d = &self.dir;
         vec![
-            format!("-oDir::Etc::SourceList={}", d.join("sources.list").display()),
+            format!(
+                "-oDir::Etc::SourceList={}",
+                d.join("sources.list").display()
+            ),
             format!("-oDir::Etc::SourceParts={}", d.join("parts").display()),
             format!("-oDir::State::Lists={}", d.join("lists").display()),
             format!("-oDir::Cache={}", d.join("cache").display()),
