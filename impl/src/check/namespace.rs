@@ -438,6 +438,15 @@ impl Ck<'_, '_> {
                     );
                     continue;
                 }
+                if !head && (e.name.is_empty() || e.name.iter().any(|&c| c == b'/' || c == 0)) {
+                    self.find(
+                        Code::NsDirentName,
+                        ent(),
+                        Some(pbn),
+                        format!("name {:?}", String::from_utf8_lossy(&e.name)),
+                        "a non-empty name without '/' or NUL",
+                    );
+                }
                 if !head && !names.insert(e.name.clone()) {
                     self.find(
                         Code::NsDirentDuplicate,
