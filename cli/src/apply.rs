@@ -95,12 +95,25 @@ pub fn run(
     }
     let applied = apply_lines(&dev, &lines, &image.display().to_string())
         .map_err(|(n, m)| format!("{} line {n}: {m}; nothing was written", trace.display()))?;
-    // A sync or unmount that failed leaves the image in a state nobody
-    // asked to keep: the image is not written back (the observed trace
-    // still is, for the oracle).
-    let failed = applied.lines.iter().find(|l| {
-        matches!(l.op, Op::Sync | Op::Umount { cp: None }) && !matches!(l.out, Outcome::Ok)
-    });
+    // The image is written back when the trace's last sync or unmount
+    // succeeded: what it asked to keep is durable. An earlier one that
+    // failed (ENOSPC, then space freed and synced again) is an outcome in
+    // the observed trace, not a reason to lose the final state. When the
+    // last one failed, the state nobody could make durable is not written
+    // (the observed trace still is, for the oracle) and the run fails.
+    let is_durability = |l: &&Line| matches!(l.op, Op::Sync | Op::Umount { cp: None });
+    let failed = applied
+        .lines
+        .iter()
+        .rev()
+        .find(is_durability)
+        .filter(|l| !matches!(l.out, Outcome::Ok));
+    let earlier_failures = applied
+        .lines
+        .iter()
+        .filter(is_durability)
+        .filter(|l| !matches!(l.out, Outcome::Ok))
+        .count();
     let note = if applied.mounted_at_end {
         " (the trace ends mounted: what it did not sync is lost, as in a power cut)"
     } else {
@@ -112,7 +125,7 @@ pub fn run(
             std::fs::write(o, &observed).map_err(|e| format!("{}: {e}", o.display()))?;
         }
         return Err(format!(
-            "{}: {} failed ({}); the image was not written{}",
+            "{}: the last durability point {} failed ({}); the image was not written{}",
             image.display(),
             l.to_json(),
             match &l.out {
@@ -125,6 +138,11 @@ pub fn run(
             ))
         ));
     }
+    let note = if earlier_failures > 0 {
+        format!("{note} ({earlier_failures} earlier sync or unmount failed; their outcomes are in the trace)")
+    } else {
+        note.to_string()
+    };
     if !dry_run {
         export_image(&dev, image).map_err(|e| e.to_string())?;
     }
