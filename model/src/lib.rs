@@ -10,7 +10,8 @@
 //! - [`fs::Namespace`]: one view's inodes and the POSIX operations on it.
 //! - [`state::State`] and [`state::step`]: the whole file system and its
 //!   transition function, which returns every allowed [`state::Branch`].
-//! - [`trace`]: the oracle interface: JSON Lines traces and their checker.
+//! - [`trace`]: the oracle interface: JSON Lines traces and their checker;
+//!   [`linearize`]: concurrent histories against a sequential specification.
 //! - [`pattern::Pattern`]: compact descriptions of written data.
 //! - [`manifest::manifest`]: manifest.sh's listing of a namespace.
 //! - [`workload`]: workloads (traces before they run) and their checkpoint
@@ -20,6 +21,7 @@
 pub mod fs;
 pub mod gen;
 pub mod laws;
+pub mod linearize;
 pub mod manifest;
 pub mod pattern;
 pub mod shrink;
