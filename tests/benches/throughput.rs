@@ -57,9 +57,7 @@ use nilfs_model::laws::{check_transition, Promises};
 use nilfs_model::{step, Errno, Geometry, Op, Outcome, Pattern, State};
 use serde_json::Value;
 
-#[path = "../../impl/tests/common/crash_workload.rs"]
-mod crash_workload;
-use crash_workload::{fresh, latest_manifest, BS};
+use nilfs_testkit::crash_workload::{self, fresh, latest_manifest, BS};
 
 /// The seed the lockstep cases are drawn from.
 const SEED: u64 = 0x4e49_4c46_5315_0015;
@@ -856,19 +854,6 @@ fn crash_part(scale: u64) {
 }
 
 // ------------------------------------- crash enumeration, last sync
-
-/// impl/tests/common's xorshift pattern, which `crash_workload` uses.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// impl/tests/crash.rs's workload (27 operations, 4 syncs); how many
 /// syncs completed.

@@ -394,13 +394,8 @@ pub fn damage_random(dev: &dyn BlockDevice, seed: u64, n: usize) -> R<Vec<u64>> 
     if cands.is_empty() {
         return Err("no metadata blocks".into());
     }
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = nilfs_testkit::Xorshift::spread(seed);
+    let mut next = move || rng.next();
     let mut hit = Vec::new();
     let mut touched = Vec::new();
     for _ in 0..n {
@@ -1105,7 +1100,7 @@ pub fn base(name: &str) -> R<MemDevice> {
             }
             Ok(dev)
         }
-        "kernel" => nilfs::device::import_image(&crate::kernel_fixture().0).map_err(s),
+        "kernel" => nilfs::device::import_image(&nilfs_testkit::fixture::image_xz()).map_err(s),
         "rollforward" => {
             let dev = fresh(16 << 20, 1024, 64)?;
             {

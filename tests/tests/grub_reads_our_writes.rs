@@ -9,6 +9,7 @@
 mod kernel_common;
 
 use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh_with;
 
 use kernel_common::pattern;
 use std::process::Command;
@@ -23,8 +24,10 @@ fn grub_reads_our_writes() {
         .into_iter()
         .enumerate()
     {
-        let dev = MemDevice::new(128 << 20);
-        mkfs::mkfs(&dev, &MkfsOptions::from_seed(i as u64).geometry(bs, bps)).unwrap();
+        let dev = fresh_with(
+            128 << 20,
+            &MkfsOptions::from_seed(i as u64).geometry(bs, bps),
+        );
         {
             let nilfs = Nilfs::open(&dev).unwrap();
             let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();

@@ -7,6 +7,7 @@
 mod kernel_common;
 
 use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh;
 
 #[test]
 fn the_kernel_reads_constructions_that_outgrew_their_estimate() {
@@ -16,8 +17,7 @@ fn the_kernel_reads_constructions_that_outgrew_their_estimate() {
     ) else {
         return;
     };
-    let dev = MemDevice::new(1200 * 16 * 1024);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
+    let dev = fresh(1200 * 16 * 1024, 1024, 16);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();

@@ -8,6 +8,7 @@
 mod kernel_common;
 
 use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh;
 
 use nilfs::check::verify_checksums;
 use nilfs::cleaner;
@@ -91,8 +92,7 @@ fn the_kernel_reads_what_our_cleaner_leaves() {
     let mut images = Vec::new();
     let mut ours = Vec::new();
     for (i, &(bs, bps)) in GEOMETRIES.iter().enumerate() {
-        let dev = MemDevice::new(3 << 20);
-        mkfs::mkfs(&dev, &MkfsOptions::with_geometry(bs, bps)).unwrap();
+        let dev = fresh(3 << 20, bs, bps);
         workload(&dev);
         verify_checksums(&dev).unwrap();
         let nilfs = Nilfs::open(&dev).unwrap();
@@ -188,8 +188,7 @@ fn the_kernel_reads_what_our_cleaner_leaves() {
 /// read exactly as the kernel's manifest says, every checksum holds, and
 /// segments were reclaimed.
 fn clean_the_fixture() -> (MemDevice, nilfs::cleaner::CleanReport) {
-    let (img, _) = nilfs_conformance::kernel_fixture();
-    let dev = nilfs::device::import_image(&img).unwrap();
+    let dev = nilfs_testkit::image::fixture();
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_900_000_000).unwrap();
@@ -205,10 +204,7 @@ fn clean_the_fixture() -> (MemDevice, nilfs::cleaner::CleanReport) {
 
 #[test]
 fn our_cleaner_on_the_kernel_fixture_keeps_what_it_shows() {
-    let (before, _) = {
-        let (img, _) = nilfs_conformance::kernel_fixture();
-        (nilfs::device::import_image(&img).unwrap(), ())
-    };
+    let before = nilfs_testkit::image::fixture();
     let (dev, report) = clean_the_fixture();
     assert!(report.cleaned_segs >= 10, "{report:?}");
     assert!(report.moved_blocks > 1000, "{report:?}");

@@ -16,8 +16,9 @@
 mod kernel_common;
 
 use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh_with;
 
-use nilfs::device::{export_image, BlockDevice, CutDevice, FileDevice, MemDevice};
+use nilfs::device::{export_image, BlockDevice, CutDevice, FileDevice};
 use nilfs::format::{ino, Cno, SB_OFFSET_BYTES};
 use nilfs::Result;
 
@@ -44,8 +45,7 @@ const ACCEPTED_DMESG: &[&str] = &[
 /// the last one torn with `tear` ([`CutDevice`], which records where every
 /// write went).
 fn cut_device(budget: u64, tear: bool) -> CutDevice {
-    let inner = MemDevice::new(DEV_BYTES);
-    mkfs::mkfs(&inner, &MkfsOptions::from_seed(7).geometry(BS, BPS)).unwrap();
+    let inner = fresh_with(DEV_BYTES, &MkfsOptions::from_seed(7).geometry(BS, BPS));
     let dev = CutDevice::new(inner, BS, budget);
     if tear {
         dev.tearing()

@@ -4,14 +4,14 @@
 mod kernel_common;
 
 use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh;
 
 #[test]
 fn the_kernel_mounts_an_image_we_filled() {
     let Some(()) = peers::require("the_kernel_mounts_an_image_we_filled", GUEST) else {
         return;
     };
-    let dev = MemDevice::new(2 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
+    let dev = fresh(2 << 20, 1024, 16);
     let mut hit = false;
     {
         let nilfs = Nilfs::open(&dev).unwrap();

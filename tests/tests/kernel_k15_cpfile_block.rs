@@ -14,6 +14,7 @@
 mod kernel_common;
 
 use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh;
 
 /// `lscp -a` of `dev`: (number, minor) of every checkpoint.
 fn checkpoints(dev: &dyn nilfs::device::BlockDevice) -> Vec<(u64, bool)> {
@@ -28,8 +29,7 @@ fn checkpoints(dev: &dyn nilfs::device::BlockDevice) -> Vec<(u64, bool)> {
 
 /// `syncs` times: a new file, then a sync; then the unmount.
 fn ours(syncs: u64) -> MemDevice {
-    let dev = MemDevice::new(32 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+    let dev = fresh(32 << 20, 1024, 64);
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     for k in 0..syncs {
@@ -52,8 +52,7 @@ fn the_kernel_writes_one_more_checkpoint_after_a_new_cpfile_block() {
     };
     let dir = Scratch::new("kernel-k15");
     let fresh = |name: &str| {
-        let dev = MemDevice::new(32 << 20);
-        mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+        let dev = fresh(32 << 20, 1024, 64);
         let img = dir.file(name);
         export_image(&dev, &img).unwrap();
         img

@@ -9,6 +9,7 @@
 mod kernel_common;
 
 use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh;
 
 #[test]
 fn the_kernels_order_of_refusals_on_a_read_only_mount() {
@@ -16,8 +17,7 @@ fn the_kernels_order_of_refusals_on_a_read_only_mount() {
     else {
         return;
     };
-    let dev = MemDevice::new(16 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+    let dev = fresh(16 << 20, 1024, 64);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();

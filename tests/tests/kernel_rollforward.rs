@@ -8,14 +8,14 @@
 mod kernel_common;
 
 use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh_with;
 
 use kernel_common::pattern;
 use std::process::Command;
 
 /// Write, checkpoint, overwrite inside the files, fdatasync, crash.
 fn crashed_after_fdatasync(bs: u64) -> MemDevice {
-    let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::from_seed(7).geometry(bs, 128)).unwrap();
+    let dev = fresh_with(64 << 20, &MkfsOptions::from_seed(7).geometry(bs, 128));
     nilfs_conformance::assert_checks_clean(&dev, "kernel_rollforward.rs:43");
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
