@@ -8,9 +8,9 @@
 //! blocks, so they are MINOR (`!NILFS_SC_HAVE_DELTA`): plain `lscp` hides
 //! them. Peer tier.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 use nilfs_testkit::image::fresh;
 
 use nilfs::format::{ino, Cno};

@@ -15,9 +15,9 @@
 //! which prints the same lines in batches; one snapshot is also listed with
 //! `manifest` itself to show the two agree.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 
 use nilfs::format::bmap::BmapRoot;
 use nilfs::format::{ino, Cno};
@@ -126,7 +126,7 @@ struct Ours {
 }
 
 fn read_ours(dev: &MemDevice, snapshots: &[Cno], big_len: usize) -> Ours {
-    nilfs_conformance::assert_checks_clean(dev, "kernel_big_workload.rs:145");
+    nilfs_conformance::assert_checks_clean(dev, "peer_kernel_big_workload.rs:145");
     let nilfs = Nilfs::open(dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     let (_, big) = view.resolve(b"/big", false).unwrap();

@@ -13,9 +13,9 @@
 //! it); then Linux 6.1 mounts all of them read-write in one boot, and its
 //! manifest of the latest checkpoint and its lscp must equal ours.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 use nilfs_testkit::image::fresh_with;
 
 use nilfs::device::{BlockDevice, CutDevice};

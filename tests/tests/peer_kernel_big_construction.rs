@@ -4,9 +4,9 @@
 //! blocks prepared only on the retry. Manifest, lscp and lssu equal ours,
 //! dmesg quiet. Peer tier.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 use nilfs_testkit::image::fresh;
 
 #[test]
@@ -33,7 +33,7 @@ fn the_kernel_reads_constructions_that_outgrew_their_estimate() {
         }
         fs.unmount().unwrap();
     }
-    nilfs_conformance::assert_checks_clean(&dev, "kernel_big_construction.rs:55");
+    nilfs_conformance::assert_checks_clean(&dev, "peer_kernel_big_construction.rs:55");
     let nilfs = Nilfs::open(&dev).unwrap();
     let ours = manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap();
     let lscp = tools::lscp(&dev, &LscpOptions::default()).unwrap();

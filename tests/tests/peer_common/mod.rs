@@ -1,5 +1,5 @@
 //! Helpers shared by the peer tests that boot the kernel guest or write
-//! images for a peer (every kernel_*.rs, grub_reads_our_writes.rs): a
+//! images for a peer (every peer_kernel_*.rs, peer_grub_reads_our_writes.rs): a
 //! deterministic byte pattern (the model's), one guest boot over several
 //! images, the `@@NAME` sections a guest script prints, and the dmesg
 //! lines to complain about.
@@ -13,7 +13,7 @@ use std::process::Command;
 use nilfs_conformance::peers::{self, Scratch};
 use nilfs_model::Pattern;
 
-/// What the peer tests import, in one place: `use kernel_common::prelude::*`.
+/// What the peer tests import, in one place: `use peer_common::prelude::*`.
 #[allow(unused_imports)] // each test file uses its own subset
 pub mod prelude {
     pub use super::{

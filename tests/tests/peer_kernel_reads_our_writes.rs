@@ -10,9 +10,9 @@
 //! our reader must then open the kernel's new checkpoint and verify every
 //! checksum.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 
 use nilfs::check::verify_checksums;
 

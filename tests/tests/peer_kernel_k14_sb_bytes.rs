@@ -13,9 +13,9 @@
 //! If the kernel's second mount stops failing, K14 is fixed there: update
 //! docs/findings.md and this test.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 
 use nilfs_conformance::corrupt::{self, Recipe};
 

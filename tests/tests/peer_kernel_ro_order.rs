@@ -6,9 +6,9 @@
 //! (`read_only_first` in model/src/state.rs) and lockstep regressions
 //! 006-008 rest on this. Peer tier.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 use nilfs_testkit::image::fresh;
 
 #[test]

@@ -7,9 +7,9 @@
 //! same bytes, with no nilfs2 error in dmesg. Afterwards our reader must open
 //! what the kernel wrote and verify every checksum of it.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 
 use std::process::Command;
 

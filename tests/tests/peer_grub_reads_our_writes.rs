@@ -6,12 +6,12 @@
 //! files of height 2 and 3, nested directories, a multi-block directory,
 //! hard links and files rewritten over several checkpoints.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 use nilfs_testkit::image::fresh_with;
 
-use kernel_common::pattern;
+use peer_common::pattern;
 use std::process::Command;
 
 #[test]

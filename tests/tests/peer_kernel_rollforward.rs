@@ -5,18 +5,18 @@
 //! (b) We roll the same logs forward ourselves and unmount: the kernel's
 //! manifest of the result must equal ours.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 use nilfs_testkit::image::fresh_with;
 
-use kernel_common::pattern;
+use peer_common::pattern;
 use std::process::Command;
 
 /// Write, checkpoint, overwrite inside the files, fdatasync, crash.
 fn crashed_after_fdatasync(bs: u64) -> MemDevice {
     let dev = fresh_with(64 << 20, &MkfsOptions::from_seed(7).geometry(bs, 128));
-    nilfs_conformance::assert_checks_clean(&dev, "kernel_rollforward.rs:43");
+    nilfs_conformance::assert_checks_clean(&dev, "peer_kernel_rollforward.rs:43");
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     let a = fs.create(ino::ROOT, b"a", 0o644).unwrap();
@@ -65,7 +65,7 @@ fn the_kernel_rolls_our_data_only_logs_forward() {
             let nilfs = Nilfs::open(&dev).unwrap();
             Fs::mount(&nilfs, 1_800_000_100).unwrap().unmount().unwrap();
         }
-        nilfs_conformance::assert_checks_clean(&dev, "kernel_rollforward.rs:94");
+        nilfs_conformance::assert_checks_clean(&dev, "peer_kernel_rollforward.rs:94");
         let nilfs = Nilfs::open(&dev).unwrap();
         ours.push(manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap());
         let img = dir.file(&format!("recovered{i}.img"));

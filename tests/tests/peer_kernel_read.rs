@@ -8,9 +8,9 @@
 //! the manifest of the latest checkpoint and of every snapshot. Ours must
 //! equal the kernel's, line for line.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 
 use nilfs::device::FileDevice;
 use nilfs::format::Cno;

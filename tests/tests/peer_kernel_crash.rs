@@ -13,9 +13,9 @@
 //! its own recovery, and its manifest must equal ours. After the kernel
 //! unmounts, our reader must read the kernel's result identically.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 use nilfs_testkit::image::fresh_with;
 
 use nilfs::device::{export_image, BlockDevice, CutDevice, FileDevice};

@@ -5,9 +5,9 @@
 //! Then the kernel writes and runs its own cleaner on the same images, and
 //! we read its result as it does. Peer tier.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 use nilfs_testkit::image::fresh;
 
 use nilfs::check::verify_checksums;

@@ -11,9 +11,9 @@
 //! If the kernel stops writing the extra checkpoint, update
 //! docs/findings.md and this test.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 use nilfs_testkit::image::fresh;
 
 /// `lscp -a` of `dev`: (number, minor) of every checkpoint.
