@@ -8,6 +8,7 @@
 //! peer is a failure, never a silent skip.
 
 pub mod corrupt;
+pub mod crash_envelope;
 pub mod fuzz;
 pub mod lockstep;
 pub mod peers;
