@@ -8,8 +8,8 @@
 
 mod peer_common;
 
-use peer_common::prelude::*;
 use nilfs_testkit::image::fresh_with;
+use peer_common::prelude::*;
 
 use peer_common::pattern;
 use std::process::Command;

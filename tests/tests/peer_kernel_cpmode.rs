@@ -10,8 +10,8 @@
 
 mod peer_common;
 
-use peer_common::prelude::*;
 use nilfs_testkit::image::fresh;
+use peer_common::prelude::*;
 
 use nilfs::format::{ino, Cno};
 use nilfs::inspect::nilfs_utils::LscpOptions;

@@ -3,8 +3,8 @@
 
 mod peer_common;
 
-use peer_common::prelude::*;
 use nilfs_testkit::image::fresh;
+use peer_common::prelude::*;
 
 #[test]
 fn the_kernel_mounts_an_image_we_filled() {

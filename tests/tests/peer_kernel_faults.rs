@@ -15,8 +15,8 @@
 
 mod peer_common;
 
-use peer_common::prelude::*;
 use nilfs_testkit::image::fresh_with;
+use peer_common::prelude::*;
 
 use nilfs::device::{BlockDevice, CutDevice};
 use nilfs::format::SB_OFFSET_BYTES;
@@ -272,17 +272,11 @@ fn the_kernel_mounts_what_faults_leave() {
                 ours.push((latest(dev), Some(lscp)));
             }
         }
-        let img = dir.file(&format!("f{i}.img"));
-        export_image(dev, &img).unwrap();
-        images.push(img);
+        export_to(&dir, &format!("f{i}.img"), dev, &mut images);
     }
-    let mut script = String::from("set -e\n");
-    for d in &DEVS[..images.len()] {
-        script.push_str(&format!(
-            "mount -t nilfs2 /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\necho @@LSCP {d}; lscp\numount /mnt\n"
-        ));
-    }
-    script.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
+    let script = script_per_image("set -e\n", images.len(), |d| {
+        format!("mount -t nilfs2 /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\necho @@LSCP {d}; lscp\numount /mnt\n")
+    });
     let secs = sections(&kernel_run(&images, &script, &dir, "faults.sh"));
     for (i, (what, _)) in cases.iter().enumerate() {
         let d = DEVS[i];
@@ -295,6 +289,5 @@ fn the_kernel_mounts_what_faults_leave() {
             assert_eq!(&secs[&format!("LSCP {d}")], lscp, "{what}: lscp");
         }
     }
-    let bad = unexpected_dmesg(&secs["DMESG"], ACCEPTED_DMESG);
-    assert!(bad.is_empty(), "dmesg: {bad:?}\n{}", secs["DMESG"]);
+    assert_dmesg_clean(&secs["DMESG"], ACCEPTED_DMESG);
 }

@@ -13,8 +13,8 @@
 
 mod peer_common;
 
-use peer_common::prelude::*;
 use nilfs_testkit::image::fresh;
+use peer_common::prelude::*;
 
 /// `lscp -a` of `dev`: (number, minor) of every checkpoint.
 fn checkpoints(dev: &dyn nilfs::device::BlockDevice) -> Vec<(u64, bool)> {
@@ -47,10 +47,9 @@ fn ours(syncs: u64) -> MemDevice {
 fn the_kernel_writes_one_more_checkpoint_after_a_new_cpfile_block() {
     let plain: Vec<(u64, bool)> = (1..=5).map(|c| (c, false)).collect();
     assert_eq!(checkpoints(&ours(4)), plain, "ours, four syncs");
-    let Some(()) = peers::require("the_kernel_writes_one_more_checkpoint", GUEST) else {
+    let Some(dir) = guest("the_kernel_writes_one_more_checkpoint", "kernel-k15") else {
         return;
     };
-    let dir = Scratch::new("kernel-k15");
     let fresh = |name: &str| {
         let dev = fresh(32 << 20, 1024, 64);
         let img = dir.file(name);

@@ -7,8 +7,8 @@
 
 mod peer_common;
 
-use peer_common::prelude::*;
 use nilfs_testkit::image::fresh_with;
+use peer_common::prelude::*;
 
 use peer_common::pattern;
 use std::process::Command;
@@ -47,18 +47,18 @@ fn expected() -> String {
 
 #[test]
 fn the_kernel_rolls_our_data_only_logs_forward() {
-    let Some(()) = peers::require("the_kernel_rolls_our_data_only_logs_forward", GUEST) else {
+    let Some(dir) = guest(
+        "the_kernel_rolls_our_data_only_logs_forward",
+        "kernel-rollforward",
+    ) else {
         return;
     };
-    let dir = Scratch::new("kernel-rollforward");
     let mut images = Vec::new();
     let mut ours = Vec::new();
     for (i, bs) in [1024u64, 4096].into_iter().enumerate() {
         // (a) crashed, for the kernel to recover.
         let dev = crashed_after_fdatasync(bs);
-        let img = dir.file(&format!("crashed{i}.img"));
-        export_image(&dev, &img).unwrap();
-        images.push(img);
+        export_to(&dir, &format!("crashed{i}.img"), &dev, &mut images);
         // (b) recovered by us.
         let dev = crashed_after_fdatasync(bs);
         {
@@ -68,9 +68,7 @@ fn the_kernel_rolls_our_data_only_logs_forward() {
         nilfs_conformance::assert_checks_clean(&dev, "peer_kernel_rollforward.rs:94");
         let nilfs = Nilfs::open(&dev).unwrap();
         ours.push(manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap());
-        let img = dir.file(&format!("recovered{i}.img"));
-        export_image(&dev, &img).unwrap();
-        images.push(img);
+        export_to(&dir, &format!("recovered{i}.img"), &dev, &mut images);
     }
     let mut script = String::from("set -e\n");
     for (k, d) in ["vda", "vdb", "vdc", "vdd"].iter().enumerate() {
