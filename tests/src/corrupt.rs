@@ -214,19 +214,9 @@ pub fn apply_at(
     reseal: Reseal,
 ) -> R<Applied> {
     let site = field.site;
-    let sector = site.byte - site.byte % 512;
-    let within = (site.byte - sector) as usize;
-    let mut buf = vec![0u8; 1024];
-    dev.read_at(sector, &mut buf).map_err(s)?;
+    let (sector, within, mut buf, old_word) = read_word(dev, &site)?;
     let width = site.width.max(1);
-    let mut raw = [0u8; 8];
-    raw[..width].copy_from_slice(&buf[within..within + width]);
-    let old_word = u64::from_le_bytes(raw);
-    let old = if site.width == 0 {
-        (old_word >> site.bit) & 1
-    } else {
-        old_word
-    };
+    let old = site_value(&site, old_word);
     let mut new = match op {
         Op::Set => v,
         Op::Add => old.wrapping_add(v),
@@ -287,6 +277,14 @@ pub fn rename_entry(dev: &dyn BlockDevice, path: &str, new: &[u8]) -> R<()> {
 
 /// The value a site holds now.
 pub fn read_site(dev: &dyn BlockDevice, site: &Site) -> R<u64> {
+    let (_, _, _, word) = read_word(dev, site)?;
+    Ok(site_value(site, word))
+}
+
+/// The two sectors around a site: where they start, the site's offset in
+/// them, their bytes, and the little-endian word at the site (its width's
+/// bytes, at least one).
+fn read_word(dev: &dyn BlockDevice, site: &Site) -> R<(u64, usize, Vec<u8>, u64)> {
     let sector = site.byte - site.byte % 512;
     let within = (site.byte - sector) as usize;
     let mut buf = vec![0u8; 1024];
@@ -294,12 +292,16 @@ pub fn read_site(dev: &dyn BlockDevice, site: &Site) -> R<u64> {
     let width = site.width.max(1);
     let mut raw = [0u8; 8];
     raw[..width].copy_from_slice(&buf[within..within + width]);
-    let w = u64::from_le_bytes(raw);
-    Ok(if site.width == 0 {
-        (w >> site.bit) & 1
+    Ok((sector, within, buf, u64::from_le_bytes(raw)))
+}
+
+/// A site's value in its word: the word, or the site's bit.
+fn site_value(site: &Site, word: u64) -> u64 {
+    if site.width == 0 {
+        (word >> site.bit) & 1
     } else {
-        w
-    })
+        word
+    }
 }
 
 fn block_size(dev: &dyn BlockDevice) -> R<u64> {
