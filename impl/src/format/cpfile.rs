@@ -7,7 +7,7 @@
 //! exist: its slot would be the header's.
 
 use super::inode::Inode;
-use super::le::{layout, need};
+use super::le::{encoded, layout, need};
 use super::{Cno, FileBlk, MIN_CHECKPOINT_SIZE};
 use crate::{Error, Result};
 
@@ -58,9 +58,7 @@ impl CpfileHeader {
 
     /// The encoded 32 bytes.
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
-        let mut b = [0u8; Self::SIZE];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 }
 
@@ -136,9 +134,7 @@ impl Checkpoint {
 
     /// The encoded 192 bytes.
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
-        let mut b = [0u8; Self::SIZE];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// Whether every bit of `flag` is set.

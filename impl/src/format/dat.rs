@@ -3,7 +3,7 @@
 //! whose entry number is the virtual block number; the stride is
 //! `s_dat_entry_size`, of which the first 32 bytes are this structure.
 
-use super::le::{layout, need};
+use super::le::{encoded, layout, need};
 use super::{BlockNr, Cno};
 use crate::Result;
 
@@ -48,9 +48,7 @@ impl DatEntry {
 
     /// The encoded 32 bytes.
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
-        let mut b = [0u8; Self::SIZE];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// Whether this block version belongs to checkpoint `cno`:

@@ -1,6 +1,6 @@
 //! `struct nilfs_inode` (128 bytes; the ifile stride is `s_inode_size`).
 
-use super::le::{layout, need, put_u64, u64_at};
+use super::le::{encoded, layout, need, put_u64, u64_at};
 use super::INODE_BMAP_SIZE;
 use crate::Result;
 
@@ -119,9 +119,7 @@ impl Inode {
 
     /// The encoded 128 bytes.
     pub fn to_bytes(&self) -> [u8; 128] {
-        let mut b = [0u8; 128];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// File type bits of `i_mode`.

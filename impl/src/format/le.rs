@@ -160,6 +160,14 @@ impl Field {
     }
 }
 
+/// The `N` bytes `encode` writes into a zeroed buffer: a fixed-size
+/// structure's `to_bytes`.
+pub fn encoded<const N: usize>(encode: impl FnOnce(&mut [u8])) -> [u8; N] {
+    let mut b = [0u8; N];
+    encode(&mut b);
+    b
+}
+
 /// The field of `fields` called `name`.
 pub fn field(fields: &[Field], name: &str) -> Option<Field> {
     fields.iter().copied().find(|f| f.name == name)

@@ -14,7 +14,7 @@
 //! block, else at offset 0 of the next one. Records never straddle blocks.
 
 use super::crc::crc32_le;
-use super::le::{layout, need};
+use super::le::{encoded, layout, need};
 use super::{ino, BlockNr, Cno, FileBlk, Ino, Seq, VBlockNr, SEGSUM_MAGIC};
 use crate::{Error, Result};
 
@@ -106,9 +106,7 @@ impl SegmentSummary {
 
     /// The encoded 64 bytes.
     pub fn to_bytes(&self) -> [u8; 64] {
-        let mut b = [0u8; 64];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// Whether the log ends with a super root.
@@ -179,9 +177,7 @@ impl Finfo {
 
     /// The encoded 24 bytes.
     pub fn to_bytes(&self) -> [u8; 24] {
-        let mut b = [0u8; 24];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// The DAT records physical addresses, so its binfos take other forms.

@@ -6,7 +6,7 @@
 //! slot `s + first_entry_offset` counted across blocks: segment numbers start
 //! at 0, so unlike the cpfile there is no `- 1` (`nilfs_sufile_get_blkoff`).
 
-use super::le::{layout, need};
+use super::le::{encoded, layout, need};
 use super::{FileBlk, SegNum, MIN_SEGMENT_USAGE_SIZE};
 use crate::{Error, Result};
 
@@ -52,9 +52,7 @@ impl SufileHeader {
 
     /// The encoded 24 bytes.
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
-        let mut b = [0u8; Self::SIZE];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 }
 
@@ -99,9 +97,7 @@ impl SegmentUsage {
 
     /// The encoded 16 bytes.
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
-        let mut b = [0u8; Self::SIZE];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// `nilfs_segment_usage_clean`: no flag at all, ACTIVE included.
