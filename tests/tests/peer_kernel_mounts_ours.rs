@@ -7,9 +7,9 @@
 //! same bytes, with no nilfs2 error in dmesg. Afterwards our reader must open
 //! what the kernel wrote and verify every checksum of it.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 
 use std::process::Command;
 
@@ -31,10 +31,7 @@ fn make_images(dir: &Scratch) -> Vec<std::path::PathBuf> {
         .iter()
         .enumerate()
         .map(|(i, &(bs, bps, size))| {
-            let img = dir.file(&format!("ours{i}.img"));
-            let f = std::fs::File::create(&img).unwrap();
-            f.set_len(size).unwrap();
-            drop(f);
+            let img = sized_file(dir, &format!("ours{i}.img"), size);
             let dev = FileDevice::open_read_write(&img).unwrap();
             let o = MkfsOptions {
                 block_size: bs,

@@ -11,9 +11,10 @@
 //! If the kernel stops writing the extra checkpoint, update
 //! docs/findings.md and this test.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh;
+use peer_common::prelude::*;
 
 /// `lscp -a` of `dev`: (number, minor) of every checkpoint.
 fn checkpoints(dev: &dyn nilfs::device::BlockDevice) -> Vec<(u64, bool)> {
@@ -28,8 +29,7 @@ fn checkpoints(dev: &dyn nilfs::device::BlockDevice) -> Vec<(u64, bool)> {
 
 /// `syncs` times: a new file, then a sync; then the unmount.
 fn ours(syncs: u64) -> MemDevice {
-    let dev = MemDevice::new(32 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+    let dev = fresh(32 << 20, 1024, 64);
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     for k in 0..syncs {
@@ -47,13 +47,11 @@ fn ours(syncs: u64) -> MemDevice {
 fn the_kernel_writes_one_more_checkpoint_after_a_new_cpfile_block() {
     let plain: Vec<(u64, bool)> = (1..=5).map(|c| (c, false)).collect();
     assert_eq!(checkpoints(&ours(4)), plain, "ours, four syncs");
-    let Some(()) = peers::require("the_kernel_writes_one_more_checkpoint", GUEST) else {
+    let Some(dir) = guest("the_kernel_writes_one_more_checkpoint", "kernel-k15") else {
         return;
     };
-    let dir = Scratch::new("kernel-k15");
     let fresh = |name: &str| {
-        let dev = MemDevice::new(32 << 20);
-        mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+        let dev = fresh(32 << 20, 1024, 64);
         let img = dir.file(name);
         export_image(&dev, &img).unwrap();
         img

@@ -15,9 +15,9 @@
 //! which prints the same lines in batches; one snapshot is also listed with
 //! `manifest` itself to show the two agree.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 
 use nilfs::format::bmap::BmapRoot;
 use nilfs::format::{ino, Cno};
@@ -126,7 +126,7 @@ struct Ours {
 }
 
 fn read_ours(dev: &MemDevice, snapshots: &[Cno], big_len: usize) -> Ours {
-    nilfs_conformance::assert_checks_clean(dev, "kernel_big_workload.rs:145");
+    nilfs_conformance::assert_checks_clean(dev, "peer_kernel_big_workload.rs:145");
     let nilfs = Nilfs::open(dev).unwrap();
     let view = CheckpointView::open(&nilfs, None).unwrap();
     let (_, big) = view.resolve(b"/big", false).unwrap();
@@ -166,10 +166,9 @@ fn read_ours(dev: &MemDevice, snapshots: &[Cno], big_len: usize) -> Ours {
 
 #[test]
 fn the_kernel_reads_our_big_workload() {
-    let Some(()) = peers::require("the_kernel_reads_our_big_workload", GUEST) else {
+    let Some(dir) = guest("the_kernel_reads_our_big_workload", "kernel-big") else {
         return;
     };
-    let dir = Scratch::new("kernel-big");
     let mut images = Vec::new();
     let mut ours = Vec::new();
     for (i, &(bs, bps, big_len)) in GEOMETRIES.iter().enumerate() {
@@ -179,9 +178,7 @@ fn the_kernel_reads_our_big_workload() {
         let o = read_ours(&dev, &snapshots, big_len);
         assert!(o.lscp.lines().count() > 200, "{}", o.lscp);
         ours.push(o);
-        let img = dir.file(&format!("big{i}.img"));
-        export_image(&dev, &img).unwrap();
-        images.push(img);
+        export_to(&dir, &format!("big{i}.img"), &dev, &mut images);
     }
 
     let mut script = format!("set -e\n{FAST_MANIFEST}mkdir -p /mnt /snap\n");
@@ -228,10 +225,5 @@ fn the_kernel_reads_our_big_workload() {
             "{ctx}: manifest.sh"
         );
     }
-    let dmesg = &secs["DMESG"];
-    let bad = unexpected_dmesg(dmesg, ACCEPTED_DMESG);
-    assert!(
-        bad.is_empty(),
-        "unexpected nilfs2 messages: {bad:#?}\n{dmesg}"
-    );
+    assert_dmesg_clean(&secs["DMESG"], ACCEPTED_DMESG);
 }

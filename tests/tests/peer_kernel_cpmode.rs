@@ -8,9 +8,10 @@
 //! blocks, so they are MINOR (`!NILFS_SC_HAVE_DELTA`): plain `lscp` hides
 //! them. Peer tier.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh;
+use peer_common::prelude::*;
 
 use nilfs::format::{ino, Cno};
 use nilfs::inspect::nilfs_utils::LscpOptions;
@@ -44,8 +45,7 @@ fn checkpoint_mode_changes_match_the_kernel() {
     let Some(()) = peers::require("checkpoint_mode_changes_match_the_kernel", GUEST) else {
         return;
     };
-    let dev = MemDevice::new(32 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(4096, 256)).unwrap();
+    let dev = fresh(32 << 20, 4096, 256);
     let dir = Scratch::new("kernel-cpmode");
     let img = dir.file("cpmode.img");
     export_image(&dev, &img).unwrap();

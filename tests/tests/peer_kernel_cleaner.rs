@@ -5,9 +5,10 @@
 //! Then the kernel writes and runs its own cleaner on the same images, and
 //! we read its result as it does. Peer tier.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh;
+use peer_common::prelude::*;
 
 use nilfs::check::verify_checksums;
 use nilfs::cleaner;
@@ -84,26 +85,17 @@ fn clean_flags(fs: &mut Fs<'_>) -> Vec<bool> {
 
 #[test]
 fn the_kernel_reads_what_our_cleaner_leaves() {
-    let Some(()) = peers::require("the_kernel_reads_what_our_cleaner_leaves", GUEST) else {
+    let Some(dir) = guest("the_kernel_reads_what_our_cleaner_leaves", "kernel-cleaner") else {
         return;
     };
-    let dir = Scratch::new("kernel-cleaner");
     let mut images = Vec::new();
     let mut ours = Vec::new();
     for (i, &(bs, bps)) in GEOMETRIES.iter().enumerate() {
-        let dev = MemDevice::new(3 << 20);
-        mkfs::mkfs(&dev, &MkfsOptions::with_geometry(bs, bps)).unwrap();
+        let dev = fresh(3 << 20, bs, bps);
         workload(&dev);
         verify_checksums(&dev).unwrap();
-        let nilfs = Nilfs::open(&dev).unwrap();
-        ours.push((
-            manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap(),
-            tools::lscp(&dev, &LscpOptions::default()).unwrap(),
-            tools::lssu(&dev, &LssuOptions::default()).unwrap(),
-        ));
-        let img = dir.file(&format!("c{i}.img"));
-        export_image(&dev, &img).unwrap();
-        images.push(img);
+        ours.push(listings(&dev));
+        export_to(&dir, &format!("c{i}.img"), &dev, &mut images);
     }
     let mut ro = String::from("set -e\nmkdir -p /snap\n");
     for d in &DEVS[..images.len()] {
@@ -134,11 +126,10 @@ fn the_kernel_reads_what_our_cleaner_leaves() {
             assert_eq!(&manifest(&view).unwrap(), &secs[k], "{ctx}: snapshot {cno}");
         }
     }
-    let bad = unexpected_dmesg(
+    assert_dmesg_clean(
         &secs["DMESG"],
         &["nilfs version 2 loaded", "segctord starting"],
     );
-    assert!(bad.is_empty(), "dmesg: {bad:?}");
 
     // The kernel writes and cleans on top; we read its result as it does.
     let mut rw = String::from("set -e\nmkdir -p /snap\n");
@@ -155,11 +146,10 @@ fn the_kernel_reads_what_our_cleaner_leaves() {
     }
     rw.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
     let secs = sections(&kernel_run(&images, &rw, &dir, "rw.sh"));
-    let bad = unexpected_dmesg(
+    assert_dmesg_clean(
         &secs["DMESG"],
         &["nilfs version 2 loaded", "segctord starting"],
     );
-    assert!(bad.is_empty(), "dmesg: {bad:?}");
     for (i, d) in DEVS[..images.len()].iter().enumerate() {
         let dev = FileDevice::open_read_only(&images[i]).unwrap();
         nilfs_conformance::assert_checks_clean(&dev, &format!("image {i}"));
@@ -188,8 +178,7 @@ fn the_kernel_reads_what_our_cleaner_leaves() {
 /// read exactly as the kernel's manifest says, every checksum holds, and
 /// segments were reclaimed.
 fn clean_the_fixture() -> (MemDevice, nilfs::cleaner::CleanReport) {
-    let (img, _) = nilfs_conformance::kernel_fixture();
-    let dev = nilfs::device::import_image(&img).unwrap();
+    let dev = nilfs_testkit::image::fixture();
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_900_000_000).unwrap();
@@ -205,10 +194,7 @@ fn clean_the_fixture() -> (MemDevice, nilfs::cleaner::CleanReport) {
 
 #[test]
 fn our_cleaner_on_the_kernel_fixture_keeps_what_it_shows() {
-    let (before, _) = {
-        let (img, _) = nilfs_conformance::kernel_fixture();
-        (nilfs::device::import_image(&img).unwrap(), ())
-    };
+    let before = nilfs_testkit::image::fixture();
     let (dev, report) = clean_the_fixture();
     assert!(report.cleaned_segs >= 10, "{report:?}");
     assert!(report.moved_blocks > 1000, "{report:?}");
@@ -256,6 +242,5 @@ fn the_kernel_reads_the_fixture_after_our_cleaner() {
     assert_eq!(secs["S"], want_snap);
     assert_eq!(secs["LSCP"], want_lscp);
     assert_eq!(secs["LSSU"], want_lssu);
-    let bad = unexpected_dmesg(&secs["D"], &["nilfs version 2 loaded"]);
-    assert!(bad.is_empty(), "dmesg: {bad:?}");
+    assert_dmesg_clean(&secs["D"], &["nilfs version 2 loaded"]);
 }

@@ -6,11 +6,12 @@
 //! files of height 2 and 3, nested directories, a multi-block directory,
 //! hard links and files rewritten over several checkpoints.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh_with;
+use peer_common::prelude::*;
 
-use kernel_common::pattern;
+use peer_common::pattern;
 use std::process::Command;
 
 #[test]
@@ -23,8 +24,10 @@ fn grub_reads_our_writes() {
         .into_iter()
         .enumerate()
     {
-        let dev = MemDevice::new(128 << 20);
-        mkfs::mkfs(&dev, &MkfsOptions::from_seed(i as u64).geometry(bs, bps)).unwrap();
+        let dev = fresh_with(
+            128 << 20,
+            &MkfsOptions::from_seed(i as u64).geometry(bs, bps),
+        );
         {
             let nilfs = Nilfs::open(&dev).unwrap();
             let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();

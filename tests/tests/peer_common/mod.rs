@@ -1,5 +1,5 @@
 //! Helpers shared by the peer tests that boot the kernel guest or write
-//! images for a peer (every kernel_*.rs, grub_reads_our_writes.rs): a
+//! images for a peer (every peer_kernel_*.rs, peer_grub_reads_our_writes.rs): a
 //! deterministic byte pattern (the model's), one guest boot over several
 //! images, the `@@NAME` sections a guest script prints, and the dmesg
 //! lines to complain about.
@@ -10,14 +10,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
+use nilfs::device::{export_image, BlockDevice, MemDevice};
+use nilfs::inspect::nilfs_utils::{LscpOptions, LssuOptions};
+use nilfs::inspect::tools;
 use nilfs_conformance::peers::{self, Scratch};
 use nilfs_model::Pattern;
 
-/// What the peer tests import, in one place: `use kernel_common::prelude::*`.
+/// What the peer tests import, in one place: `use peer_common::prelude::*`.
 #[allow(unused_imports)] // each test file uses its own subset
 pub mod prelude {
     pub use super::{
-        kernel_run, kernel_run_with, pattern, sections, unexpected_dmesg, Boot, DEVS, GUEST,
+        assert_dmesg_clean, export_to, guest, kernel_run, kernel_run_with, listings, pattern,
+        script_per_image, sections, sized_file, Boot, DEVS, GUEST,
     };
     pub use nilfs::device::{export_image, FileDevice, MemDevice};
     pub use nilfs::format::ino;
@@ -117,15 +121,63 @@ pub fn kernel_run_with(
     stdout
 }
 
-/// The nilfs lines of the guest's dmesg that are not in `accepted` (each an
-/// allowed substring, case-insensitive).
-pub fn unexpected_dmesg<'a>(dmesg: &'a str, accepted: &[&str]) -> Vec<&'a str> {
-    dmesg
+/// Fails the test on any nilfs line of the guest's dmesg that is not in
+/// `accepted` (each an allowed substring, case-insensitive).
+#[track_caller]
+pub fn assert_dmesg_clean(dmesg: &str, accepted: &[&str]) {
+    let bad: Vec<&str> = dmesg
         .lines()
         .filter(|l| l.to_lowercase().contains("nilfs"))
         .filter(|l| {
             let lower = l.to_lowercase();
             !accepted.iter().any(|a| lower.contains(&a.to_lowercase()))
         })
-        .collect()
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "unexpected nilfs2 messages: {bad:#?}\n{dmesg}"
+    );
+}
+
+/// The start of a kernel-tier test: the guest's programs
+/// (`peers::require`: off without NILFS_PEERS, a failure with it when
+/// one is missing), then the test's scratch folder.
+pub fn guest(test: &str, scratch: &str) -> Option<Scratch> {
+    peers::require(test, GUEST)?;
+    Some(Scratch::new(scratch))
+}
+
+/// Exports `dev` as `name` in `dir` and adds it to the guest's `images`.
+pub fn export_to(dir: &Scratch, name: &str, dev: &MemDevice, images: &mut Vec<PathBuf>) {
+    let img = dir.file(name);
+    export_image(dev, &img).unwrap();
+    images.push(img);
+}
+
+/// An empty (sparse) image file of `size` bytes, `name` in `dir`.
+pub fn sized_file(dir: &Scratch, name: &str, size: u64) -> PathBuf {
+    let img = dir.file(name);
+    std::fs::File::create(&img).unwrap().set_len(size).unwrap();
+    img
+}
+
+/// A guest script: `head`, then `each(d)` for the guest device `d` of each
+/// of the `n` images, then the nilfs lines of dmesg as section DMESG.
+pub fn script_per_image(head: &str, n: usize, each: impl Fn(&str) -> String) -> String {
+    let mut script = String::from(head);
+    for d in &DEVS[..n] {
+        script.push_str(&each(d));
+    }
+    script.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
+    script
+}
+
+/// What our tools show of an image: the latest checkpoint's manifest,
+/// lscp and lssu, as the guest prints them.
+pub fn listings(dev: &dyn BlockDevice) -> (String, String, String) {
+    (
+        nilfs_testkit::image::latest_manifest(dev),
+        tools::lscp(dev, &LscpOptions::default()).unwrap(),
+        tools::lssu(dev, &LssuOptions::default()).unwrap(),
+    )
 }

@@ -5,18 +5,18 @@
 //! (b) We roll the same logs forward ourselves and unmount: the kernel's
 //! manifest of the result must equal ours.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh_with;
+use peer_common::prelude::*;
 
-use kernel_common::pattern;
+use peer_common::pattern;
 use std::process::Command;
 
 /// Write, checkpoint, overwrite inside the files, fdatasync, crash.
 fn crashed_after_fdatasync(bs: u64) -> MemDevice {
-    let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::from_seed(7).geometry(bs, 128)).unwrap();
-    nilfs_conformance::assert_checks_clean(&dev, "kernel_rollforward.rs:43");
+    let dev = fresh_with(64 << 20, &MkfsOptions::from_seed(7).geometry(bs, 128));
+    nilfs_conformance::assert_checks_clean(&dev, "peer_kernel_rollforward.rs:43");
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     let a = fs.create(ino::ROOT, b"a", 0o644).unwrap();
@@ -47,30 +47,28 @@ fn expected() -> String {
 
 #[test]
 fn the_kernel_rolls_our_data_only_logs_forward() {
-    let Some(()) = peers::require("the_kernel_rolls_our_data_only_logs_forward", GUEST) else {
+    let Some(dir) = guest(
+        "the_kernel_rolls_our_data_only_logs_forward",
+        "kernel-rollforward",
+    ) else {
         return;
     };
-    let dir = Scratch::new("kernel-rollforward");
     let mut images = Vec::new();
     let mut ours = Vec::new();
     for (i, bs) in [1024u64, 4096].into_iter().enumerate() {
         // (a) crashed, for the kernel to recover.
         let dev = crashed_after_fdatasync(bs);
-        let img = dir.file(&format!("crashed{i}.img"));
-        export_image(&dev, &img).unwrap();
-        images.push(img);
+        export_to(&dir, &format!("crashed{i}.img"), &dev, &mut images);
         // (b) recovered by us.
         let dev = crashed_after_fdatasync(bs);
         {
             let nilfs = Nilfs::open(&dev).unwrap();
             Fs::mount(&nilfs, 1_800_000_100).unwrap().unmount().unwrap();
         }
-        nilfs_conformance::assert_checks_clean(&dev, "kernel_rollforward.rs:94");
+        nilfs_conformance::assert_checks_clean(&dev, "peer_kernel_rollforward.rs:94");
         let nilfs = Nilfs::open(&dev).unwrap();
         ours.push(manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap());
-        let img = dir.file(&format!("recovered{i}.img"));
-        export_image(&dev, &img).unwrap();
-        images.push(img);
+        export_to(&dir, &format!("recovered{i}.img"), &dev, &mut images);
     }
     let mut script = String::from("set -e\n");
     for (k, d) in ["vda", "vdb", "vdc", "vdd"].iter().enumerate() {

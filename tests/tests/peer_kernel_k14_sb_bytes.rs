@@ -13,9 +13,9 @@
 //! If the kernel's second mount stops failing, K14 is fixed there: update
 //! docs/findings.md and this test.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 
 use nilfs_conformance::corrupt::{self, Recipe};
 
@@ -39,10 +39,12 @@ fn ours_stays_readable_where_the_kernel_loses_both_super_blocks() {
         let nilfs = Nilfs::open(&dev).unwrap();
         manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap()
     };
-    let Some(()) = peers::require("ours_stays_readable_where_the_kernel_loses_both", GUEST) else {
+    let Some(dir) = guest(
+        "ours_stays_readable_where_the_kernel_loses_both",
+        "kernel-k14",
+    ) else {
         return;
     };
-    let dir = Scratch::new("kernel-k14");
     let img = dir.file("k14.img");
     export_image(&damaged(), &img).unwrap();
     let script = "mount -t nilfs2 /dev/vda /mnt\necho @@FIRST; manifest /mnt\numount /mnt\n\

@@ -1,20 +1,16 @@
 //! impl/tests/crash.rs's workload and what judges it, in one place for
 //! the test and for the benchmark that times it
 //! (tests/benches/throughput.rs, `--part sync`), so the bench measures
-//! exactly what the test runs. Both include this file with `#[path]` and
-//! give it the xorshift `pattern(seed, len)` of impl/tests/common in the
-//! including module.
+//! exactly what the test runs.
 
 use nilfs::device::{BlockDevice, MemDevice};
 use nilfs::format::ino;
 use nilfs::fs::Fs;
-use nilfs::inspect::manifest::manifest;
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs::Result;
 
-use super::pattern;
+use crate::image;
+use crate::pattern::pattern;
 
 /// The image's block size.
 pub const BS: u64 = 1024;
@@ -31,23 +27,20 @@ pub fn data(seed: u64, len: usize) -> &'static [u8] {
 
 /// A fresh 64 MiB image of 1 KiB blocks and 64-block segments.
 pub fn fresh() -> MemDevice {
-    let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(BS, 64)).unwrap();
-    dev
+    image::fresh(64 << 20, BS, 64)
 }
 
 /// Every cut image, as the crash left it, must check clean: consistent as
 /// of its last super root, with pending data-sync logs reported, not errors.
+#[track_caller]
 pub fn assert_checks_clean(dev: &dyn BlockDevice) {
-    let r = nilfs::check::check_device(dev, &Default::default());
-    assert!(r.is_clean(), "nilref check after the cut:\n{r}");
+    image::assert_checks_clean(dev, "after the cut");
 }
 
 /// `nilref check` of the cut image, then the latest tree's manifest.
 pub fn latest_manifest(dev: &dyn BlockDevice) -> String {
     assert_checks_clean(dev);
-    let nilfs = Nilfs::open(dev).unwrap_or_else(|e| panic!("mount after the cut: {e}"));
-    manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap()
+    image::latest_manifest(dev)
 }
 
 /// The workload: 27 operations and 4 syncs (the last from unmount's final

@@ -10,9 +10,9 @@
 //! our reader must then open the kernel's new checkpoint and verify every
 //! checksum.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 
 use nilfs::check::verify_checksums;
 
@@ -69,25 +69,16 @@ fn populate(dev: &MemDevice, bs: u64, bps: u64) {
 
 #[test]
 fn the_kernel_reads_what_we_write() {
-    let Some(()) = peers::require("the_kernel_reads_what_we_write", GUEST) else {
+    let Some(dir) = guest("the_kernel_reads_what_we_write", "kernel-reads-ours") else {
         return;
     };
-    let dir = Scratch::new("kernel-reads-ours");
     let mut images = Vec::new();
     let mut ours = Vec::new();
     for (i, &(bs, bps)) in GEOMETRIES.iter().enumerate() {
         let dev = MemDevice::new(128 << 20);
         populate(&dev, bs, bps);
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let view = CheckpointView::open(&nilfs, None).unwrap();
-        ours.push((
-            manifest(&view).unwrap(),
-            tools::lscp(&dev, &LscpOptions::default()).unwrap(),
-            tools::lssu(&dev, &LssuOptions::default()).unwrap(),
-        ));
-        let img = dir.file(&format!("w{i}.img"));
-        export_image(&dev, &img).unwrap();
-        images.push(img);
+        ours.push(listings(&dev));
+        export_to(&dir, &format!("w{i}.img"), &dev, &mut images);
     }
     let mut ro = String::from("set -e\n");
     for d in &DEVS[..GEOMETRIES.len()] {

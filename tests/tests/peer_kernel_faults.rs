@@ -13,9 +13,10 @@
 //! it); then Linux 6.1 mounts all of them read-write in one boot, and its
 //! manifest of the latest checkpoint and its lscp must equal ours.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh_with;
+use peer_common::prelude::*;
 
 use nilfs::device::{BlockDevice, CutDevice};
 use nilfs::format::SB_OFFSET_BYTES;
@@ -34,10 +35,9 @@ const ACCEPTED_DMESG: &[&str] = &[
     "salvaged",
 ];
 
-fn fresh() -> MemDevice {
-    let dev = MemDevice::new(DEV_BYTES);
-    mkfs::mkfs(&dev, &MkfsOptions::from_seed(11).geometry(BS, BPS)).unwrap();
-    dev
+/// The workloads' starting image (mkfs seed 11: its UUID and CRC seed).
+fn base_image() -> MemDevice {
+    fresh_with(DEV_BYTES, &MkfsOptions::from_seed(11).geometry(BS, BPS))
 }
 
 /// The first part of the workload: files across the direct map and into
@@ -72,7 +72,7 @@ fn carry_on(fs: &mut Fs<'_>) -> Result<()> {
 
 /// Writes the workload makes before the operation under test, and during.
 fn count_writes() -> (u64, u64) {
-    let cut = CutDevice::new(fresh(), BS, u64::MAX);
+    let cut = CutDevice::new(base_image(), BS, u64::MAX);
     let nilfs = Nilfs::open(&cut).unwrap();
     let mut fs = Fs::mount(&nilfs, NOW).unwrap();
     prepare(&mut fs).unwrap();
@@ -114,29 +114,29 @@ fn the_kernel_mounts_what_faults_leave() {
     for torn in [false, true] {
         let k = before + during / 3;
         let cut = if torn {
-            CutDevice::new(fresh(), BS, k + 1).tearing()
+            CutDevice::new(base_image(), BS, k + 1).tearing()
         } else {
-            CutDevice::new(fresh(), BS, k)
+            CutDevice::new(base_image(), BS, k)
         };
         sync_fault_then_carry_on(&cut);
         cases.push((format!("write {k} refused (torn: {torn})"), cut.inner));
     }
     // The sync's cache flush failing.
     {
-        let probe = CutDevice::new(fresh(), BS, u64::MAX);
+        let probe = CutDevice::new(base_image(), BS, u64::MAX);
         let flushes = {
             let nilfs = Nilfs::open(&probe).unwrap();
             let mut fs = Fs::mount(&nilfs, NOW).unwrap();
             prepare(&mut fs).unwrap();
             probe.flushes()
         };
-        let cut = CutDevice::new(fresh(), BS, u64::MAX).failing_flush(flushes);
+        let cut = CutDevice::new(base_image(), BS, u64::MAX).failing_flush(flushes);
         sync_fault_then_carry_on(&cut);
         cases.push(("the sync's first flush failing".into(), cut.inner));
     }
     // The sync's super block write refused (its logs are all on disk).
     {
-        let probe = CutDevice::new(fresh(), BS, u64::MAX);
+        let probe = CutDevice::new(base_image(), BS, u64::MAX);
         {
             let nilfs = Nilfs::open(&probe).unwrap();
             let mut fs = Fs::mount(&nilfs, NOW).unwrap();
@@ -147,7 +147,7 @@ fn the_kernel_mounts_what_faults_leave() {
         let k = (before..before + during)
             .find(|&i| is_super_block(offsets[i as usize]))
             .expect("the sync writes a super block");
-        let cut = CutDevice::new(fresh(), BS, k);
+        let cut = CutDevice::new(base_image(), BS, k);
         {
             let nilfs = Nilfs::open(&cut).unwrap();
             let mut fs = Fs::mount(&nilfs, NOW).unwrap();
@@ -173,7 +173,7 @@ fn the_kernel_mounts_what_faults_leave() {
             fs.set_time(NOW + 3600);
             carry_on(fs).unwrap();
         };
-        let probe = CutDevice::new(fresh(), BS, u64::MAX);
+        let probe = CutDevice::new(base_image(), BS, u64::MAX);
         let (b, d) = {
             let nilfs = Nilfs::open(&probe).unwrap();
             let mut fs = Fs::mount(&nilfs, NOW).unwrap();
@@ -183,7 +183,7 @@ fn the_kernel_mounts_what_faults_leave() {
             (b, probe.written() - b)
         };
         assert!(d > 2, "the cleaner wrote {d} blocks");
-        let cut = CutDevice::new(fresh(), BS, b + d / 2);
+        let cut = CutDevice::new(base_image(), BS, b + d / 2);
         {
             let nilfs = Nilfs::open(&cut).unwrap();
             let mut fs = Fs::mount(&nilfs, NOW).unwrap();
@@ -200,7 +200,7 @@ fn the_kernel_mounts_what_faults_leave() {
     }
     // Roll-forward meeting a read error, then a mount that recovers.
     {
-        let dev = fresh();
+        let dev = base_image();
         {
             let nilfs = Nilfs::open(&dev).unwrap();
             let mut fs = Fs::mount(&nilfs, NOW).unwrap();
@@ -235,7 +235,7 @@ fn the_kernel_mounts_what_faults_leave() {
     // crash image whose logs include the failed attempt's.
     {
         let k = before + during / 2;
-        let cut = CutDevice::new(fresh(), BS, k);
+        let cut = CutDevice::new(base_image(), BS, k);
         {
             let nilfs = Nilfs::open(&cut).unwrap();
             let mut fs = Fs::mount(&nilfs, NOW).unwrap();
@@ -272,17 +272,11 @@ fn the_kernel_mounts_what_faults_leave() {
                 ours.push((latest(dev), Some(lscp)));
             }
         }
-        let img = dir.file(&format!("f{i}.img"));
-        export_image(dev, &img).unwrap();
-        images.push(img);
+        export_to(&dir, &format!("f{i}.img"), dev, &mut images);
     }
-    let mut script = String::from("set -e\n");
-    for d in &DEVS[..images.len()] {
-        script.push_str(&format!(
-            "mount -t nilfs2 /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\necho @@LSCP {d}; lscp\numount /mnt\n"
-        ));
-    }
-    script.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
+    let script = script_per_image("set -e\n", images.len(), |d| {
+        format!("mount -t nilfs2 /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\necho @@LSCP {d}; lscp\numount /mnt\n")
+    });
     let secs = sections(&kernel_run(&images, &script, &dir, "faults.sh"));
     for (i, (what, _)) in cases.iter().enumerate() {
         let d = DEVS[i];
@@ -295,6 +289,5 @@ fn the_kernel_mounts_what_faults_leave() {
             assert_eq!(&secs[&format!("LSCP {d}")], lscp, "{what}: lscp");
         }
     }
-    let bad = unexpected_dmesg(&secs["DMESG"], ACCEPTED_DMESG);
-    assert!(bad.is_empty(), "dmesg: {bad:?}\n{}", secs["DMESG"]);
+    assert_dmesg_clean(&secs["DMESG"], ACCEPTED_DMESG);
 }

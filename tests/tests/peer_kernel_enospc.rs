@@ -1,17 +1,17 @@
 //! After our write path hit ENOSPC on a full device, Linux 6.1 mounts the
 //! image read-write cleanly and sees the same tree as we do. Peer tier.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh;
+use peer_common::prelude::*;
 
 #[test]
 fn the_kernel_mounts_an_image_we_filled() {
     let Some(()) = peers::require("the_kernel_mounts_an_image_we_filled", GUEST) else {
         return;
     };
-    let dev = MemDevice::new(2 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
+    let dev = fresh(2 << 20, 1024, 16);
     let mut hit = false;
     {
         let nilfs = Nilfs::open(&dev).unwrap();
@@ -39,7 +39,7 @@ fn the_kernel_mounts_an_image_we_filled() {
         fs.unmount().unwrap();
     }
     assert!(hit);
-    nilfs_conformance::assert_checks_clean(&dev, "kernel_enospc.rs:62");
+    nilfs_conformance::assert_checks_clean(&dev, "peer_kernel_enospc.rs:62");
     let nilfs = Nilfs::open(&dev).unwrap();
     let ours = manifest(&CheckpointView::open(&nilfs, None).unwrap()).unwrap();
     let dir = Scratch::new("kernel-enospc");

@@ -13,11 +13,12 @@
 //! its own recovery, and its manifest must equal ours. After the kernel
 //! unmounts, our reader must read the kernel's result identically.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh_with;
+use peer_common::prelude::*;
 
-use nilfs::device::{export_image, BlockDevice, CutDevice, FileDevice, MemDevice};
+use nilfs::device::{BlockDevice, CutDevice, FileDevice};
 use nilfs::format::{ino, Cno, SB_OFFSET_BYTES};
 use nilfs::Result;
 
@@ -44,8 +45,7 @@ const ACCEPTED_DMESG: &[&str] = &[
 /// the last one torn with `tear` ([`CutDevice`], which records where every
 /// write went).
 fn cut_device(budget: u64, tear: bool) -> CutDevice {
-    let inner = MemDevice::new(DEV_BYTES);
-    mkfs::mkfs(&inner, &MkfsOptions::from_seed(7).geometry(BS, BPS)).unwrap();
+    let inner = fresh_with(DEV_BYTES, &MkfsOptions::from_seed(7).geometry(BS, BPS));
     let dev = CutDevice::new(inner, BS, budget);
     if tear {
         dev.tearing()
@@ -233,19 +233,13 @@ fn the_kernel_recovers_our_cut_images_as_we_do() {
             Nilfs::open(&dev.inner).unwrap().sb.state & nilfs::format::superblock::STATE_VALID_FS
                 == 0,
         );
-        let img = dir.file(&format!("cut{i}.img"));
-        export_image(&dev.inner, &img).unwrap();
-        images.push(img);
+        export_to(&dir, &format!("cut{i}.img"), &dev.inner, &mut images);
         ours.push(got);
     }
 
-    let mut script = String::from("set -e\nmkdir -p /mnt\n");
-    for d in &DEVS[..images.len()] {
-        script.push_str(&format!(
-            "mount -t nilfs2 /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\numount /mnt\n"
-        ));
-    }
-    script.push_str("echo @@DMESG; dmesg | grep -i nilfs || true\n");
+    let script = script_per_image("set -e\nmkdir -p /mnt\n", images.len(), |d| {
+        format!("mount -t nilfs2 /dev/{d} /mnt\necho @@MANIFEST {d}; manifest /mnt\numount /mnt\n")
+    });
     let secs = sections(&kernel_run(&images, &script, &dir, "crash.sh"));
     for (i, (k, tear, what)) in points.iter().enumerate() {
         let d = DEVS[i];
@@ -265,11 +259,7 @@ fn the_kernel_recovers_our_cut_images_as_we_do() {
         );
     }
     let dmesg = &secs["DMESG"];
-    let bad = unexpected_dmesg(dmesg, ACCEPTED_DMESG);
-    assert!(
-        bad.is_empty(),
-        "unexpected nilfs2 messages: {bad:#?}\n{dmesg}"
-    );
+    assert_dmesg_clean(dmesg, ACCEPTED_DMESG);
     // The kernel recovered exactly the images whose chosen super block copy
     // (ours, nilfs_load_super_block's rule) lacks VALID_FS. Every cut before
     // unmount is unclean; whether the last one is depends on which copy

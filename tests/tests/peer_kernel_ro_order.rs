@@ -6,9 +6,10 @@
 //! (`read_only_first` in model/src/state.rs) and lockstep regressions
 //! 006-008 rest on this. Peer tier.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use nilfs_testkit::image::fresh;
+use peer_common::prelude::*;
 
 #[test]
 fn the_kernels_order_of_refusals_on_a_read_only_mount() {
@@ -16,8 +17,7 @@ fn the_kernels_order_of_refusals_on_a_read_only_mount() {
     else {
         return;
     };
-    let dev = MemDevice::new(16 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+    let dev = fresh(16 << 20, 1024, 64);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
@@ -54,26 +54,28 @@ fn the_kernels_order_of_refusals_on_a_read_only_mount() {
     // seed 18), before it for creations (filename_create).
     let script = script.replace("NAME256", &"n".repeat(256));
     let secs = sections(&kernel_run(&[img], &script, &dir, "run.sh"));
-    let got = |k: &str| secs[k].trim().to_string();
-    assert_eq!(got("UNLINK_MISSING"), "Read-only file system");
-    assert_eq!(got("RMDIR_MISSING"), "Read-only file system");
-    assert_eq!(got("RENAME_MISSING"), "Read-only file system");
-    assert_eq!(got("LINK_DIR"), "Read-only file system");
-    assert_eq!(got("MKDIR_EXISTING"), "File exists");
-    assert_eq!(got("TRUNCATE_DIR"), "Is a directory");
-    assert_eq!(
-        got("UNLINK_DIR_MISSING_PARENT"),
-        "No such file or directory"
-    );
-    assert_eq!(got("UNLINK_LONG"), "Read-only file system");
-    assert_eq!(got("RMDIR_LONG"), "Read-only file system");
-    assert_eq!(got("MKDIR_LONG"), "File name too long");
-    // chmod_common, chown_common and utimes_common look the path up, then
-    // take write access; mknod is filename_create's (EEXIST first).
-    assert_eq!(got("CHMOD_MISSING"), "No such file or directory");
-    assert_eq!(got("CHMOD_RO"), "Read-only file system");
-    assert_eq!(got("CHOWN_RO"), "Read-only file system");
-    assert_eq!(got("TOUCH_RO"), "Read-only file system");
-    assert_eq!(got("MKNOD_EXISTING"), "File exists");
-    assert_eq!(got("MKNOD_RO"), "Read-only file system");
+    // Each section, and the error the kernel printed for it.
+    let expected = [
+        ("UNLINK_MISSING", "Read-only file system"),
+        ("RMDIR_MISSING", "Read-only file system"),
+        ("RENAME_MISSING", "Read-only file system"),
+        ("LINK_DIR", "Read-only file system"),
+        ("MKDIR_EXISTING", "File exists"),
+        ("TRUNCATE_DIR", "Is a directory"),
+        ("UNLINK_DIR_MISSING_PARENT", "No such file or directory"),
+        ("UNLINK_LONG", "Read-only file system"),
+        ("RMDIR_LONG", "Read-only file system"),
+        ("MKDIR_LONG", "File name too long"),
+        // chmod_common, chown_common and utimes_common look the path up, then
+        // take write access; mknod is filename_create's (EEXIST first).
+        ("CHMOD_MISSING", "No such file or directory"),
+        ("CHMOD_RO", "Read-only file system"),
+        ("CHOWN_RO", "Read-only file system"),
+        ("TOUCH_RO", "Read-only file system"),
+        ("MKNOD_EXISTING", "File exists"),
+        ("MKNOD_RO", "Read-only file system"),
+    ];
+    for (section, want) in expected {
+        assert_eq!(secs[section].trim(), want, "{section}");
+    }
 }

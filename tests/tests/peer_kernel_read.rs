@@ -8,9 +8,9 @@
 //! the manifest of the latest checkpoint and of every snapshot. Ours must
 //! equal the kernel's, line for line.
 
-mod kernel_common;
+mod peer_common;
 
-use kernel_common::prelude::*;
+use peer_common::prelude::*;
 
 use nilfs::device::FileDevice;
 use nilfs::format::Cno;
@@ -80,18 +80,14 @@ umount /mnt
 
 #[test]
 fn we_read_what_the_kernel_writes() {
-    let Some(()) = peers::require("we_read_what_the_kernel_writes", GUEST) else {
+    let Some(dir) = guest("we_read_what_the_kernel_writes", "kernel-read") else {
         return;
     };
-    let dir = Scratch::new("kernel-read");
     let images: Vec<_> = GEOMETRIES
         .iter()
         .enumerate()
         .map(|(i, &(bs, bps, size))| {
-            let img = dir.file(&format!("k{i}.img"));
-            let f = std::fs::File::create(&img).unwrap();
-            f.set_len(size).unwrap();
-            drop(f);
+            let img = sized_file(&dir, &format!("k{i}.img"), size);
             let o = MkfsOptions {
                 block_size: bs,
                 blocks_per_segment: bps,
