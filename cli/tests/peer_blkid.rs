@@ -16,7 +16,7 @@ use std::process::Command;
 
 use nilfs::device::{export_image, BlockDevice, MemDevice};
 use nilfs::format::superblock::{sb2_offset_bytes, SuperBlock};
-use nilfs::mkfs::{self, MkfsOptions};
+use nilfs::mkfs::MkfsOptions;
 use nilfs_conformance::peers::{self, Scratch};
 
 const VERSIONS: [&str; 2] = ["2.38.1", "2.41.5"];
@@ -81,13 +81,11 @@ fn as_linux_sees_it(img: &Path) -> Vec<(String, String)> {
 }
 
 fn fresh(size: u64, bs: u64, bps: u64, label: &str, seed: u64) -> MemDevice {
-    let dev = MemDevice::new(size);
     let mut o = MkfsOptions::from_seed(seed);
     o.block_size = bs;
     o.blocks_per_segment = bps;
     o.label = label.as_bytes().to_vec();
-    mkfs::mkfs(&dev, &o).unwrap();
-    dev
+    nilfs_testkit::image::fresh_with(size, &o)
 }
 
 /// Rewrites one super block copy (0: primary, 1: secondary) and reseals it.
