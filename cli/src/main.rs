@@ -264,7 +264,7 @@ enum Cmd {
     /// judged by the model; failures shrunk to minimal findings.
     Campaign {
         #[command(subcommand)]
-        cmd: CampaignCmd,
+        cmd: campaign::Cmd,
     },
     /// Run a workload through system calls on a mounted file system (any
     /// implementation) and record what it observed (for `nilref oracle check`).
@@ -382,99 +382,6 @@ enum SimCmd {
     /// Seed 002 in the shape of the thread's measurement: 8 concurrent
     /// streams sharing the last-level cache, beside its LLC-miss figure.
     CompletionStreams(sim_streams::StreamsArgs),
-}
-
-#[derive(clap::Args)]
-struct CampaignArgs {
-    /// Seeds, `A..B` (both included) or one number.
-    #[arg(long, default_value = "1..12")]
-    seeds: String,
-    /// Generation steps per workload.
-    #[arg(long, default_value_t = 60)]
-    len: usize,
-    /// One profile for every seed (default: the seed picks one of mixed,
-    /// namespace, data, checkpoints, enospc, crash, attrs in turn).
-    #[arg(long)]
-    profile: Option<String>,
-    /// Run only the I-th of N slices of the seeds (for a CI matrix).
-    #[arg(long)]
-    shard: Option<String>,
-    /// Workload files to run instead of generated ones (a finding's
-    /// workload.jsonl replays it).
-    #[arg(long)]
-    workload: Vec<PathBuf>,
-    /// Where findings go.
-    #[arg(long, default_value = "target/campaign")]
-    out: PathBuf,
-    /// Do not shrink failing workloads.
-    #[arg(long)]
-    no_shrink: bool,
-    /// Stop after this many failing workloads (0: never).
-    #[arg(long, default_value_t = 0)]
-    max_findings: usize,
-}
-
-#[derive(Subcommand)]
-enum CampaignCmd {
-    /// Linux's nilfs2 in a qemu guest (one boot per batch of 12 workloads):
-    /// the kernel's traces through the oracle, its images through our read
-    /// path, and our own run of each workload.
-    Kernel(CampaignArgs),
-    /// GRUB's reader (grub-fstest) on images our write path makes from the
-    /// workloads: every difference from our manifest classified.
-    Grub(CampaignArgs),
-    /// Crash consistency on Linux (CrashMonkey/ACE for NILFS2): the
-    /// kernel's block writes recorded with dm-log-writes, every flush/FUA
-    /// state (and sampled torn and reordered ones) recovered by nilfs-ref
-    /// and judged by the model's crash envelope; a sample recovered by the
-    /// kernel too, which must agree.
-    Crash(CrashArgs),
-}
-
-#[derive(clap::Args)]
-struct CrashArgs {
-    /// Seeds, `A..B` (both included) or one number.
-    #[arg(long, default_value = "1..6")]
-    seeds: String,
-    /// Generation steps per workload.
-    #[arg(long, default_value_t = 12)]
-    len: usize,
-    /// The generator's profile.
-    #[arg(long, default_value = "crash")]
-    profile: String,
-    /// Run only the I-th of N slices of the seeds (for a CI matrix).
-    #[arg(long)]
-    shard: Option<String>,
-    /// Workload files to run instead of generated ones.
-    #[arg(long)]
-    workload: Vec<PathBuf>,
-    /// Where findings go.
-    #[arg(long, default_value = "target/campaign-crash")]
-    out: PathBuf,
-    /// Do not shrink failing workloads.
-    #[arg(long)]
-    no_shrink: bool,
-    /// Stop after this many failing workloads (0: never).
-    #[arg(long, default_value_t = 0)]
-    max_findings: usize,
-    /// Torn states sampled per epoch of writes.
-    #[arg(long, default_value_t = 1)]
-    torn: usize,
-    /// Reordered states sampled per epoch of writes.
-    #[arg(long, default_value_t = 1)]
-    reordered: usize,
-    /// Per epoch, the states with one of its first N writes missing.
-    #[arg(long, default_value_t = 8)]
-    all_but_one: usize,
-    /// Crash states per workload that the kernel recovers too.
-    #[arg(long, default_value_t = 2)]
-    kernel_sample: usize,
-    /// Record nilfs-ref's own write path instead of the kernel's (no guest).
-    #[arg(long)]
-    ours: bool,
-    /// Judge a finding folder's kept crash images again, and nothing else.
-    #[arg(long, value_name = "FINDING")]
-    replay: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -751,77 +658,7 @@ fn run(cli: Cli) -> Result<String, String> {
             }
             mount::mount(&image, &mountpoint, &opts).map(|()| String::new())
         }
-        Cmd::Campaign {
-            cmd: CampaignCmd::Kernel(a),
-        } => {
-            let workloads = campaign_workloads(&a, nilfs_model::gen::Features::DEVICE)?;
-            let s = campaign::run_kernel(&campaign::Options {
-                workloads,
-                out: a.out.clone(),
-                shrink: !a.no_shrink,
-                batch: 12,
-                max_findings: a.max_findings,
-            })?;
-            campaign_verdict(s.table(), s.findings.is_empty(), &a.out)
-        }
-        Cmd::Campaign {
-            cmd: CampaignCmd::Grub(a),
-        } => {
-            // GRUB's reader shows neither owners nor special files.
-            let features = nilfs_model::gen::Features {
-                crash: false,
-                attrs: false,
-                ..nilfs_model::gen::Features::ALL
-            };
-            let workloads = campaign_workloads(&a, features)?;
-            let s = campaign::run_grub(&campaign::Options {
-                workloads,
-                out: a.out.clone(),
-                shrink: !a.no_shrink,
-                batch: 1,
-                max_findings: a.max_findings,
-            })?;
-            campaign_verdict(s.table(), s.findings.is_empty(), &a.out)
-        }
-        Cmd::Campaign {
-            cmd: CampaignCmd::Crash(a),
-        } => {
-            if let Some(folder) = &a.replay {
-                let (text, failing) = campaign::crash::replay(folder)?;
-                return if failing { Err(text) } else { Ok(text) };
-            }
-            let profile: nilfs_model::gen::Profile = a.profile.parse()?;
-            let workloads = if a.workload.is_empty() {
-                campaign::shard(campaign::parse_seeds(&a.seeds)?, a.shard.as_deref())?
-                    .into_iter()
-                    .map(|s| {
-                        campaign::Workload::generated(
-                            s,
-                            a.len,
-                            Some(profile),
-                            nilfs_model::gen::Features::DEVICE,
-                        )
-                    })
-                    .collect()
-            } else {
-                a.workload
-                    .iter()
-                    .map(|p| campaign::Workload::from_file(p))
-                    .collect::<Result<Vec<_>, _>>()?
-            };
-            let s = campaign::crash::run(&campaign::crash::CrashOptions {
-                workloads,
-                out: a.out.clone(),
-                shrink: !a.no_shrink,
-                max_findings: a.max_findings,
-                torn: a.torn,
-                reordered: a.reordered,
-                all_but_one: a.all_but_one,
-                kernel_sample: a.kernel_sample,
-                ours: a.ours,
-            })?;
-            campaign_verdict(s.table(), s.findings.is_empty(), &a.out)
-        }
+        Cmd::Campaign { cmd } => campaign::run(&cmd),
         Cmd::Exec {
             dir,
             workload,
@@ -898,30 +735,6 @@ fn run(cli: Cli) -> Result<String, String> {
     }
 }
 
-/// The workloads a campaign's arguments name.
-fn campaign_workloads(
-    a: &CampaignArgs,
-    features: nilfs_model::gen::Features,
-) -> Result<Vec<campaign::Workload>, String> {
-    if !a.workload.is_empty() {
-        return a
-            .workload
-            .iter()
-            .map(|p| campaign::Workload::from_file(p))
-            .collect();
-    }
-    let profile = a
-        .profile
-        .as_deref()
-        .map(str::parse::<nilfs_model::gen::Profile>)
-        .transpose()?;
-    let seeds = campaign::shard(campaign::parse_seeds(&a.seeds)?, a.shard.as_deref())?;
-    Ok(seeds
-        .into_iter()
-        .map(|s| campaign::Workload::generated(s, a.len, profile, features))
-        .collect())
-}
-
 /// Mount `image` read-write, run `f`, unmount (which writes what `f`
 /// changed as a new checkpoint).
 fn with_rw(
@@ -994,19 +807,6 @@ fn main() -> ExitCode {
             eprintln!("nilref: {msg}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// A campaign's table as the command's result: an error (non-zero exit)
-/// when it found something, naming where the findings went.
-fn campaign_verdict(table: String, clean: bool, out: &std::path::Path) -> Result<String, String> {
-    if clean {
-        Ok(table)
-    } else {
-        Err(format!(
-            "{table}\nfindings are in {}",
-            out.join("findings").display()
-        ))
     }
 }
 

@@ -26,6 +26,9 @@ const SCRIPTS: [(&str, &str); 4] = [
     ),
 ];
 
+/// Seconds one boot may take (a batch of workloads).
+pub const BOOT_TIMEOUT_S: u64 = 1800;
+
 /// Guest device names, in attach order (qemu: the first image, then DISKS).
 pub const DEVS: [&str; 12] = [
     "vda", "vdb", "vdc", "vdd", "vde", "vdf", "vdg", "vdh", "vdi", "vdj", "vdk", "vdl",
