@@ -79,7 +79,7 @@ fn errno(e: SysErrno) -> Errno {
 }
 
 /// Runs the workload; returns the observed trace (no `-o`) or a summary.
-pub fn run(opts: &ExecOptions<'_>) -> Result<String, String> {
+pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
     let text = std::fs::read_to_string(opts.workload)
         .map_err(|e| format!("{}: {e}", opts.workload.display()))?;
     let lines = workload::parse(&text)
@@ -1067,4 +1067,35 @@ fn manifest() -> R<Vec<String>> {
         }
     }
     Ok(nilfs_model::manifest::sort_lines(lines))
+}
+
+/// Arguments of `nilref exec`.
+#[derive(clap::Args)]
+pub struct ExecArgs {
+    /// The mount point (or, with --device, where to mount).
+    pub dir: PathBuf,
+    /// The workload (JSON Lines; `out` fields are ignored).
+    pub workload: PathBuf,
+    /// Where to write the observed trace (default: stdout).
+    #[arg(short = 'o')]
+    pub out: Option<PathBuf>,
+    /// The block device: lets the workload mount, remount and unmount
+    /// it, and mount snapshots.
+    #[arg(long)]
+    pub device: Option<PathBuf>,
+    /// DIR's device is the dm-log-writes target DMNAME: put a mark
+    /// `op-K` in its log before the operation of observed line K.
+    #[arg(long, value_name = "DMNAME")]
+    pub mark_log_writes: Option<String>,
+}
+
+/// `nilref exec`.
+pub fn run(a: ExecArgs) -> Result<String, String> {
+    exec_workload(&ExecOptions {
+        dir: &a.dir,
+        workload: &a.workload,
+        out: a.out.as_deref(),
+        device: a.device.as_deref(),
+        mark_log_writes: a.mark_log_writes.as_deref(),
+    })
 }
