@@ -69,15 +69,9 @@ pub struct CleanArgs {
 
 /// `nilref mkcp`.
 pub fn run_mkcp(a: MkcpArgs) -> Result<String, String> {
-    let MkcpArgs {
-        image,
-        snapshot,
-        print,
-        time,
-    } = a;
-    with_rw(&image, time, |fs| {
-        let cno = fs.mkcp(snapshot)?;
-        Ok(if print {
+    with_rw(&a.image, a.time, |fs| {
+        let cno = fs.mkcp(a.snapshot)?;
+        Ok(if a.print {
             format!("{cno}\n")
         } else {
             String::new()
@@ -87,19 +81,13 @@ pub fn run_mkcp(a: MkcpArgs) -> Result<String, String> {
 
 /// `nilref chcp`.
 pub fn run_chcp(a: ChcpArgs) -> Result<String, String> {
-    let ChcpArgs {
-        image,
-        mode,
-        cnos,
-        time,
-    } = a;
-    let snapshot = match mode.as_str() {
+    let snapshot = match a.mode.as_str() {
         "ss" => true,
         "cp" => false,
         other => return Err(format!("chcp: invalid mode: {other}")),
     };
-    with_rw(&image, time, |fs| {
-        for c in &cnos {
+    with_rw(&a.image, a.time, |fs| {
+        for c in &a.cnos {
             fs.chcp(nilfs::format::Cno(*c), snapshot)?;
         }
         Ok(String::new())
@@ -108,9 +96,8 @@ pub fn run_chcp(a: ChcpArgs) -> Result<String, String> {
 
 /// `nilref rmcp`.
 pub fn run_rmcp(a: RmcpArgs) -> Result<String, String> {
-    let RmcpArgs { image, cnos, time } = a;
-    with_rw(&image, time, |fs| {
-        for c in &cnos {
+    with_rw(&a.image, a.time, |fs| {
+        for c in &a.cnos {
             fs.rmcp(nilfs::format::Cno(*c))?;
         }
         Ok(String::new())
@@ -119,15 +106,9 @@ pub fn run_rmcp(a: RmcpArgs) -> Result<String, String> {
 
 /// `nilref clean`.
 pub fn run_clean(a: CleanArgs) -> Result<String, String> {
-    let CleanArgs {
-        image,
-        protection,
-        nsegs,
-        time,
-    } = a;
-    with_rw(&image, time, |fs| {
+    with_rw(&a.image, a.time, |fs| {
         let before = fs.sustat()?.ncleansegs;
-        let r = nilfs::cleaner::clean(fs, protection, nsegs.max(1))?;
+        let r = nilfs::cleaner::clean(fs, a.protection, a.nsegs.max(1))?;
         let after = fs.sustat()?.ncleansegs;
         Ok(format!(
             "{} segments cleaned in {} steps: {} live blocks moved, {} virtual blocks freed; clean segments {} -> {}\n",

@@ -10,6 +10,61 @@ fn err(e: impl std::fmt::Display) -> String {
     format!("svg: {e}")
 }
 
+/// The legend, framed on a light background, at `position`.
+fn framed_legend<'a, 'b: 'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>,
+    position: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(position)
+        .draw()
+        .map_err(err)
+}
+
+/// A legend entry drawn as a box filled with `style`, carried by an empty
+/// rectangle at `at` (nothing shows in the plot).
+fn legend_box<X, Y>(
+    chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>,
+    at: (f64, f64),
+    style: ShapeStyle,
+    label: &str,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .draw_series([Rectangle::new([at, at], style)])
+        .map_err(err)?
+        .label(label)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], style));
+    Ok(())
+}
+
+/// The legend: `boxes` (see [`legend_box`]) then the frame at `position`.
+fn legend<'a, 'b: 'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>,
+    at: (f64, f64),
+    boxes: &[(ShapeStyle, &str)],
+    position: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for &(style, label) in boxes {
+        legend_box(chart, at, style, label)?;
+    }
+    framed_legend(chart, position)
+}
+
 /// Seed 001: per-request latency over time, before and after the patch,
 /// random and sequential, each cleaning request's span shaded (its reads
 /// in one shade, its locked part in another). Requests are bucketed by
@@ -20,6 +75,10 @@ pub fn gc_latency(path: &Path, f: &Figures) -> Result<(), String> {
     let panels = root.split_evenly((2, 2));
     let reads = RGBColor(255, 200, 120).mix(0.5);
     let locked = RGBColor(230, 90, 90).mix(0.35);
+    let boxes = [
+        (reads.filled(), "cleaning: source-block reads"),
+        (locked.filled(), "cleaning: exclusive side held"),
+    ];
     for (k, area) in panels.iter().enumerate() {
         let mode = if k < 2 {
             Mode::Random
@@ -84,23 +143,12 @@ pub fn gc_latency(path: &Path, f: &Figures) -> Result<(), String> {
             .map_err(err)?
             .label("slowest request per 50 ms")
             .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], BLUE));
-        chart
-            .draw_series([Rectangle::new([(0.0, 0.1), (0.0, 0.1)], reads.filled())])
-            .map_err(err)?
-            .label("cleaning: source-block reads")
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], reads.filled()));
-        chart
-            .draw_series([Rectangle::new([(0.0, 0.1), (0.0, 0.1)], locked.filled())])
-            .map_err(err)?
-            .label("cleaning: exclusive side held")
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], locked.filled()));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
+        legend(
+            &mut chart,
+            (0.0, 0.1),
+            &boxes,
+            SeriesLabelPosition::UpperRight,
+        )?;
     }
     root.present().map_err(err)
 }
@@ -165,23 +213,16 @@ pub fn streams(
             )])
             .map_err(err)?;
     }
-    chart
-        .draw_series([Rectangle::new([(0.0, 0.0), (0.0, 0.0)], red.filled())])
-        .map_err(err)?
-        .label("reverse completion (before the patch)")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], red.filled()));
-    chart
-        .draw_series([Rectangle::new([(0.0, 0.0), (0.0, 0.0)], blue.filled())])
-        .map_err(err)?
-        .label("submission order (the patch)")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], blue.filled()));
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
+    let boxes = [
+        (red.filled(), "reverse completion (before the patch)"),
+        (blue.filled(), "submission order (the patch)"),
+    ];
+    legend(
+        &mut chart,
+        (0.0, 0.0),
+        &boxes,
+        SeriesLabelPosition::UpperLeft,
+    )?;
     root.present().map_err(err)
 }
 
@@ -265,21 +306,9 @@ pub fn readahead(
                     )])
                     .map_err(err)?;
             }
-            chart
-                .draw_series([Rectangle::new([(0.0, 0.0), (0.0, 0.0)], color.filled())])
-                .map_err(err)?
-                .label(label.as_str())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled())
-                });
+            legend_box(&mut chart, (0.0, 0.0), color.filled(), label)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(err)?;
+        framed_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     }
     root.present().map_err(err)
 }

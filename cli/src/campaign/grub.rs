@@ -39,8 +39,8 @@ use nilfs::the_nilfs::Nilfs;
 
 use crate::apply;
 use crate::campaign::common::{
-    args, bar, image_check, shrink_each, write_finding, CampaignArgs, Finding, Options, Problem,
-    Summary, Workload,
+    args, bar, image_check, shrink_each, CampaignArgs, Evidence, Options, Problem, Summary,
+    Workload,
 };
 
 const GRUB_CHECK: &str = include_str!("../../../tests/guest/grub-check.sh");
@@ -108,22 +108,10 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
         } else {
             w.clone()
         };
-        let folder = write_finding(
-            &opts.out,
-            "grub",
-            w,
-            &minimal,
-            &problems,
-            None,
-            Some(&image_path(&work)),
-        )?;
-        findings.push(Finding {
-            workload: w.clone(),
-            minimal,
-            problems,
-            folder,
-        });
-        if opts.max_findings > 0 && findings.len() >= opts.max_findings {
+        let image = image_path(&work);
+        let evidence = Evidence::new(None, Some(&image));
+        findings.push(evidence.write(&opts.out, "grub", w, minimal, problems)?);
+        if opts.enough(findings.len()) {
             break;
         }
     }
@@ -141,15 +129,7 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
                 .join(", ")
         }
     );
-    Ok(Summary {
-        kind: "GRUB reader",
-        command: "grub",
-        workloads: passed + findings.len(),
-        passed,
-        findings,
-        seconds: t0.elapsed().as_secs_f64(),
-        boots: 0,
-    })
+    Ok(Summary::new("GRUB reader", "grub", passed, findings, t0, 0))
 }
 
 /// Writes `workload` through our file system and compares what GRUB reads.

@@ -23,10 +23,10 @@ use nilfs::the_nilfs::Nilfs;
 use crate::apply;
 use crate::campaign::common::{
     args, bar, first_difference, image_check, same_problem, shrink_batched, shrink_each,
-    write_finding, CampaignArgs, Finding, Options, Problem, Summary, Workload,
+    CampaignArgs, Evidence, Options, Problem, Summary, Workload,
 };
 use crate::campaign::grub;
-use crate::campaign::guest::{sparse_disk, Harness, BOOT_TIMEOUT_S, DEVS};
+use crate::campaign::guest::{fresh_share, sparse_disk, Harness, BOOT_TIMEOUT_S, DEVS};
 
 /// `nilref campaign kernel`.
 pub fn run(a: &CampaignArgs) -> Result<String, String> {
@@ -77,37 +77,17 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
             } else {
                 w.clone()
             };
-            let folder = write_finding(
-                &opts.out,
-                "kernel",
-                w,
-                &minimal,
-                &problems,
-                kernel_trace.as_deref(),
-                Some(&image),
-            )?;
-            findings.push(Finding {
-                workload: w.clone(),
-                minimal,
-                problems,
-                folder,
-            });
+            let evidence = Evidence::new(kernel_trace.as_deref(), Some(&image));
+            findings.push(evidence.write(&opts.out, "kernel", w, minimal, problems)?);
         }
-        if opts.max_findings > 0 && findings.len() >= opts.max_findings {
+        if opts.enough(findings.len()) {
             break;
         }
     }
     progress.finish_and_clear();
     let _ = std::fs::remove_dir_all(&work);
-    Ok(Summary {
-        kind: "kernel behaviour",
-        command: "kernel",
-        workloads: passed + findings.len(),
-        passed,
-        findings,
-        seconds: t0.elapsed().as_secs_f64(),
-        boots,
-    })
+    let kind = "kernel behaviour";
+    Ok(Summary::new(kind, "kernel", passed, findings, t0, boots))
 }
 
 /// ddmin on the kernel: candidates judged a batch per boot; a candidate
@@ -177,12 +157,9 @@ pub fn run_batch(
     batch: &[Workload],
 ) -> Result<(Vec<Vec<Problem>>, f64), String> {
     assert!(batch.len() <= DEVS.len());
-    let _ = std::fs::remove_dir_all(work);
-    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    fresh_share(work, batch)?;
     let mut disks = Vec::new();
     for (i, w) in batch.iter().enumerate() {
-        std::fs::write(work.join(format!("w{i}.jsonl")), w.to_jsonl())
-            .map_err(|e| e.to_string())?;
         let d = work.join(format!("d{i}.img"));
         sparse_disk(&d, w.device_bytes())?;
         disks.push(d);

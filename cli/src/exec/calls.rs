@@ -1,7 +1,8 @@
 //! The system calls of `nilref exec`, by area, each run in the view the
 //! runner has entered (its root is the file system's): the namespace,
 //! attributes and extended attributes, file data, and the queries; and
-//! their answers in the trace format. They know nothing of mounts,
+//! their answers in the trace format. Each area answers `None` for an
+//! operation that is not its own. They know nothing of mounts,
 //! chroots or the workload's order.
 
 use nilfs_model::{CpEntry, Errno, FileType, Op, Outcome, Pattern, StatInfo};
@@ -42,6 +43,12 @@ impl From<SysErrno> for Stop {
     }
 }
 
+/// The system calls of one area: `Ok(None)` for an operation of another.
+pub type Area = fn(&Op) -> Result<Option<Outcome>, Stop>;
+
+/// The areas, in the order the runner asks them.
+pub const AREAS: [Area; 4] = [namespace, attributes, data, queries];
+
 /// `AT_SYMLINK_NOFOLLOW` unless the operation follows a final symlink.
 fn at_flags(follow: bool) -> AtFlags {
     if follow {
@@ -52,9 +59,9 @@ fn at_flags(follow: bool) -> AtFlags {
 }
 
 /// Names: create, mkdir, symlink, link, unlink, rmdir, rename, mknod.
-pub fn namespace(op: &Op) -> Result<Outcome, Stop> {
+pub fn namespace(op: &Op) -> Result<Option<Outcome>, Stop> {
     let ok = |_| Outcome::Ok;
-    match op {
+    let out = match op {
         Op::Create {
             path, perm, excl, ..
         } => {
@@ -112,15 +119,16 @@ pub fn namespace(op: &Op) -> Result<Outcome, Stop> {
                     .map(ok)?,
             )
         }
-        _ => unreachable!("{op:?} is not a namespace operation"),
-    }
+        _ => return Ok(None),
+    };
+    out.map(Some)
 }
 
 /// Attributes and extended attributes: chmod, chown, utimes, and the
 /// xattr calls.
-pub fn attributes(op: &Op) -> Result<Outcome, Stop> {
+pub fn attributes(op: &Op) -> Result<Option<Outcome>, Stop> {
     let ok = |_| Outcome::Ok;
-    match op {
+    let out = match op {
         Op::Chmod { path, perm, .. } => {
             Ok(rustix::fs::chmod(path.as_str(), Mode::from_raw_mode(*perm)).map(ok)?)
         }
@@ -217,14 +225,15 @@ pub fn attributes(op: &Op) -> Result<Outcome, Stop> {
                     .collect(),
             ))
         }
-        _ => unreachable!("{op:?} is not an attribute operation"),
-    }
+        _ => return Ok(None),
+    };
+    out.map(Some)
 }
 
 /// File data: write, read, truncate, fsync and fdatasync.
-pub fn data(op: &Op) -> Result<Outcome, Stop> {
+pub fn data(op: &Op) -> Result<Option<Outcome>, Stop> {
     let ok = |_| Outcome::Ok;
-    match op {
+    let out = match op {
         Op::Write {
             path,
             offset,
@@ -256,13 +265,14 @@ pub fn data(op: &Op) -> Result<Outcome, Stop> {
             }
             Ok(Outcome::Ok)
         }
-        _ => unreachable!("{op:?} is not a data operation"),
-    }
+        _ => return Ok(None),
+    };
+    out.map(Some)
 }
 
 /// What the view shows: statfs, lstat, readdir, readlink, the manifest.
-pub fn queries(op: &Op) -> Result<Outcome, Stop> {
-    match op {
+pub fn queries(op: &Op) -> Result<Option<Outcome>, Stop> {
+    let out = match op {
         Op::Statfs { .. } => {
             let st = rustix::fs::statfs("/")?;
             Ok(Outcome::Statfs(nilfs_model::state::StatfsInfo {
@@ -284,8 +294,9 @@ pub fn queries(op: &Op) -> Result<Outcome, Stop> {
             ))
         }
         Op::Manifest { .. } => Ok(Outcome::Manifest(manifest()?)),
-        _ => unreachable!("{op:?} is not a query"),
-    }
+        _ => return Ok(None),
+    };
+    out.map(Some)
 }
 
 /// `pwrite` at `offset`, or, with no offset, `write` on a file opened

@@ -211,50 +211,13 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    /// Runs one operation: the view it names entered, then its area's
-    /// system calls (`calls`), or the runner's own work for checkpoints,
-    /// mounts and the cleaner.
+    /// Runs one operation: the runner's own work for checkpoints, mounts
+    /// and the cleaner, or the view the operation names entered and then
+    /// the system calls of its area (`calls`).
     pub fn exec(&mut self, op: &Op) -> Result<Outcome, Stop> {
         match op {
             Op::Mkfs { .. } => Err(Stop::Cannot("mkfs is valid only as the first line".into())),
             Op::Clock { .. } => Ok(Outcome::Ok),
-            Op::Create { at, .. }
-            | Op::Mkdir { at, .. }
-            | Op::Symlink { at, .. }
-            | Op::Link { at, .. }
-            | Op::Unlink { at, .. }
-            | Op::Rmdir { at, .. }
-            | Op::Rename { at, .. }
-            | Op::Mknod { at, .. } => {
-                self.view(*at)?;
-                calls::namespace(op)
-            }
-            Op::Chmod { at, .. }
-            | Op::Chown { at, .. }
-            | Op::Utimes { at, .. }
-            | Op::Setxattr { at, .. }
-            | Op::Removexattr { at, .. }
-            | Op::Getxattr { at, .. }
-            | Op::Listxattr { at, .. } => {
-                self.view(*at)?;
-                calls::attributes(op)
-            }
-            Op::Write { at, .. }
-            | Op::Read { at, .. }
-            | Op::Truncate { at, .. }
-            | Op::Fsync { at, .. }
-            | Op::Fdatasync { at, .. } => {
-                self.view(*at)?;
-                calls::data(op)
-            }
-            Op::Statfs { at }
-            | Op::Lstat { at, .. }
-            | Op::Readdir { at, .. }
-            | Op::Readlink { at, .. }
-            | Op::Manifest { at } => {
-                self.view(*at)?;
-                calls::queries(op)
-            }
             Op::Sync => {
                 rustix::fs::sync();
                 Ok(Outcome::Ok)
@@ -264,6 +227,16 @@ impl<'a> Runner<'a> {
                 self.mounts(op)
             }
             Op::Clean { protection_s } => self.clean(*protection_s),
+            // Everything else is a system call inside the view it names.
+            op => {
+                self.view(op.at())?;
+                for area in calls::AREAS {
+                    if let Some(out) = area(op)? {
+                        return Ok(out);
+                    }
+                }
+                Err(Stop::Cannot(format!("no system call runs {op:?}")))
+            }
         }
     }
 

@@ -84,18 +84,11 @@ pub struct MountArgs {
 
 /// `nilref mount`: the options parsed as the kernel's mount parses them.
 pub fn run(a: MountArgs) -> Result<String, String> {
-    let MountArgs {
-        image,
-        mountpoint,
-        options,
-        cleaner,
-        known_bad,
-    } = a;
     let mut opts = Options {
-        cleaner,
+        cleaner: a.cleaner,
         ..Options::default()
     };
-    match known_bad.as_deref() {
+    match a.known_bad.as_deref() {
         None => {}
         Some("ignore-chmod") => opts.known_bad_ignore_chmod = true,
         Some("drop-partial-writes") => opts.known_bad_drop_partial_writes = true,
@@ -105,7 +98,7 @@ pub fn run(a: MountArgs) -> Result<String, String> {
             ))
         }
     }
-    for o in options.iter().flat_map(|o| o.split(',')) {
+    for o in a.options.iter().flat_map(|o| o.split(',')) {
         match o {
             "ro" => opts.read_only = true,
             "rw" => opts.read_only = false,
@@ -124,10 +117,10 @@ pub fn run(a: MountArgs) -> Result<String, String> {
     if opts.snapshot.is_some() && !opts.read_only {
         return Err("cp=N needs the ro option: a snapshot is mounted read-only".into());
     }
-    if opts.read_only && cleaner {
+    if opts.read_only && a.cleaner {
         return Err("--cleaner needs a read-write mount".into());
     }
-    mount(&image, &mountpoint, &opts).map(|()| String::new())
+    mount(&a.image, &a.mountpoint, &opts).map(|()| String::new())
 }
 
 /// Mounts `image` at `mountpoint` and serves it until it is unmounted

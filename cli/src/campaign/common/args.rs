@@ -47,6 +47,18 @@ pub struct Options {
     pub max_findings: usize,
 }
 
+impl Options {
+    /// Whether `found` failing workloads are enough to stop.
+    pub fn enough(&self, found: usize) -> bool {
+        enough(self.max_findings, found)
+    }
+}
+
+/// Whether `found` failing workloads reach `max_findings` (0: never).
+pub fn enough(max_findings: usize, found: usize) -> bool {
+    max_findings > 0 && found >= max_findings
+}
+
 /// The workloads a campaign's arguments name.
 pub fn workloads(a: &CampaignArgs, features: Features) -> Result<Vec<Workload>, String> {
     if !a.workload.is_empty() {

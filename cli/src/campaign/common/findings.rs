@@ -4,6 +4,7 @@
 //! progress bar shown while it runs.
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -31,6 +32,27 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The end of a campaign begun at `t0`: its workloads are those that
+    /// passed and those that became findings.
+    pub fn new(
+        kind: &'static str,
+        command: &'static str,
+        passed: usize,
+        findings: Vec<Finding>,
+        t0: Instant,
+        boots: usize,
+    ) -> Summary {
+        Summary {
+            kind,
+            command,
+            workloads: passed + findings.len(),
+            passed,
+            findings,
+            seconds: t0.elapsed().as_secs_f64(),
+            boots,
+        }
+    }
+
     pub fn table(&self) -> String {
         let per_min = if self.seconds > 0.0 {
             self.workloads as f64 * 60.0 / self.seconds
@@ -147,18 +169,49 @@ pub fn headlines(problems: &[Problem]) -> String {
         .join("\n")
 }
 
-/// The folder of a kernel or GRUB finding (see [`FindingFolder`]), with
-/// the kernel's observed trace and the image (xz) when there are any.
-pub fn write_finding(
+/// What a kernel or GRUB finding keeps beside its workloads, when there
+/// is any: the kernel's observed trace and the image.
+pub struct Evidence<'a> {
+    pub kernel_trace: Option<&'a str>,
+    pub image: Option<&'a Path>,
+}
+
+impl Evidence<'_> {
+    pub fn new<'a>(kernel_trace: Option<&'a str>, image: Option<&'a Path>) -> Evidence<'a> {
+        Evidence {
+            kernel_trace,
+            image,
+        }
+    }
+
+    /// The folder of a kernel or GRUB finding (see [`FindingFolder`]), with
+    /// this evidence (the image as xz); the finding.
+    pub fn write(
+        &self,
+        out: &Path,
+        command: &str,
+        w: &Workload,
+        minimal: Workload,
+        problems: Vec<Problem>,
+    ) -> Result<Finding, String> {
+        let Evidence {
+            kernel_trace,
+            image,
+        } = *self;
+        write_finding(out, command, w, minimal, problems, kernel_trace, image)
+    }
+}
+
+fn write_finding(
     out: &Path,
     command: &str,
     w: &Workload,
-    minimal: &Workload,
-    problems: &[Problem],
+    minimal: Workload,
+    problems: Vec<Problem>,
     kernel_trace: Option<&str>,
     image: Option<&Path>,
-) -> Result<PathBuf, String> {
-    let folder = FindingFolder::create(out, "", w, minimal, problems)?;
+) -> Result<Finding, String> {
+    let folder = FindingFolder::create(out, "", w, &minimal, &problems)?;
     let dir = &folder.dir;
     if let Some(t) = kernel_trace {
         folder.put("original-kernel.jsonl", t)?;
@@ -184,8 +237,13 @@ pub fn write_finding(
             w.lines.len(),
             minimal.lines.len(),
             replay_command(command, &dir.join("workload.jsonl")),
-            headlines(problems)
+            headlines(&problems)
         ),
     )?;
-    Ok(folder.dir)
+    Ok(Finding {
+        workload: w.clone(),
+        minimal,
+        problems,
+        folder: folder.dir,
+    })
 }

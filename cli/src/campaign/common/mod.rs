@@ -10,7 +10,7 @@ pub mod shrink;
 pub mod workload;
 
 pub use args::{CampaignArgs, Options};
-pub use findings::{bar, write_finding, Finding, FindingFolder, Summary};
+pub use findings::{bar, Evidence, Finding, FindingFolder, Summary};
 pub use image::image_check;
 pub use problem::{first_difference, problem_name, Problem};
 pub use shrink::{same_problem, shrink_batched, shrink_each};

@@ -125,32 +125,31 @@ pub struct StateVerdict {
 pub fn judge_state(env: &Envelope, state: &CrashState, how: Recovery, now_s: u64) -> StateVerdict {
     let mut problems = Vec::new();
     let skipped = skipped_log(&state.device);
+    // A problem of the raw state, keyed `skipped-log` when the scan skipped one.
+    let state_problem = |class: &'static str, what: String| Problem {
+        class,
+        key: skipped.as_ref().map_or("", |_| "skipped-log").to_string(),
+        detail: format!(
+            "state {} ({}): {what}{}",
+            state.kind.slug(),
+            state.kind,
+            skipped.as_ref().map_or(String::new(), |s| format!("\n{s}"))
+        ),
+    };
     let report = nilfs::check::check_device(&state.device, &nilfs::check::Options::default());
     if !report.is_clean() {
-        problems.push(Problem {
-            class: "crash-check",
-            key: skipped.as_ref().map_or("", |_| "skipped-log").to_string(),
-            detail: format!(
-                "state {} ({}): nilref check finds the crash image unclean:\n{report}{}",
-                state.kind.slug(),
-                state.kind,
-                skipped.as_ref().map_or(String::new(), |s| format!("\n{s}"))
-            ),
-        });
+        problems.push(state_problem(
+            "crash-check",
+            format!("nilref check finds the crash image unclean:\n{report}"),
+        ));
     }
     let recovered = match recover(&state.device, how, now_s) {
         Ok(r) => r,
         Err(e) => {
-            problems.push(Problem {
-                class: "crash-recovery",
-                key: skipped.as_ref().map_or("", |_| "skipped-log").to_string(),
-                detail: format!(
-                    "state {} ({}): our recovery fails: {e}{}",
-                    state.kind.slug(),
-                    state.kind,
-                    skipped.as_ref().map_or(String::new(), |s| format!("\n{s}"))
-                ),
-            });
+            problems.push(state_problem(
+                "crash-recovery",
+                format!("our recovery fails: {e}"),
+            ));
             return StateVerdict {
                 problems,
                 points: state.marks.len(),

@@ -11,7 +11,7 @@ use crate::campaign::common::{first_difference, problem_name, Problem};
 use crate::campaign::crash::judge::{Failed, LogVerdict, Sample, KEPT_FAILURES};
 use crate::campaign::crash::recovery::{lines_of, parse_lscp, KernelRecovery};
 use crate::campaign::crash::summary::CrashSummary;
-use crate::campaign::guest::{Harness, BOOT_TIMEOUT_S, DEVS};
+use crate::campaign::guest::{fresh_share, Harness, BOOT_TIMEOUT_S, DEVS};
 
 fn kernel_script(n: usize) -> String {
     let mut s = String::from("set +e\n");
@@ -40,8 +40,7 @@ pub fn kernel_recover(
     images: &[&MemDevice],
 ) -> Result<Vec<KernelRecovery>, String> {
     assert!(!images.is_empty() && images.len() <= DEVS.len());
-    let _ = std::fs::remove_dir_all(work);
-    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    fresh_share(work, &[])?;
     let mut disks = Vec::new();
     for (i, img) in images.iter().enumerate() {
         let p = work.join(format!("s{i}.img"));

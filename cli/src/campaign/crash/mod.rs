@@ -297,7 +297,7 @@ pub fn campaign(o: &CrashOptions) -> Result<CrashSummary, String> {
                 folder,
             });
         }
-        if o.max_findings > 0 && sum.findings.len() >= o.max_findings {
+        if args::enough(o.max_findings, sum.findings.len()) {
             break;
         }
     }

@@ -9,7 +9,7 @@ use nilfs::device::{import_image, MemDevice};
 use serde_json::Value;
 
 use crate::campaign::common::{Problem, Workload};
-use crate::campaign::guest::{sparse_disk, Harness, BOOT_TIMEOUT_S, DEVS};
+use crate::campaign::guest::{fresh_share, sparse_disk, Harness, BOOT_TIMEOUT_S, DEVS};
 use crate::campaign::log_writes::{self, Log};
 
 /// Workloads per recording boot: each takes two disks (data and log).
@@ -104,12 +104,9 @@ pub fn record_batch(
     batch: &[Workload],
 ) -> Result<Vec<Result<Recorded, Problem>>, String> {
     assert!(batch.len() <= RECORD_BATCH);
-    let _ = std::fs::remove_dir_all(work);
-    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    fresh_share(work, batch)?;
     let mut disks = Vec::new();
     for (i, w) in batch.iter().enumerate() {
-        std::fs::write(work.join(format!("w{i}.jsonl")), w.to_jsonl())
-            .map_err(|e| e.to_string())?;
         let base = work.join(format!("b{i}.img"));
         host_mkfs(&base, w)?;
         let data = work.join(format!("d{i}.img"));

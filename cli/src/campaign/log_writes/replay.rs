@@ -155,6 +155,27 @@ fn apply(
     })
 }
 
+/// The reordered state in which, of the epoch ending at `end`, only the
+/// writes `kept` reached the disk over `cur`.
+fn reordered(
+    cur: &MemDevice,
+    log: &Log,
+    end: usize,
+    kept: Vec<usize>,
+    marks: &[Option<String>],
+    dropped: Option<usize>,
+) -> Result<CrashState, LogError> {
+    let dev = cur.duplicate();
+    for &i in &kept {
+        apply(&dev, log, i, None, dropped)?;
+    }
+    Ok(CrashState {
+        kind: StateKind::Reordered { end, kept },
+        marks: marks.to_vec(),
+        device: dev,
+    })
+}
+
 /// Replays `log` onto a copy of `base` and calls `visit` with every crash
 /// state: the base, the prefix ending at each flush or FUA entry and at the
 /// log's end (the states the disk was certainly in), and per epoch (the
@@ -271,15 +292,7 @@ pub fn crash_states(
                         break;
                     }
                 }
-                let dev = cur.duplicate();
-                for &i in &kept {
-                    apply(&dev, log, i, None, dropped)?;
-                }
-                visit(CrashState {
-                    kind: StateKind::Reordered { end, kept },
-                    marks: epoch_marks.clone(),
-                    device: dev,
-                });
+                visit(reordered(&cur, log, end, kept, &epoch_marks, dropped)?);
                 stats.reordered += 1;
             }
         }
@@ -290,15 +303,7 @@ pub fn crash_states(
                     .copied()
                     .filter(|&i| i != missing)
                     .collect();
-                let dev = cur.duplicate();
-                for &i in &kept {
-                    apply(&dev, log, i, None, dropped)?;
-                }
-                visit(CrashState {
-                    kind: StateKind::Reordered { end, kept },
-                    marks: epoch_marks.clone(),
-                    device: dev,
-                });
+                visit(reordered(&cur, log, end, kept, &epoch_marks, dropped)?);
                 stats.reordered += 1;
             }
         }
