@@ -23,6 +23,7 @@ mod listings;
 mod mkfs;
 mod mount;
 mod oracle;
+mod oracle_cli;
 mod sim;
 mod sim_gc_latency;
 mod sim_readahead;
@@ -109,7 +110,7 @@ enum Cmd {
     /// The conformance oracle: check a trace against the model.
     Oracle {
         #[command(subcommand)]
-        cmd: oracle::Cmd,
+        cmd: oracle_cli::Cmd,
     },
     /// Check the whole image, read-only, as fsck would (exit 0 clean, 4
     /// errors, 8 operational error).
@@ -143,7 +144,7 @@ fn run(cmd: Cmd) -> Result<String, String> {
         Cmd::Exec(a) => exec::run(a),
         Cmd::Gen(a) => gen::run(a),
         Cmd::Sim { cmd } => sim::run(cmd),
-        Cmd::Oracle { cmd } => oracle::run(cmd),
+        Cmd::Oracle { cmd } => oracle_cli::run(cmd),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Check(_) => unreachable!("handled in main"),
     }

@@ -3,9 +3,7 @@
 //! allows it. On the first divergence the message names the line, the
 //! operation, the outcomes the model allows there and the observed one.
 
-use std::path::{Path, PathBuf};
-
-use clap::Subcommand;
+use std::path::Path;
 
 /// The text `nilref oracle check TRACE` prints: `Ok` for an accepted trace,
 /// `Err` with the divergence report for a rejected one.
@@ -18,21 +16,5 @@ pub fn check(path: &Path) -> Result<String, String> {
             v.states
         )),
         Err(r) => Err(format!("{}: {r}", path.display())),
-    }
-}
-
-#[derive(Subcommand)]
-pub enum Cmd {
-    /// Check a JSON Lines trace from any NILFS2 implementation against the model.
-    Check {
-        /// The trace file.
-        trace: PathBuf,
-    },
-}
-
-/// `nilref oracle …`.
-pub fn run(cmd: Cmd) -> Result<String, String> {
-    match cmd {
-        Cmd::Check { trace } => check(&trace),
     }
 }
