@@ -32,7 +32,7 @@
 //! - A trace that ends mounted leaves the image as a power cut there would:
 //!   end it with `umount` (or `sync`) to keep everything.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nilfs::device::{export_image, import_image, BlockDevice, MemDevice};
 use nilfs::mkfs::{self, MkfsOptions};
@@ -47,7 +47,7 @@ const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
 /// Runs `trace` against `image`; see the module documentation. Returns the
 /// observed trace when `out` is `None`, else writes it to `out` and returns
 /// a one-line summary.
-pub fn run(
+pub fn apply_file(
     image: &Path,
     trace: &Path,
     out: Option<&Path>,
@@ -337,4 +337,24 @@ fn describe_image(dev: &dyn BlockDevice) -> Result<Op, String> {
         dot_nilfs: view.resolve(b"/.nilfs", false).is_ok(),
         clock: 0,
     })
+}
+
+/// Arguments of `nilref apply`.
+#[derive(clap::Args)]
+pub struct ApplyArgs {
+    /// Image file (written back unless --dry-run).
+    pub image: PathBuf,
+    /// The trace (JSON Lines; `out` fields are ignored).
+    pub trace: PathBuf,
+    /// Where to write the observed trace (default: stdout).
+    #[arg(short = 'o')]
+    pub out: Option<PathBuf>,
+    /// Leave the image unchanged.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `nilref apply`.
+pub fn run(a: ApplyArgs) -> Result<String, String> {
+    apply_file(&a.image, &a.trace, a.out.as_deref(), a.dry_run)
 }

@@ -10,6 +10,8 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+use crate::campaign::common::Workload;
+
 const SCRIPTS: [(&str, &str); 4] = [
     (
         "kernel-run.sh",
@@ -25,6 +27,9 @@ const SCRIPTS: [(&str, &str); 4] = [
         include_str!("../../../tests/guest/manifest.sh"),
     ),
 ];
+
+/// Seconds one boot may take (a batch of workloads).
+pub const BOOT_TIMEOUT_S: u64 = 1800;
 
 /// Guest device names, in attach order (qemu: the first image, then DISKS).
 pub const DEVS: [&str; 12] = [
@@ -111,6 +116,18 @@ fn set_executable(p: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// A fresh shared folder for one boot, holding workload i of `batch` as
+/// `w{i}.jsonl` (the guest's /host/w{i}.jsonl).
+pub fn fresh_share(work: &Path, batch: &[Workload]) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(work);
+    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    for (i, w) in batch.iter().enumerate() {
+        std::fs::write(work.join(format!("w{i}.jsonl")), w.to_jsonl())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// A sparse file of `bytes` (a guest disk).

@@ -13,20 +13,105 @@
 //! candidate) to a minimal one that fails the same way.
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use nilfs::device::{FileDevice, MemDevice};
 use nilfs::format::Cno;
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
-use nilfs_model::gen::Profile;
-use serde_json::Value;
 
-use super::guest::{sparse_disk, Harness, DEVS};
-use super::{geometry_of, Problem, Workload};
 use crate::apply;
+use crate::campaign::common::{
+    args, bar, first_difference, image_check, same_problem, shrink_batched, shrink_each,
+    CampaignArgs, Evidence, Options, Problem, Summary, Workload,
+};
+use crate::campaign::grub;
+use crate::campaign::guest::{fresh_share, sparse_disk, Harness, BOOT_TIMEOUT_S, DEVS};
 
-/// Seconds one boot may take (a batch of workloads).
-const BOOT_TIMEOUT_S: u64 = 1800;
+/// `nilref campaign kernel`.
+pub fn run(a: &CampaignArgs) -> Result<String, String> {
+    let workloads = args::workloads(a, nilfs_model::gen::Features::DEVICE)?;
+    let s = campaign(&Options {
+        workloads,
+        out: a.out.clone(),
+        shrink: !a.no_shrink,
+        batch: 12,
+        max_findings: a.max_findings,
+    })?;
+    args::verdict(s.table(), s.findings.is_empty(), &a.out)
+}
+
+/// The behaviour campaign against the kernel (see the module documentation).
+pub fn campaign(opts: &Options) -> Result<Summary, String> {
+    let harness = Harness::new()?;
+    let t0 = Instant::now();
+    std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
+    let progress = bar(opts.workloads.len(), "kernel");
+    let mut findings = Vec::new();
+    let mut passed = 0;
+    let mut boots = 0;
+    let work = opts.out.join("work");
+    for chunk in opts.workloads.chunks(opts.batch.clamp(1, DEVS.len())) {
+        let (verdicts, _) = run_batch(&harness, &work, chunk)?;
+        boots += 1;
+        for (i, (w, problems)) in chunk.iter().zip(verdicts).enumerate() {
+            progress.inc(1);
+            if problems.is_empty() {
+                passed += 1;
+                continue;
+            }
+            progress.set_message(format!("{} failing", findings.len() + 1));
+            let kernel_trace = kernel_trace(&work, i);
+            let image = kernel_image(&work, i);
+            let minimal = if opts.shrink && problems[0].class.starts_with("ours") {
+                shrink_ours(w, &problems[0])
+            } else if opts.shrink {
+                progress.suspend(|| eprintln!("shrinking {}: {}", w.label, problems[0].headline()));
+                shrink_kernel(
+                    &harness,
+                    &opts.out.join("shrink"),
+                    w,
+                    &problems[0],
+                    &mut boots,
+                )?
+            } else {
+                w.clone()
+            };
+            let evidence = Evidence::new(kernel_trace.as_deref(), Some(&image));
+            findings.push(evidence.write(&opts.out, "kernel", w, minimal, problems)?);
+        }
+        if opts.enough(findings.len()) {
+            break;
+        }
+    }
+    progress.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&work);
+    let kind = "kernel behaviour";
+    Ok(Summary::new(kind, "kernel", passed, findings, t0, boots))
+}
+
+/// ddmin on the kernel: candidates judged a batch per boot; a candidate
+/// fails when it shows a problem of the same class and key.
+fn shrink_kernel(
+    harness: &Harness,
+    work: &Path,
+    w: &Workload,
+    target: &Problem,
+    boots: &mut usize,
+) -> Result<Workload, String> {
+    let minimal = shrink_batched(w, DEVS.len(), 240, |batch| {
+        let (v, _) = run_batch(harness, work, batch)?;
+        *boots += 1;
+        Ok(v.iter().map(|ps| same_problem(ps, target)).collect())
+    });
+    let _ = std::fs::remove_dir_all(work);
+    minimal
+}
+
+/// Shrinks against nilfs-ref alone (for `ours-*` problems; no guest).
+pub fn shrink_ours(w: &Workload, target: &Problem) -> Workload {
+    shrink_each(w, 2000, |c| same_problem(&ours(c), target))
+}
 
 /// The guest script for one batch: workload i on disk DEVS[i].
 fn script(batch: &[Workload]) -> String {
@@ -72,12 +157,9 @@ pub fn run_batch(
     batch: &[Workload],
 ) -> Result<(Vec<Vec<Problem>>, f64), String> {
     assert!(batch.len() <= DEVS.len());
-    let _ = std::fs::remove_dir_all(work);
-    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    fresh_share(work, batch)?;
     let mut disks = Vec::new();
     for (i, w) in batch.iter().enumerate() {
-        std::fs::write(work.join(format!("w{i}.jsonl")), w.to_jsonl())
-            .map_err(|e| e.to_string())?;
         let d = work.join(format!("d{i}.img"));
         sparse_disk(&d, w.device_bytes())?;
         disks.push(d);
@@ -128,7 +210,7 @@ fn judge(work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
         ))),
     }
     // GRUB's reader on the kernel's image, against our read path of it.
-    match super::grub::check_image(
+    match grub::check_image(
         &work.join(format!("d{i}.img")),
         &work.join(format!("grub{i}")),
     ) {
@@ -176,50 +258,17 @@ fn read_path_problems(img: &Path, work: &Path, i: usize) -> Result<Vec<Problem>,
             ))),
             Ok(m) if m != kernel => problems.push(Problem::read_path(format!(
                 "{name}: our manifest differs from the kernel's: {}",
-                first_difference(&kernel, &m)
+                first_difference(
+                    &kernel.lines().collect::<Vec<_>>(),
+                    &m.lines().collect::<Vec<_>>(),
+                    "line",
+                    ("kernel", "ours")
+                )
             ))),
             Ok(_) => {}
         }
     }
     Ok(problems)
-}
-
-/// `nilref check` on an image, every valid checkpoint: an error is a
-/// problem (warnings, such as the kernel's unlinked-but-allocated inodes,
-/// are not).
-pub fn image_check(dev: &dyn nilfs::device::BlockDevice, whose: &str) -> Vec<Problem> {
-    let report = nilfs::check::check_device(
-        dev,
-        &nilfs::check::Options {
-            checkpoints: nilfs::check::Checkpoints::All,
-            ..Default::default()
-        },
-    );
-    if report.is_clean() {
-        return Vec::new();
-    }
-    let first = report
-        .findings
-        .iter()
-        .find(|f| f.code.severity() == nilfs::check::Severity::Error)
-        .map(|f| f.code.id().to_string())
-        .unwrap_or_else(|| "operational".to_string());
-    vec![Problem {
-        class: "check",
-        key: first,
-        detail: format!("nilref check finds {whose} unclean:\n{report}"),
-    }]
-}
-
-fn first_difference(want: &str, got: &str) -> String {
-    let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
-    let k = w.iter().zip(&g).take_while(|(a, b)| a == b).count();
-    format!(
-        "line {}: kernel {:?}, ours {:?}",
-        k + 1,
-        w.get(k).unwrap_or(&"<end>"),
-        g.get(k).unwrap_or(&"<end>")
-    )
 }
 
 /// The workload through nilfs-ref (`apply` on a fresh image in memory).
@@ -242,19 +291,6 @@ pub fn ours(w: &Workload) -> Vec<Problem> {
     }
 }
 
-/// The geometry and size of the device a workload's mkfs line asks for.
-pub fn device_bytes_for(lines: &[Value]) -> u64 {
-    let g = geometry_of(lines);
-    // mkfs.nilfs2 and ours give nsegments = the device's whole segments
-    // less one (the super block area), so one more segment fits them all.
-    (g.nsegments + 1) * g.blocks_per_segment as u64 * g.block_size as u64
-}
-
-/// Profiles of the default mix, by seed.
-pub fn profile_for(seed: u64, profile: Option<Profile>) -> Profile {
-    profile.unwrap_or(Profile::ALL[(seed % Profile::ALL.len() as u64) as usize])
-}
-
 /// The kernel's observed trace of workload `i` of a batch (for findings).
 pub fn kernel_trace(work: &Path, i: usize) -> Option<String> {
     std::fs::read_to_string(work.join(format!("o{i}.jsonl"))).ok()
@@ -275,6 +311,7 @@ mod tests {
     use super::*;
     use nilfs::device::export_image;
     use nilfs::inspect::manifest::manifest;
+    use nilfs_model::gen::Profile;
 
     /// Workload 0 of a batch, as the guest would leave it if the kernel
     /// behaved exactly as nilfs-ref does.

@@ -1,35 +1,11 @@
-//! `nilref mount IMAGE MOUNTPOINT`: an image mounted through FUSE (fuser),
-//! served by nilfs-ref's own read-write mount (`nilfs::fs::Fs`), so that
-//! real programs, and `nilref exec`, run on our implementation.
-//!
-//! What the kernel's mount has, this has:
-//! - the log writer's own schedule (`nilfs_segctor_thread`): a construction
-//!   once changes have waited `sc_interval` (5 s, `NILFS_SC_DEFAULT_TIMEOUT`)
-//!   or the dirty data blocks pass the watermark (3600 blocks,
-//!   `NILFS_SC_DEFAULT_WATERMARK`);
-//! - fsync, fdatasync and syncfs through `Fs::fsync`, `Fs::fdatasync` and
-//!   `Fs::sync`;
-//! - a clean unmount (`Fs::unmount`) when the file system is unmounted;
-//! - with `--cleaner`, nilfs_cleanerd's policy in the background: every
-//!   `cleaning_interval` (5 s), when the clean segments fall below
-//!   `min_clean_segments` (10 %), `nsegments_per_clean` (2) segments a
-//!   step with the `protection_period` (3600 s), until `max_clean_segments`
-//!   (20 %) are clean (nilfs_cleanerd.conf's defaults).
-//!
-//! Locking: FUSE serves requests on several threads and `Filesystem`
-//! takes `&self`; every request takes the one mutex around `Fs`, so file
-//! operations and constructions never overlap (stricter than the kernel's
-//! transaction lock, `crate::txn`'s shared side, which lets file
-//! operations run together).
-//!
-//! Inode numbers: FUSE's root is 1 and nilfs2's is 2 (`NILFS_ROOT_INO`);
-//! the root is reported as 1 and every other inode by its own number
-//! (nilfs2 never gives a file number 1).
+//! The FUSE side of `nilref mount`: the file system served (`Served`, a
+//! `fuser::Filesystem` over `Fs` behind one lock), the log writer's and
+//! the cleaner's background work, and the conversions between FUSE's and
+//! nilfs2's numbers. It knows nothing of the command line.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -44,7 +20,6 @@ use nilfs::format::inode::{
 };
 use nilfs::format::{ino, Ino};
 use nilfs::fs::{Fs, SetAttr};
-use nilfs::the_nilfs::Nilfs;
 
 /// `sc_interval`: how long changes wait for the log writer.
 const SC_INTERVAL: Duration = Duration::from_secs(5);
@@ -60,49 +35,27 @@ const MAX_CLEAN_PERCENT: u64 = 20;
 /// How long the kernel may cache what a reply says.
 const TTL: Duration = Duration::from_secs(1);
 
-/// How to mount.
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    /// `-o ro`: no change is allowed and nothing is written.
-    pub read_only: bool,
-    /// `-o ro,cp=N`: snapshot N instead of the latest checkpoint.
-    pub snapshot: Option<u64>,
-    /// Run nilfs_cleanerd's policy in the background.
-    pub cleaner: bool,
-    /// `-o direct_io`: every open file bypasses the kernel's page cache
-    /// (FOPEN_DIRECT_IO), so each read and write reaches nilfs-ref; what
-    /// the data checkers (fsx) want, and what libfuse's option of the same
-    /// name does. mmap of such a file is refused by FUSE (ENODEV).
-    pub direct_io: bool,
-    /// Known-bad: chmod answers success and changes nothing (what the
-    /// FUSE tier's judging must catch).
-    pub known_bad_ignore_chmod: bool,
-    /// Known-bad: a write answers success for all its bytes but stores
-    /// only the whole blocks it covers (what fsx must catch).
-    pub known_bad_drop_partial_writes: bool,
-}
-
 /// The mounted file system: `Fs` behind one lock, and the log writer's
 /// state.
-struct Mounted {
-    state: Mutex<State>,
-    block_size: u32,
+pub struct Mounted {
+    pub state: Mutex<State>,
+    pub block_size: u32,
     /// The flags every open and create answers with.
-    open_flags: FopenFlags,
-    ignore_chmod: bool,
-    drop_partial_writes: bool,
+    pub open_flags: FopenFlags,
+    pub ignore_chmod: bool,
+    pub drop_partial_writes: bool,
 }
 
-struct State {
+pub struct State {
     /// `None` once unmounted.
-    fs: Option<Fs<'static>>,
+    pub fs: Option<Fs<'static>>,
     /// When the oldest change not yet constructed was made.
-    dirty_since: Option<Instant>,
+    pub dirty_since: Option<Instant>,
     /// Why the last background construction or cleaning step failed.
-    last_error: Option<String>,
+    pub last_error: Option<String>,
 }
 
-fn now_s() -> u64 {
+pub fn now_s() -> u64 {
     now_ns() / 1_000_000_000
 }
 
@@ -251,7 +204,7 @@ impl Mounted {
 
     /// One turn of the background work: the log writer's construction when
     /// due, and the cleaner's step when the clean segments are few.
-    fn background(&self, cleaner: bool, last_clean: &mut Instant) {
+    pub fn background(&self, cleaner: bool, last_clean: &mut Instant) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let State {
             fs,
@@ -300,7 +253,7 @@ fn clean_if_needed(fs: &mut Fs<'static>) -> nilfs::Result<()> {
 
 /// What fuser serves: the mounted file system, shared with the background
 /// worker.
-struct Served(Arc<Mounted>);
+pub struct Served(pub Arc<Mounted>);
 
 impl std::ops::Deref for Served {
     type Target = Mounted;
@@ -770,85 +723,4 @@ impl Filesystem for Served {
             Err(e) => reply.error(e),
         }
     }
-}
-
-/// Mounts `image` at `mountpoint` and serves it until it is unmounted
-/// (`fusermount3 -u MOUNTPOINT` or `umount`); then unmounts the file
-/// system cleanly and returns.
-pub fn mount(image: &Path, mountpoint: &Path, opts: &Options) -> Result<(), String> {
-    let dev: &'static nilfs::device::FileDevice = Box::leak(Box::new(
-        if opts.read_only {
-            nilfs::device::FileDevice::open_read_only(image)
-        } else {
-            nilfs::device::FileDevice::open_read_write(image)
-        }
-        .map_err(|e| format!("{}: {e}", image.display()))?,
-    ));
-    let nilfs: &'static Nilfs<'static> = Box::leak(Box::new(
-        Nilfs::open(dev).map_err(|e| format!("{}: {e}", image.display()))?,
-    ));
-    let fs = if let Some(cno) = opts.snapshot {
-        Fs::mount_snapshot(nilfs, nilfs::format::Cno(cno), now_s())
-    } else if opts.read_only {
-        Fs::mount_read_only(nilfs, now_s())
-    } else {
-        Fs::mount(nilfs, now_s())
-    }
-    .map_err(|e| format!("{}: {e}", image.display()))?;
-    let mounted = Arc::new(Mounted {
-        state: Mutex::new(State {
-            fs: Some(fs),
-            dirty_since: None,
-            last_error: None,
-        }),
-        block_size: nilfs.block_size(),
-        open_flags: if opts.direct_io {
-            FopenFlags::FOPEN_DIRECT_IO
-        } else {
-            FopenFlags::empty()
-        },
-        ignore_chmod: opts.known_bad_ignore_chmod,
-        drop_partial_writes: opts.known_bad_drop_partial_writes,
-    });
-    let mut cfg = fuser::Config::default();
-    cfg.mount_options = vec![
-        fuser::MountOption::FSName(image.display().to_string()),
-        fuser::MountOption::Subtype("nilfs2".into()),
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::Dev,
-        fuser::MountOption::Suid,
-        if opts.read_only {
-            fuser::MountOption::RO
-        } else {
-            fuser::MountOption::RW
-        },
-    ];
-    cfg.acl = fuser::SessionACL::All;
-    cfg.n_threads = Some(2);
-    // The log writer and the cleaner, until the session ends.
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let (m, stop, cleaner) = (mounted.clone(), stop.clone(), opts.cleaner);
-        std::thread::spawn(move || {
-            let mut last_clean = Instant::now();
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(200));
-                m.background(cleaner, &mut last_clean);
-            }
-        })
-    };
-    let served = fuser::mount(Served(mounted.clone()), mountpoint, &cfg)
-        .map_err(|e| format!("FUSE mount at {}: {e}", mountpoint.display()));
-    stop.store(true, Ordering::Relaxed);
-    let _ = worker.join();
-    // If the session ended without `destroy` (the kernel went away),
-    // unmount here so the image is left clean.
-    let mut st = mounted.state.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(fs) = st.fs.take() {
-        fs.unmount().map_err(|e| format!("unmount: {e}"))?;
-    }
-    if let Some(e) = st.last_error.take() {
-        eprintln!("nilref mount: background work failed at least once; the last time: {e}");
-    }
-    served
 }
