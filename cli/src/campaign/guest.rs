@@ -10,6 +10,8 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+use crate::peers::Installed;
+
 use crate::campaign::common::Workload;
 
 const SCRIPTS: [(&str, &str); 4] = [
@@ -36,9 +38,12 @@ pub const DEVS: [&str; 12] = [
     "vda", "vdb", "vdc", "vdd", "vde", "vdf", "vdg", "vdh", "vdi", "vdj", "vdk", "vdl",
 ];
 
-/// The harness scripts on disk.
+/// The harness scripts on disk, and the pinned peers a kernel campaign
+/// uses: the kernel it boots and the GRUB that reads the kernel's images.
 pub struct Harness {
     dir: PathBuf,
+    pub kernel: Installed,
+    pub grub: Installed,
 }
 
 /// What one boot printed.
@@ -51,7 +56,7 @@ pub struct Boot {
 
 impl Harness {
     /// Writes the scripts (once per version) under the temp folder.
-    pub fn new() -> Result<Harness, String> {
+    pub fn new(kernel: Installed, grub: Installed) -> Result<Harness, String> {
         let mut h = Sha256::new();
         for (name, text) in SCRIPTS {
             h.update(name.as_bytes());
@@ -72,7 +77,7 @@ impl Harness {
                 std::fs::rename(&tmp, &p).map_err(|e| format!("{}: {e}", p.display()))?;
             }
         }
-        Ok(Harness { dir })
+        Ok(Harness { dir, kernel, grub })
     }
 
     /// Boots the guest with `disks` as /dev/vda, /dev/vdb, ..., `share` at
@@ -94,7 +99,9 @@ impl Harness {
         std::fs::copy(&me, &runner).map_err(|e| format!("{}: {e}", runner.display()))?;
         let rest: Vec<String> = disks[1..].iter().map(|p| p.display().to_string()).collect();
         let t0 = std::time::Instant::now();
-        let out = Command::new(self.dir.join("kernel-run.sh"))
+        let mut cmd = Command::new(self.dir.join("kernel-run.sh"));
+        self.kernel.apply(&mut cmd);
+        let out = cmd
             .arg(&disks[0])
             .arg(&script_path)
             .env("DISKS", rest.join(" "))

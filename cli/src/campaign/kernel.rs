@@ -27,23 +27,18 @@ use crate::campaign::common::{
 };
 use crate::campaign::grub;
 use crate::campaign::guest::{fresh_share, sparse_disk, Harness, BOOT_TIMEOUT_S, DEVS};
+use crate::peers::Installed;
 
 /// `nilref campaign kernel`.
 pub fn run(a: &CampaignArgs) -> Result<String, String> {
     let workloads = args::workloads(a, nilfs_model::gen::Features::DEVICE)?;
-    let s = campaign(&Options {
-        workloads,
-        out: a.out.clone(),
-        shrink: !a.no_shrink,
-        batch: 12,
-        max_findings: a.max_findings,
-    })?;
+    let s = campaign(&Options::of(a, workloads, 12))?;
     args::verdict(s.table(), s.findings.is_empty(), &a.out)
 }
 
 /// The behaviour campaign against the kernel (see the module documentation).
 pub fn campaign(opts: &Options) -> Result<Summary, String> {
-    let harness = Harness::new()?;
+    let harness = Harness::new(opts.kernel_peer()?, opts.grub_peer()?)?;
     let t0 = Instant::now();
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     let progress = bar(opts.workloads.len(), "kernel");
@@ -56,6 +51,9 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
         boots += 1;
         for (i, (w, problems)) in chunk.iter().zip(verdicts).enumerate() {
             progress.inc(1);
+            if let Some(t) = kernel_trace(&work, i) {
+                opts.keep_trace(&w.label, &t);
+            }
             if problems.is_empty() {
                 passed += 1;
                 continue;
@@ -171,7 +169,7 @@ pub fn run_batch(
     );
     let mut all = Vec::new();
     for (i, w) in batch.iter().enumerate() {
-        let mut p = judge(work, i, w);
+        let mut p = judge(&harness.grub, work, i, w);
         if p.is_empty() && !boot.success {
             p.push(Problem::guest(format!(
                 "the guest failed: {}",
@@ -184,7 +182,7 @@ pub fn run_batch(
 }
 
 /// Everything wrong with workload `i` of a finished batch.
-fn judge(work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
+fn judge(grub: &Installed, work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
     let mut problems = Vec::new();
     let read = |name: String| std::fs::read_to_string(work.join(name)).ok();
     let rc = read(format!("rc{i}")).map(|s| s.trim().to_string());
@@ -213,6 +211,7 @@ fn judge(work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
     match grub::check_image(
         &work.join(format!("d{i}.img")),
         &work.join(format!("grub{i}")),
+        grub,
     ) {
         Ok((_, mut p)) => problems.append(&mut p),
         Err(e) => problems.push(Problem::guest(format!("GRUB's check could not run: {e}"))),
@@ -356,10 +355,15 @@ mod tests {
         {
             return;
         }
+        let grub = Installed::get(crate::peers::Kind::Grub, None).unwrap();
         let work = std::env::temp_dir().join(format!("nilref-judge-{}", std::process::id()));
         let w = Workload::generated(3, 40, Some(Profile::Data), nilfs_model::gen::Features::ALL);
         faithful_batch(&work, &w);
-        assert_eq!(judge(&work, 0, &w), Vec::new(), "a faithful peer failed");
+        assert_eq!(
+            judge(&grub, &work, 0, &w),
+            Vec::new(),
+            "a faithful peer failed"
+        );
 
         // The peer reports a read that returned other bytes.
         faithful_batch(&work, &w);
@@ -374,13 +378,13 @@ mod tests {
             lines[i].replace_range(at..=at, flipped);
             lines.join("\n") + "\n"
         });
-        assert!(classes(&judge(&work, 0, &w)).contains(&"kernel-rejected"));
+        assert!(classes(&judge(&grub, &work, 0, &w)).contains(&"kernel-rejected"));
 
         // The peer's own manifest of its image says something our read
         // path does not find there.
         faithful_batch(&work, &w);
         edit(&work.join("k0.latest"), |t| t.replacen(' ', "  ", 1));
-        assert!(classes(&judge(&work, 0, &w)).contains(&"read-path"));
+        assert!(classes(&judge(&grub, &work, 0, &w)).contains(&"read-path"));
 
         // A bit of the peer's image rots: the root directory's block, in
         // whatever log holds it (its checksum no longer matches).
@@ -397,12 +401,12 @@ mod tests {
             bytes[at as usize] ^= 0x40;
             std::fs::write(&img, bytes).unwrap();
         }
-        assert!(classes(&judge(&work, 0, &w)).contains(&"check"));
+        assert!(classes(&judge(&grub, &work, 0, &w)).contains(&"check"));
 
         // The runner did not finish.
         faithful_batch(&work, &w);
         std::fs::write(work.join("rc0"), "124\n").unwrap();
-        assert_eq!(classes(&judge(&work, 0, &w)), ["runner"]);
+        assert_eq!(classes(&judge(&grub, &work, 0, &w)), ["runner"]);
         let _ = std::fs::remove_dir_all(&work);
     }
 }

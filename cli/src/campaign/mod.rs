@@ -1,4 +1,4 @@
-//! `nilref campaign kernel|grub|crash …`: the oracle judging other NILFS2
+//! `nilref campaign kernel|grub|crash|matrix …`: the oracle judging other NILFS2
 //! implementations at scale (docs/ORACLE.md, docs/findings.md).
 //!
 //! A campaign takes a seed range (split across machines with `--shard
@@ -18,6 +18,7 @@ pub mod grub;
 pub mod guest;
 pub mod kernel;
 pub mod log_writes;
+pub mod matrix;
 
 use clap::Subcommand;
 
@@ -36,6 +37,11 @@ pub enum Cmd {
     /// and judged by the model's crash envelope; a sample recovered by the
     /// kernel too, which must agree.
     Crash(crash::CrashArgs),
+    /// The same seeds on every pinned version of Linux and GRUB
+    /// (tests/peers.toml): one table of versions × workloads passed ×
+    /// findings, every line where two versions answered differently, and
+    /// an HTML report.
+    Matrix(matrix::MatrixArgs),
 }
 
 /// `nilref campaign …`.
@@ -44,5 +50,6 @@ pub fn run(cmd: &Cmd) -> Result<String, String> {
         Cmd::Kernel(a) => kernel::run(a),
         Cmd::Grub(a) => grub::run(a),
         Cmd::Crash(a) => crash::run(a),
+        Cmd::Matrix(a) => matrix::run(a),
     }
 }

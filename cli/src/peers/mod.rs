@@ -239,9 +239,9 @@ pub fn cache_dir() -> PathBuf {
 /// A fetched peer: where it is and the environment the harness reads.
 #[derive(Debug, Clone)]
 pub struct Installed {
-    pub kind: Kind,
+    /// The pinned version (`6.12`, `2.14`).
     pub version: String,
-    pub dir: PathBuf,
+    /// What tests/guest's scripts read (`KERNEL_ROOT`, `GRUB_FSTEST`, ...).
     pub env: BTreeMap<String, String>,
 }
 
@@ -261,9 +261,7 @@ impl Installed {
             )
         })?;
         Ok(Installed {
-            kind,
             version: peer.version.clone(),
-            dir,
             env,
         })
     }
@@ -327,8 +325,8 @@ pub fn list() -> String {
     let _ = writeln!(out, "peer cache: {}", cache.display());
     let _ = writeln!(
         out,
-        "{:<12} {:<8} {:<17} {:<8} {}",
-        "peer", "version", "suite", "default", "status"
+        "{:<12} {:<8} {:<17} {:<8} status",
+        "peer", "version", "suite", "default"
     );
     for kind in Kind::ALL {
         for p in m.of(kind) {

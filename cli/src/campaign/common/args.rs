@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use nilfs_model::gen::{Features, Profile};
 
 use crate::campaign::common::workload::{parse_seeds, shard, Workload};
+use crate::peers::{Installed, Kind};
 
 #[derive(clap::Args)]
 pub struct CampaignArgs {
@@ -35,6 +36,12 @@ pub struct CampaignArgs {
     /// Stop after this many failing workloads (0: never).
     #[arg(long, default_value_t = 0)]
     pub max_findings: usize,
+    /// The Linux version to judge (tests/peers.toml; default: its default).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// The GRUB version to judge (tests/peers.toml; default: its default).
+    #[arg(long)]
+    pub grub: Option<String>,
 }
 
 /// What a campaign is asked to do.
@@ -45,9 +52,56 @@ pub struct Options {
     pub batch: usize,
     /// Stop judging after this many failing workloads (0: never).
     pub max_findings: usize,
+    /// The pinned Linux and GRUB versions judged (None: the defaults).
+    pub kernel: Option<String>,
+    pub grub: Option<String>,
+    /// Where to keep every workload's observed trace (`LABEL.jsonl`), for
+    /// the version matrix's comparison.
+    pub traces: Option<PathBuf>,
 }
 
 impl Options {
+    /// The options `a` names.
+    pub fn of(a: &CampaignArgs, workloads: Vec<Workload>, batch: usize) -> Options {
+        Options {
+            workloads,
+            out: a.out.clone(),
+            shrink: !a.no_shrink,
+            batch,
+            max_findings: a.max_findings,
+            kernel: a.kernel.clone(),
+            grub: a.grub.clone(),
+            traces: None,
+        }
+    }
+
+    /// The kernel this campaign boots.
+    pub fn kernel_peer(&self) -> Result<Installed, String> {
+        Installed::get(Kind::Kernel, self.kernel.as_deref())
+    }
+
+    /// The GRUB whose reader this campaign runs.
+    pub fn grub_peer(&self) -> Result<Installed, String> {
+        Installed::get(Kind::Grub, self.grub.as_deref())
+    }
+
+    /// Keeps `text` as the observed trace of workload `label`.
+    pub fn keep_trace(&self, label: &str, text: &str) {
+        if let Some(dir) = &self.traces {
+            let name: String = label
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '.' {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
+            let _ = std::fs::write(dir.join(format!("{name}.jsonl")), text);
+        }
+    }
+
     /// Whether `found` failing workloads are enough to stop.
     pub fn enough(&self, found: usize) -> bool {
         enough(self.max_findings, found)

@@ -58,6 +58,7 @@ use crate::campaign::crash::recovery::Recovery;
 use crate::campaign::crash::summary::CrashSummary;
 use crate::campaign::guest::Harness;
 use crate::campaign::log_writes::Sampling;
+use crate::peers::{Installed, Kind};
 
 #[derive(clap::Args)]
 pub struct CrashArgs {
@@ -103,6 +104,9 @@ pub struct CrashArgs {
     /// Judge a finding folder's kept crash images again, and nothing else.
     #[arg(long, value_name = "FINDING")]
     pub replay: Option<PathBuf>,
+    /// The Linux version to judge (tests/peers.toml; default: its default).
+    #[arg(long)]
+    pub kernel: Option<String>,
 }
 
 /// `nilref campaign crash`.
@@ -135,6 +139,7 @@ pub fn run(a: &CrashArgs) -> Result<String, String> {
         all_but_one: a.all_but_one,
         kernel_sample: a.kernel_sample,
         ours: a.ours,
+        kernel: a.kernel.clone(),
     })?;
     args::verdict(s.table(), s.findings.is_empty(), &a.out)
 }
@@ -151,6 +156,8 @@ pub struct CrashOptions {
     pub kernel_sample: usize,
     /// nilfs-ref's write path instead of the kernel's (no guest).
     pub ours: bool,
+    /// The pinned Linux version to judge (None: the default).
+    pub kernel: Option<String>,
 }
 
 /// A workload's recording and judgement.
@@ -218,7 +225,14 @@ fn run_batch(
 
 /// The crash campaign (see the module documentation).
 pub fn campaign(o: &CrashOptions) -> Result<CrashSummary, String> {
-    let harness = if o.ours { None } else { Some(Harness::new()?) };
+    let harness = if o.ours {
+        None
+    } else {
+        Some(Harness::new(
+            Installed::get(Kind::Kernel, o.kernel.as_deref())?,
+            Installed::get(Kind::Grub, None)?,
+        )?)
+    };
     let t0 = Instant::now();
     std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
     let work = o.out.join("work");
