@@ -48,6 +48,37 @@ fn kernel_campaign_short_tier() {
     );
 }
 
+/// The version matrix's short tier: one workload on every pinned kernel
+/// and every pinned GRUB (tests/peers.toml), each version passing, and
+/// the report naming each.
+#[test]
+fn matrix_short_tier_runs_every_pinned_version() {
+    if nilfs_conformance::peers::require(
+        "matrix_short_tier_runs_every_pinned_version",
+        &["qemu-system-x86_64", "mkfs.nilfs2", "grub-fstest"],
+    )
+    .is_none()
+    {
+        return;
+    }
+    let (ok, text) = campaign("matrix", &["--seeds", "1..1", "--len", "30"]);
+    assert!(ok, "{text}");
+    let listing = Command::new(env!("CARGO_BIN_EXE_nilref"))
+        .arg("peers")
+        .output()
+        .expect("nilref peers");
+    let mut rows = 0;
+    for line in String::from_utf8_lossy(&listing.stdout).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if let [kind @ ("kernel" | "grub"), version, ..] = f[..] {
+            let row = format!("| {kind} | {version} | 1 | 1 | 0 |");
+            assert!(text.contains(&row), "no row {row:?}:\n{text}");
+            rows += 1;
+        }
+    }
+    assert!(rows >= 6, "three kernels and three GRUBs pinned: {rows}");
+}
+
 #[test]
 fn grub_campaign_short_tier() {
     if nilfs_conformance::peers::require("grub_campaign_short_tier", &["grub-fstest"]).is_none() {
