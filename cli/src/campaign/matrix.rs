@@ -46,13 +46,66 @@ pub struct MatrixArgs {
     /// Run only the I-th of N slices of the seeds (for a CI matrix).
     #[arg(long)]
     pub shard: Option<String>,
+    /// Run nothing: draw the report again from an earlier run's `--out`
+    /// (its rows and kept traces).
+    #[arg(long)]
+    pub report_only: bool,
 }
 
-/// One version's run.
+/// One version's run, as the report needs it (kept in `row-KIND-V.json`
+/// so that `--report-only` can draw the report again).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub kind: Kind,
     pub version: String,
-    pub summary: Summary,
+    pub workloads: usize,
+    pub passed: usize,
+    pub seconds: f64,
+    /// Each failing workload's label and the name of its first problem.
+    pub findings: Vec<(String, String)>,
+}
+
+impl Row {
+    fn of(kind: Kind, version: String, s: &Summary) -> Row {
+        Row {
+            kind,
+            version,
+            workloads: s.workloads,
+            passed: s.passed,
+            seconds: s.seconds,
+            findings: s
+                .findings
+                .iter()
+                .map(|f| (f.workload.label.clone(), finding_id(f)))
+                .collect(),
+        }
+    }
+
+    fn to_json(&self) -> String {
+        serde_json::json!({
+            "kind": self.kind.name(),
+            "version": self.version,
+            "workloads": self.workloads,
+            "passed": self.passed,
+            "seconds": self.seconds,
+            "findings": self.findings,
+        })
+        .to_string()
+    }
+
+    fn from_json(text: &str) -> Result<Row, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let field = |k: &str| v.get(k).ok_or_else(|| format!("row: no {k}"));
+        Ok(Row {
+            kind: Kind::parse(field("kind")?.as_str().unwrap_or_default())?,
+            version: field("version")?.as_str().unwrap_or_default().to_string(),
+            workloads: field("workloads")?.as_u64().unwrap_or(0) as usize,
+            passed: field("passed")?.as_u64().unwrap_or(0) as usize,
+            seconds: field("seconds")?.as_f64().unwrap_or(0.0),
+            findings: serde_json::from_value(field("findings")?.clone())
+                .map_err(|e| e.to_string())?,
+        })
+    }
 }
 
 /// Two versions of one peer that answered one line of one workload
@@ -87,6 +140,9 @@ pub fn run(a: &MatrixArgs) -> Result<String, String> {
         }
     };
     let mut rows = Vec::new();
+    if a.report_only {
+        return report(a, earlier_rows(&a.out)?);
+    }
     for (kind, versions) in [
         (Kind::Kernel, pick(Kind::Kernel, &a.kernels)?),
         (Kind::Grub, pick(Kind::Grub, &a.grubs)?),
@@ -126,13 +182,47 @@ pub fn run(a: &MatrixArgs) -> Result<String, String> {
                     })?
                 }
             };
-            rows.push(Row {
-                kind,
-                version: v,
-                summary,
-            });
+            let row = Row::of(kind, v, &summary);
+            let p = a
+                .out
+                .join(format!("row-{}-{}.json", kind.name(), row.version));
+            std::fs::write(&p, row.to_json()).map_err(|e| format!("{}: {e}", p.display()))?;
+            rows.push(row);
         }
     }
+    report(a, rows)
+}
+
+/// The rows an earlier run left in `out`, kernels first, in version order.
+fn earlier_rows(out: &Path) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    for e in std::fs::read_dir(out).map_err(|e| format!("{}: {e}", out.display()))? {
+        let p = e.map_err(|e| e.to_string())?.path();
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if name.starts_with("row-") && name.ends_with(".json") {
+            let text = std::fs::read_to_string(&p).map_err(|e| e.to_string())?;
+            rows.push(Row::from_json(&text).map_err(|e| format!("{name}: {e}"))?);
+        }
+    }
+    let m = Manifest::pinned();
+    let order = |r: &Row| {
+        let pos = m.of(r.kind).iter().position(|p| p.version == r.version);
+        (r.kind, pos.unwrap_or(usize::MAX), r.version.clone())
+    };
+    rows.sort_by_key(order);
+    if rows.is_empty() {
+        return Err(format!("{}: no rows of an earlier run", out.display()));
+    }
+    Ok(rows)
+}
+
+/// Compares the kept traces, writes matrix.md and matrix.html, and
+/// returns the Markdown (an error when any version had findings).
+fn report(a: &MatrixArgs, rows: Vec<Row>) -> Result<String, String> {
     let diffs = differences(&a.out.join("traces"), &rows)?;
     let md = markdown(&rows, &diffs);
     let write = |name: &str, text: &str| {
@@ -141,7 +231,7 @@ pub fn run(a: &MatrixArgs) -> Result<String, String> {
     };
     write("matrix.md", &md)?;
     write("matrix.html", &html(&rows, &diffs))?;
-    let failing = rows.iter().any(|r| !r.summary.findings.is_empty());
+    let failing = rows.iter().any(|r| !r.findings.is_empty());
     let text = format!(
         "{md}\nreport: {} and matrix.html\n",
         a.out.join("matrix.md").display()
@@ -168,23 +258,26 @@ fn finding_id(f: &crate::campaign::common::findings::Finding) -> String {
 }
 
 /// One trace line's answer with what legitimately varies between runs
-/// removed: times (the runs happen at different moments) and elapsed
-/// figures.
+/// removed: the times themselves (the runs happen at different moments),
+/// kept as the one relation the kernel's clock cannot blur: whether a stat
+/// shows mtime equal to ctime (both set by one `current_time()`, or not).
 pub fn normalized(line: &Value) -> String {
+    fn is_time(k: &str) -> bool {
+        k.ends_with("time") || k.ends_with("time_ns") || matches!(k, "t0" | "t1" | "clock")
+    }
     fn strip(v: &Value) -> Value {
         match v {
-            Value::Object(m) => Value::Object(
-                m.iter()
-                    .filter(|(k, _)| {
-                        !(k.ends_with("time")
-                            || k.ends_with("time_ns")
-                            || k.as_str() == "t0"
-                            || k.as_str() == "t1"
-                            || k.as_str() == "clock")
-                    })
+            Value::Object(m) => {
+                let mut out: serde_json::Map<String, Value> = m
+                    .iter()
+                    .filter(|(k, _)| !is_time(k))
                     .map(|(k, v)| (k.clone(), strip(v)))
-                    .collect(),
-            ),
+                    .collect();
+                if let (Some(mt), Some(ct)) = (m.get("mtime"), m.get("ctime")) {
+                    out.insert("mtime=ctime".into(), Value::Bool(mt == ct));
+                }
+                Value::Object(out)
+            }
             Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
             other => other.clone(),
         }
@@ -256,8 +349,8 @@ pub fn differences(traces: &Path, rows: &[Row]) -> Result<Vec<Difference>, Strin
 fn finding_columns(rows: &[Row]) -> Vec<String> {
     let mut ids: BTreeSet<String> = BTreeSet::new();
     for r in rows {
-        for f in &r.summary.findings {
-            ids.insert(finding_id(f));
+        for (_, id) in &r.findings {
+            ids.insert(id.clone());
         }
     }
     ids.into_iter().collect()
@@ -265,8 +358,8 @@ fn finding_columns(rows: &[Row]) -> Vec<String> {
 
 fn counts(r: &Row) -> BTreeMap<String, usize> {
     let mut c = BTreeMap::new();
-    for f in &r.summary.findings {
-        *c.entry(finding_id(f)).or_default() += 1;
+    for (_, id) in &r.findings {
+        *c.entry(id.clone()).or_default() += 1;
     }
     c
 }
@@ -283,16 +376,15 @@ pub fn markdown(rows: &[Row], diffs: &[Difference]) -> String {
     t.push('\n');
     for r in rows {
         let c = counts(r);
-        let s = &r.summary;
         let _ = write!(
             t,
             "| {} | {} | {} | {} | {} | {:.0} s |",
             r.kind.name(),
             r.version,
-            s.workloads,
-            s.passed,
-            s.findings.len(),
-            s.seconds
+            r.workloads,
+            r.passed,
+            r.findings.len(),
+            r.seconds
         );
         for col in &cols {
             let _ = write!(t, " {} |", c.get(col).copied().unwrap_or(0));
@@ -306,7 +398,15 @@ pub fn markdown(rows: &[Row], diffs: &[Difference]) -> String {
             let by: Vec<String> = rows
                 .iter()
                 .filter(|r| counts(r).contains_key(col))
-                .map(|r| format!("{} {}", r.kind.name(), r.version))
+                .map(|r| {
+                    let labels: Vec<&str> = r
+                        .findings
+                        .iter()
+                        .filter(|(_, id)| id == col)
+                        .map(|(l, _)| l.as_str())
+                        .collect();
+                    format!("{} {} ({})", r.kind.name(), r.version, labels.join(", "))
+                })
                 .collect();
             let _ = writeln!(t, "| {col} | {} |", by.join(", "));
         }
@@ -362,18 +462,17 @@ pub fn html(rows: &[Row], diffs: &[Difference]) -> String {
     }
     h.push_str("</tr>\n");
     for r in rows {
-        let s = &r.summary;
-        let class = if s.findings.is_empty() { "ok" } else { "bad" };
+        let class = if r.findings.is_empty() { "ok" } else { "bad" };
         let c = counts(r);
         let _ = write!(
             h,
             "<tr class={class}><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td>",
             r.kind.name(),
             esc(&r.version),
-            s.workloads,
-            s.passed,
-            s.findings.len(),
-            s.seconds
+            r.workloads,
+            r.passed,
+            r.findings.len(),
+            r.seconds
         );
         for col in &cols {
             let _ = write!(h, "<td>{}</td>", c.get(col).copied().unwrap_or(0));
@@ -420,10 +519,6 @@ mod tests {
 
     use super::*;
 
-    fn summary() -> Summary {
-        Summary::new("k", "kernel", 1, Vec::new(), std::time::Instant::now(), 1)
-    }
-
     #[test]
     fn differing_answers_are_reported_and_times_are_not() {
         let dir = std::env::temp_dir().join(format!("nilref-matrix-{}", std::process::id()));
@@ -433,22 +528,30 @@ mod tests {
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("seed-1.jsonl"), text).unwrap();
         };
+        // Line 2: other times, the same relation: no difference. Line 3:
+        // another answer. Line 4: mtime kept by one version, set by the
+        // other (a directory renamed within its parent, 6.1 against 7.x).
         put(
             "6.1",
-            "{\"op\":\"mkdir\",\"out\":\"ok\"}\n{\"op\":\"stat\",\"out\":{\"size\":1024,\"mtime\":5}}\n{\"op\":\"rename\",\"out\":\"ok\"}\n",
+            "{\"op\":\"mkdir\",\"out\":\"ok\"}\n{\"op\":\"stat\",\"out\":{\"stat\":{\"size\":1024,\"mtime\":5,\"ctime\":5}}}\n{\"op\":\"rename\",\"out\":\"ok\"}\n{\"op\":\"stat\",\"out\":{\"stat\":{\"mtime\":7,\"ctime\":7}}}\n",
         );
         put(
             "7.3",
-            "{\"op\":\"mkdir\",\"out\":\"ok\"}\n{\"op\":\"stat\",\"out\":{\"size\":1024,\"mtime\":9}}\n{\"op\":\"rename\",\"out\":{\"err\":\"EXDEV\"}}\n",
+            "{\"op\":\"mkdir\",\"out\":\"ok\"}\n{\"op\":\"stat\",\"out\":{\"stat\":{\"size\":1024,\"mtime\":9,\"ctime\":9}}}\n{\"op\":\"rename\",\"out\":{\"err\":\"EXDEV\"}}\n{\"op\":\"stat\",\"out\":{\"stat\":{\"mtime\":9,\"ctime\":11}}}\n",
         );
         let rows = ["6.1", "7.3"].map(|v| Row {
             kind: Kind::Kernel,
             version: v.into(),
-            summary: summary(),
+            workloads: 1,
+            passed: 1,
+            seconds: 1.0,
+            findings: Vec::new(),
         });
+        assert_eq!(Row::from_json(&rows[0].to_json()).unwrap(), rows[0]);
         let d = differences(&dir, &rows).unwrap();
-        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d.len(), 2, "{d:?}");
         assert_eq!((d[0].line, d[0].op.as_str()), (3, "rename"));
+        assert_eq!((d[1].line, d[1].op.as_str()), (4, "stat"));
         assert!(markdown(&rows, &d).contains("| kernel | seed-1 | 3 | rename |"));
         assert!(html(&rows, &d).contains("class=diff"));
         let _ = std::fs::remove_dir_all(&dir);
