@@ -754,7 +754,7 @@ fn run(cli: Cli) -> Result<String, String> {
         Cmd::Campaign {
             cmd: CampaignCmd::Kernel(a),
         } => {
-            let workloads = campaign_workloads(&a, nilfs_model::gen::Features::DEVICE)?;
+            let workloads = campaign_workloads(&a, nilfs_workload::gen::Features::DEVICE)?;
             let s = campaign::run_kernel(&campaign::Options {
                 workloads,
                 out: a.out.clone(),
@@ -768,10 +768,10 @@ fn run(cli: Cli) -> Result<String, String> {
             cmd: CampaignCmd::Grub(a),
         } => {
             // GRUB's reader shows neither owners nor special files.
-            let features = nilfs_model::gen::Features {
+            let features = nilfs_workload::gen::Features {
                 crash: false,
                 attrs: false,
-                ..nilfs_model::gen::Features::ALL
+                ..nilfs_workload::gen::Features::ALL
             };
             let workloads = campaign_workloads(&a, features)?;
             let s = campaign::run_grub(&campaign::Options {
@@ -790,7 +790,7 @@ fn run(cli: Cli) -> Result<String, String> {
                 let (text, failing) = campaign::crash::replay(folder)?;
                 return if failing { Err(text) } else { Ok(text) };
             }
-            let profile: nilfs_model::gen::Profile = a.profile.parse()?;
+            let profile: nilfs_workload::gen::Profile = a.profile.parse()?;
             let workloads = if a.workload.is_empty() {
                 campaign::shard(campaign::parse_seeds(&a.seeds)?, a.shard.as_deref())?
                     .into_iter()
@@ -799,7 +799,7 @@ fn run(cli: Cli) -> Result<String, String> {
                             s,
                             a.len,
                             Some(profile),
-                            nilfs_model::gen::Features::DEVICE,
+                            nilfs_workload::gen::Features::DEVICE,
                         )
                     })
                     .collect()
@@ -845,7 +845,7 @@ fn run(cli: Cli) -> Result<String, String> {
             nsegments,
             no_epilogue,
         } => {
-            use nilfs_model::gen::{generate, Features, GenConfig, Profile};
+            use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
             let profile: Profile = profile.parse()?;
             let mut cfg = GenConfig::new(seed, len, profile);
             cfg.features = match features.as_str() {
@@ -901,7 +901,7 @@ fn run(cli: Cli) -> Result<String, String> {
 /// The workloads a campaign's arguments name.
 fn campaign_workloads(
     a: &CampaignArgs,
-    features: nilfs_model::gen::Features,
+    features: nilfs_workload::gen::Features,
 ) -> Result<Vec<campaign::Workload>, String> {
     if !a.workload.is_empty() {
         return a
@@ -913,7 +913,7 @@ fn campaign_workloads(
     let profile = a
         .profile
         .as_deref()
-        .map(str::parse::<nilfs_model::gen::Profile>)
+        .map(str::parse::<nilfs_workload::gen::Profile>)
         .transpose()?;
     let seeds = campaign::shard(campaign::parse_seeds(&a.seeds)?, a.shard.as_deref())?;
     Ok(seeds

@@ -13,19 +13,17 @@
 //! - [`trace`]: the oracle interface: JSON Lines traces and their checker.
 //! - [`pattern::Pattern`]: compact descriptions of written data.
 //! - [`manifest::manifest`]: manifest.sh's listing of a namespace.
-//! - [`workload`]: workloads (traces before they run) and their checkpoint
-//!   references; [`gen`]: the workload generator every runner shares;
-//!   [`shrink`]: delta debugging of a failing workload.
+//!
+//! Workloads, their generator and their shrinker are tooling, not
+//! specification: they live in the nilfs-workload crate, which depends on
+//! this one.
 
 pub mod fs;
-pub mod gen;
 pub mod laws;
 pub mod manifest;
 pub mod pattern;
-pub mod shrink;
 pub mod state;
 pub mod trace;
-pub mod workload;
 
 pub use fs::{Errno, FileType, Namespace, StatInfo, LINK_MAX, MAX_FILE_SIZE, NAME_LEN_MAX};
 pub use pattern::Pattern;

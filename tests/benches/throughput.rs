@@ -5,7 +5,7 @@
 //! scripts/bench-shuttle.sh (they need `--cfg shuttle`).
 //!
 //! 1. Lockstep: workloads from the generator the lockstep test uses
-//!    (`nilfs_model::gen`, every profile, block sizes 1, 2 and 4 KiB,
+//!    (`nilfs_workload::gen`, every profile, block sizes 1, 2 and 4 KiB,
 //!    1..40 generation steps, drawn as tests/tests/lockstep.rs draws them
 //!    but from a SplitMix64 with a fixed seed), run through
 //!    `lockstep::run_workload` against `ImplUnderTest`. The adapter is
@@ -52,9 +52,9 @@ use nilfs_conformance::lockstep::{
     self, format, model_after_format, model_durable, Durable, ImageSpec, ImplUnderTest,
     ModelManifests, OnInvalid, Sut, NS,
 };
-use nilfs_model::gen::{generate, Features, GenConfig, Profile};
 use nilfs_model::laws::{check_transition, Promises};
 use nilfs_model::{step, Errno, Geometry, Op, Outcome, Pattern, State};
+use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
 use serde_json::Value;
 
 #[path = "../../impl/tests/common/crash_workload.rs"]

@@ -281,7 +281,7 @@ pub fn run(sut: &mut dyn Sut, initial: State, ops: &[Op]) -> Result<Vec<Step>, D
     Ok(l.steps)
 }
 
-/// Runs a workload (`nilfs_model::workload` lines, checkpoint references
+/// Runs a workload (`nilfs_workload` lines, checkpoint references
 /// resolved from what `sut` answers) in lockstep with the model; its
 /// `mkfs` line, if any, is skipped (the device is formatted already).
 pub fn run_workload(
@@ -290,7 +290,7 @@ pub fn run_workload(
     lines: &[serde_json::Value],
     on_invalid: OnInvalid,
 ) -> Result<Vec<Step>, Divergence> {
-    use nilfs_model::workload::{Resolver, Unresolved};
+    use nilfs_workload::{Resolver, Unresolved};
     let mut l = Lockstep::new(initial, on_invalid);
     let mut r = Resolver::default();
     for line in lines {

@@ -1412,7 +1412,7 @@ fn shrink(
 ) -> Result<Workload, String> {
     let mut error = None;
     let mut ignored = 0.0;
-    let lines = nilfs_model::shrink::ddmin(
+    let lines = nilfs_workload::shrink::ddmin(
         &w.lines,
         |cands| {
             let mut out = Vec::new();
@@ -1637,7 +1637,7 @@ pub fn replay(folder: &Path) -> Result<(String, bool), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nilfs_model::gen::{Features, Profile};
+    use nilfs_workload::gen::{Features, Profile};
 
     fn workload(seed: u64, len: usize) -> Workload {
         Workload::generated(seed, len, Some(Profile::Crash), Features::DEVICE)

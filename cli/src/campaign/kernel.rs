@@ -18,7 +18,7 @@ use nilfs::device::{FileDevice, MemDevice};
 use nilfs::format::Cno;
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
-use nilfs_model::gen::Profile;
+use nilfs_workload::gen::Profile;
 use serde_json::Value;
 
 use super::guest::{sparse_disk, Harness, DEVS};
@@ -320,7 +320,12 @@ mod tests {
             return;
         }
         let work = std::env::temp_dir().join(format!("nilref-judge-{}", std::process::id()));
-        let w = Workload::generated(3, 40, Some(Profile::Data), nilfs_model::gen::Features::ALL);
+        let w = Workload::generated(
+            3,
+            40,
+            Some(Profile::Data),
+            nilfs_workload::gen::Features::ALL,
+        );
         faithful_batch(&work, &w);
         assert_eq!(judge(&work, 0, &w), Vec::new(), "a faithful peer failed");
 

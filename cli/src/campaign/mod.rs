@@ -2,7 +2,7 @@
 //! implementations at scale (docs/ORACLE.md, docs/findings.md).
 //!
 //! A campaign takes a seed range (split across machines with `--shard
-//! I/N`), generates one workload per seed (`nilfs_model::gen`), runs the
+//! I/N`), generates one workload per seed (`nilfs_workload::gen`), runs the
 //! implementation under test on each, judges the outcome, shrinks each
 //! failing workload to a minimal one, and writes a folder per finding:
 //! the minimal workload, what the implementation observed, what nilfs-ref
@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use nilfs_model::gen::{generate, Features, GenConfig, Profile};
 use nilfs_model::{Geometry, Op, Rejection};
+use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
 use serde_json::Value;
 
 /// A workload to run: its lines and where it came from.
@@ -54,7 +54,7 @@ impl Workload {
     /// A workload read from a file.
     pub fn from_file(path: &Path) -> Result<Workload, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let lines: Vec<Value> = nilfs_model::workload::parse(&text)
+        let lines: Vec<Value> = nilfs_workload::parse(&text)
             .map_err(|(n, m)| format!("{} line {n}: {m}", path.display()))?
             .into_iter()
             .map(|(_, v)| v)
@@ -425,7 +425,7 @@ pub fn run_grub(opts: &Options) -> Result<Summary, String> {
         }
         let target = problems[0].clone();
         let minimal = if opts.shrink {
-            let lines = nilfs_model::shrink::ddmin(
+            let lines = nilfs_workload::shrink::ddmin(
                 &w.lines,
                 |cands| {
                     cands
@@ -499,7 +499,7 @@ fn shrink_kernel(
     boots: &mut usize,
 ) -> Result<Workload, String> {
     let mut error = None;
-    let lines = nilfs_model::shrink::ddmin(
+    let lines = nilfs_workload::shrink::ddmin(
         &w.lines,
         |cands| {
             let mut out = Vec::new();
@@ -534,7 +534,7 @@ fn same_problem(ps: &[Problem], target: &Problem) -> bool {
 
 /// Shrinks against nilfs-ref alone (for `ours-*` problems; no guest).
 pub fn shrink_ours(w: &Workload, target: &Problem) -> Workload {
-    let lines = nilfs_model::shrink::ddmin(
+    let lines = nilfs_workload::shrink::ddmin(
         &w.lines,
         |cands| {
             cands

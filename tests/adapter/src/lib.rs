@@ -554,7 +554,7 @@ impl<'d> ImplUnderTest<'d> {
                 .with(|fs| nilfs::cleaner::clean(fs, *protection_s, 2))
                 .map(ok)?,
             // To add an operation once `Fs` has it: one arm here and one
-            // line in the generator (nilfs_model::gen).
+            // line in the generator (nilfs_workload::gen).
             _ => return Err(Stop::Unsupported),
         })
     }

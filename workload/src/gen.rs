@@ -2,7 +2,7 @@
 //! so that most operations mean something.
 //!
 //! One seed gives one workload. While it writes the workload, the generator
-//! runs the model along ([`crate::step`], taking the branch the model
+//! runs the model along ([`nilfs_model::step`], taking the branch the model
 //! predicts, success before ENOSPC), so it knows which names exist, which
 //! are directories, which files were just written, which checkpoints are
 //! snapshots — and picks mostly existing names, sometimes names that do not
@@ -12,18 +12,18 @@
 //! boundary between the direct map (6 blocks) and the B-tree, checkpoint
 //! churn, and writes that fill the device. The same workload runs on any
 //! implementation: checkpoint numbers are references resolved by the runner
-//! (see [`crate::workload`]).
+//! (see [`crate::Resolver`]).
 //!
 //! A workload of length n is a prefix of the one of length n + 1 with the
 //! same seed and profile (before the epilogue), so shrinking by length is
 //! meaningful. `nilref gen` prints one; the lockstep tests, the demo and the
 //! campaigns all use this generator, never a copy of it.
 
-use crate::fs::{Kind, Namespace};
-use crate::pattern::{splitmix64, Pattern};
-use crate::state::{step, Cno, CpEntry, Geometry, Op, Outcome, State};
-use crate::workload::to_value;
-use crate::Errno;
+use crate::to_value;
+use nilfs_model::fs::{FileType, Kind, Namespace};
+use nilfs_model::pattern::{splitmix64, Pattern};
+use nilfs_model::state::Mount;
+use nilfs_model::{step, Cno, CpEntry, Errno, Geometry, Op, Outcome, State};
 use serde_json::{json, Value};
 use std::str::FromStr;
 
@@ -550,7 +550,7 @@ impl<'c> Generator<'c> {
     }
 
     fn mounted_rw(&self) -> bool {
-        self.state.mount == Some(crate::state::Mount::ReadWrite)
+        self.state.mount == Some(Mount::ReadWrite)
     }
 
     /// Existing paths whose inode satisfies `want`, root excluded.
@@ -734,7 +734,7 @@ impl<'c> Generator<'c> {
             self.emit(Op::Sync);
         }
         // A read-only mount lasts a few steps, then goes back to read-write.
-        if self.state.mount == Some(crate::state::Mount::ReadOnly) && self.rng.chance(40) {
+        if self.state.mount == Some(Mount::ReadOnly) && self.rng.chance(40) {
             self.emit(Op::Umount { cp: None });
             self.emit(Op::Mount {
                 cp: None,
@@ -992,7 +992,7 @@ impl<'c> Generator<'c> {
                 self.look_at(path);
             }
             A::Mknod => {
-                use crate::fs::FileType as T;
+                use FileType as T;
                 let path = self.fresh(&SPECIAL_NAMES);
                 let file_type = *self
                     .rng
@@ -1341,7 +1341,7 @@ impl<'c> Generator<'c> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Resolver;
+    use crate::Resolver;
 
     fn ops(w: &Workload) -> Vec<String> {
         w.lines
