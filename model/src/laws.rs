@@ -5,7 +5,8 @@
 //! Each law is a property a user relies on; docs/model.md lists them.
 
 use crate::fs::{FileData, Id, Kind};
-use crate::state::{Op, Outcome, State};
+use crate::op::{Op, Outcome};
+use crate::state::State;
 use imbl::OrdMap;
 
 /// Data promised durable by a successful fsync/fdatasync, per inode, until

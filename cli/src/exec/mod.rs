@@ -612,7 +612,7 @@ impl<'a> Runner<'a> {
             Op::Statfs { at } => {
                 self.view(*at)?;
                 let st = rustix::fs::statfs("/")?;
-                Ok(Outcome::Statfs(nilfs_model::state::StatfsInfo {
+                Ok(Outcome::Statfs(nilfs_model::StatfsInfo {
                     bsize: st.f_bsize as u64,
                     blocks: st.f_blocks as u64,
                     bfree: st.f_bfree as u64,

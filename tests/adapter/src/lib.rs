@@ -443,7 +443,7 @@ impl<'d> ImplUnderTest<'d> {
             }
             Op::Statfs { at: None } => {
                 let st = self.with(|fs| fs.statfs())?;
-                Outcome::Statfs(nilfs_model::state::StatfsInfo {
+                Outcome::Statfs(nilfs_model::StatfsInfo {
                     bsize: st.bsize,
                     blocks: st.blocks,
                     bfree: st.bfree,
