@@ -298,6 +298,27 @@ impl Op {
             _ => None,
         }
     }
+
+    /// A path operation that changes what its view shows, when it
+    /// succeeds: what a read-only mount must refuse.
+    pub fn is_change(&self) -> bool {
+        matches!(
+            self,
+            Op::Create { .. }
+                | Op::Mkdir { .. }
+                | Op::Symlink { .. }
+                | Op::Link { .. }
+                | Op::Unlink { .. }
+                | Op::Rmdir { .. }
+                | Op::Rename { .. }
+                | Op::Write { .. }
+                | Op::Truncate { .. }
+                | Op::Chmod { .. }
+                | Op::Chown { .. }
+                | Op::Utimes { .. }
+                | Op::Mknod { .. }
+        )
+    }
 }
 
 fn is_zero(x: &i64) -> bool {
