@@ -54,29 +54,33 @@ pub struct DsyncLog {
     pub pages: OrdMap<u64, Arc<Vec<u8>>>,
 }
 
-/// What happened since the latest checkpoint (the crash envelope's input).
+/// What is not durable yet: what happened since the latest checkpoint.
+/// It decides what a sync writes and what a crash may leave
+/// (`durability`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Pending {
-    /// Some change is not in the latest checkpoint.
+    /// Some change is not in the latest checkpoint: the next construction
+    /// makes one.
     pub dirty: bool,
-    /// Inodes whose pages were dirtied since the latest checkpoint: what
-    /// `nilfs_inode_dirty` tests (NILFS_I_DIRTY, set only by
-    /// `nilfs_set_file_dirty`: a write, a truncate that changes the size,
-    /// a directory's entry block, a new directory's or symlink's block).
-    /// Metadata alone (a new empty file, a rename, a link, a same-size
-    /// truncate) goes to the ifile but leaves the inode clean, so fsync and
-    /// fdatasync of it write nothing (seen on Linux 6.1; docs/findings.md).
+    /// The inodes an fsync must write: those whose pages changed (a write,
+    /// a truncate that changes the size, a directory's entries or its
+    /// "..", a new directory or symlink). A change of metadata alone (a
+    /// new empty file, a link, a same-size truncate, setattr) leaves the
+    /// inode clean for fsync, which then writes nothing (K1). The kernel's
+    /// NILFS_I_DIRTY (`nilfs_set_file_dirty`, tested by
+    /// `nilfs_inode_dirty`).
     pub dirty_inodes: OrdSet<Id>,
-    /// Inodes whose metadata changed since the latest checkpoint (created,
-    /// truncated, extended, linked, unlinked, renamed, parents of such
-    /// changes): `nilfs_mark_inode_dirty` passes I_DIRTY, which includes
-    /// I_DIRTY_DATASYNC, so `nilfs_update_inode` sets NILFS_I_INODE_SYNC,
-    /// and `nilfs_construct_dsync_segment` then makes a full checkpoint.
+    /// The inodes whose fdatasync must be a full checkpoint rather than a
+    /// data-only log: those whose metadata changed (created, truncated,
+    /// grown, linked, unlinked, renamed, and the parents of such changes).
+    /// The kernel's NILFS_I_INODE_SYNC (`nilfs_update_inode` for
+    /// I_DIRTY_DATASYNC, tested by `nilfs_construct_dsync_segment`).
     pub inode_sync: OrdSet<Id>,
     /// The live namespace after each modification since the checkpoint.
     pub history: Vector<Namespace>,
     /// The clock at each of those modifications.
     pub history_times: Vector<i64>,
+    /// The data-only logs fdatasync wrote since (replayed by recovery).
     pub dsync: Vector<DsyncLog>,
     /// The checkpoint table as of the latest construction (chcp/rmcp made
     /// since then are lost by a crash unless a construction followed).

@@ -4,7 +4,7 @@
 //! the file of its area: its preconditions (the view is mounted, the path
 //! resolves, the view is writable...) each give one refusal, then its
 //! effect gives the successor state, and where the disk may be full the
-//! space guard ([`space_guard`]) adds the refusals it allows. The areas:
+//! space guard (`space_guard`) adds the refusals it allows. The areas:
 //! `namespace` (names), `data` (contents), `attr` (setattr, xattrs),
 //! `query` (reads that change nothing), `checkpoint` (mkcp, chcp, rmcp,
 //! lscp, the cleaner), `mount` (mount, umount, remount); sync, fsync and
