@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# scripts/campaign.sh — the long oracle campaigns (docs/findings.md):
-#   1. GRUB's reader on images our write path makes (`nilref campaign grub`);
+# scripts/campaign.sh — the long oracle campaigns (docs/findings.md), each
+# on every version pinned in tests/peers.toml, the same seeds for each:
+#   1. GRUB's reader on images our write path makes (`nilref campaign grub
+#      --grub V`, every pinned GRUB);
 #   2. Linux's nilfs2 in a qemu guest, its behaviour judged by the model,
-#      its images read by our read path and by GRUB (`nilref campaign kernel`);
+#      its images read by our read path and by GRUB (`nilref campaign
+#      kernel --kernel V`, every pinned Linux);
 #   3. Linux's writes through dm-log-writes, every crash state recovered and
-#      judged (`nilref campaign crash`), when this build has it.
-# Installs the peers when missing (Debian), builds the release binary, and
-# runs each campaign over its seed range. Findings go to target/campaign/<name>/
-# findings/, one folder each with the workload and the command that replays
-# it; the script fails if any campaign found something.
+#      judged (`nilref campaign crash --kernel V`).
+# Installs the host tools when missing (Debian), builds the release binary,
+# fetches the peers pinned in tests/peers.toml (`nilref peers fetch`), and
+# runs each campaign over its seed range. Findings go to
+# target/campaign/<name>-<version>/findings/, one folder each with the
+# workload and the command that replays it; the script fails if any
+# campaign found something. `nilref campaign matrix` compares the versions'
+# answers line by line on a shorter range.
 #
 # Usage: scripts/campaign.sh [--shard I/N] [--only grub|kernel|crash]
 #   --shard  run the I-th of N slices of every seed range (a CI matrix)
 #   --only   run one campaign
 # Seed ranges and lengths (environment, defaults in brackets):
-#   GRUB_SEEDS [1..2000]  GRUB_LEN [60]
+#   GRUB_SEEDS [1..3000]  GRUB_LEN [60]
 #   KERNEL_SEEDS [1..500] KERNEL_LEN [40]
-#   CRASH_SEEDS [1..60]   CRASH_LEN [8]
+#   CRASH_SEEDS [1..160]  CRASH_LEN [8]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +38,7 @@ case $only in ""|grub|kernel|crash) ;; *) echo "unknown campaign: $only" >&2; ex
 runs() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 
 need=()
-for p in nilfs-tools grub-common qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils dmsetup; do
+for p in nilfs-tools qemu-system-x86 kmod busybox-static cpio xz-utils zstd dmsetup; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -47,26 +53,36 @@ cargo build --release -p nilref
 mkdir -p target/campaign/bin
 cp target/release/nilref target/campaign/bin/nilref
 nilref=target/campaign/bin/nilref
+"$nilref" peers fetch
 shard_args=()
 [ -n "$shard" ] && shard_args=(--shard "$shard")
 
 failed=()
+# campaign NAME KIND VERSION ARGS...: one campaign on one pinned version.
 campaign() {
-  local name=$1; shift
-  echo "== campaign $name $*${shard:+ (shard $shard)}"
-  if ! "$nilref" campaign "$name" --out "target/campaign/$name" "${shard_args[@]}" "$@"; then
-    failed+=("$name")
+  local name=$1 kind=$2 version=$3; shift 3
+  echo "== campaign $name on $kind $version $*${shard:+ (shard $shard)}"
+  if ! "$nilref" campaign "$name" --out "target/campaign/$name-$version" \
+       "--$kind" "$version" "${shard_args[@]}" "$@"; then
+    failed+=("$name-$version")
   fi
 }
+versions() { "$nilref" peers | awk -v k="$1" '$1 == k {print $2}'; }
 
-runs grub && campaign grub --seeds "${GRUB_SEEDS:-1..2000}" --len "${GRUB_LEN:-60}"
-runs kernel && campaign kernel --seeds "${KERNEL_SEEDS:-1..500}" --len "${KERNEL_LEN:-40}"
+if runs grub; then
+  for v in $(versions grub); do
+    campaign grub grub "$v" --seeds "${GRUB_SEEDS:-1..3000}" --len "${GRUB_LEN:-60}"
+  done
+fi
+if runs kernel; then
+  for v in $(versions kernel); do
+    campaign kernel kernel "$v" --seeds "${KERNEL_SEEDS:-1..500}" --len "${KERNEL_LEN:-40}"
+  done
+fi
 if runs crash; then
-  if "$nilref" campaign crash --help >/dev/null 2>&1; then
-    campaign crash --seeds "${CRASH_SEEDS:-1..60}" --len "${CRASH_LEN:-8}"
-  else
-    echo "== campaign crash: not in this build"
-  fi
+  for v in $(versions kernel); do
+    campaign crash kernel "$v" --seeds "${CRASH_SEEDS:-1..160}" --len "${CRASH_LEN:-8}"
+  done
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # scripts/test.sh — the whole test suite, as CI runs it (.ci/run calls it):
-#   1. installs the real NILFS2 peers when missing (Debian: nilfs-tools,
-#      grub-common, and for the kernel tier qemu, a Linux image, busybox,
-#      cpio, dmsetup; fuse3's fusermount3 for the FUSE tier, which runs
+#   1. fetches the real NILFS2 peers pinned in tests/peers.toml (every
+#      Linux, GRUB, nilfs-utils and blkid version, by exact Debian package
+#      version and SHA-256, unpacked into the peer cache, never installed
+#      over the host's: `nilref peers fetch`), and installs the host tools
+#      the harness needs when missing (Debian: nilfs-tools for loop-device
+#      tests and the guest, qemu, kmod, busybox, cpio, dmsetup, xz and
+#      zstd; fuse3's fusermount3 for the FUSE tier, which runs
 #      where /dev/fuse can be mounted and says it is skipped elsewhere;
 #      the FUSE tier's third-party suites: pjdfstest and fsx from
 #      crates.io, stress-ng from Debian);
@@ -43,7 +47,7 @@ stamp() { echo "== $1 ($((SECONDS - t0)) s so far)"; }
 
 if runs workspace; then
   need=()
-  for p in nilfs-tools grub-common qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils dmsetup fuse3 \
+  for p in nilfs-tools qemu-system-x86 kmod busybox-static cpio xz-utils zstd dmsetup fuse3 \
            stress-ng libacl1-dev; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
@@ -60,6 +64,12 @@ if runs workspace; then
       cargo install --locked --quiet "$t"
     fi
   done
+  # The pinned peers. nilref is built with the test profile, the build
+  # the tests reuse.
+  stamp "fetching the pinned peers (tests/peers.toml)"
+  cargo build --quiet --profile test -p nilref
+  "${CARGO_TARGET_DIR:-target}/debug/nilref" peers fetch
+  "${CARGO_TARGET_DIR:-target}/debug/nilref" peers
 fi
 
 if runs lint; then

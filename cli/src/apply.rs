@@ -32,7 +32,7 @@
 //! - A trace that ends mounted leaves the image as a power cut there would:
 //!   end it with `umount` (or `sync`) to keep everything.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nilfs::device::{export_image, import_image, BlockDevice, MemDevice};
 use nilfs::mkfs::{self, MkfsOptions};
@@ -47,7 +47,7 @@ const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
 /// Runs `trace` against `image`; see the module documentation. Returns the
 /// observed trace when `out` is `None`, else writes it to `out` and returns
 /// a one-line summary.
-pub fn run(
+pub fn apply_file(
     image: &Path,
     trace: &Path,
     out: Option<&Path>,
@@ -95,12 +95,25 @@ pub fn run(
     }
     let applied = apply_lines(&dev, &lines, &image.display().to_string())
         .map_err(|(n, m)| format!("{} line {n}: {m}; nothing was written", trace.display()))?;
-    // A sync or unmount that failed leaves the image in a state nobody
-    // asked to keep: the image is not written back (the observed trace
-    // still is, for the oracle).
-    let failed = applied.lines.iter().find(|l| {
-        matches!(l.op, Op::Sync | Op::Umount { cp: None }) && !matches!(l.out, Outcome::Ok)
-    });
+    // The image is written back when the trace's last sync or unmount
+    // succeeded: what it asked to keep is durable. An earlier one that
+    // failed (ENOSPC, then space freed and synced again) is an outcome in
+    // the observed trace, not a reason to lose the final state. When the
+    // last one failed, the state nobody could make durable is not written
+    // (the observed trace still is, for the oracle) and the run fails.
+    let is_durability = |l: &&Line| matches!(l.op, Op::Sync | Op::Umount { cp: None });
+    let failed = applied
+        .lines
+        .iter()
+        .rev()
+        .find(is_durability)
+        .filter(|l| !matches!(l.out, Outcome::Ok));
+    let earlier_failures = applied
+        .lines
+        .iter()
+        .filter(is_durability)
+        .filter(|l| !matches!(l.out, Outcome::Ok))
+        .count();
     let note = if applied.mounted_at_end {
         " (the trace ends mounted: what it did not sync is lost, as in a power cut)"
     } else {
@@ -112,7 +125,7 @@ pub fn run(
             std::fs::write(o, &observed).map_err(|e| format!("{}: {e}", o.display()))?;
         }
         return Err(format!(
-            "{}: {} failed ({}); the image was not written{}",
+            "{}: the last durability point {} failed ({}); the image was not written{}",
             image.display(),
             l.to_json(),
             match &l.out {
@@ -125,6 +138,11 @@ pub fn run(
             ))
         ));
     }
+    let note = if earlier_failures > 0 {
+        format!("{note} ({earlier_failures} earlier sync or unmount failed; their outcomes are in the trace)")
+    } else {
+        note.to_string()
+    };
     if !dry_run {
         export_image(&dev, image).map_err(|e| e.to_string())?;
     }
@@ -319,4 +337,24 @@ fn describe_image(dev: &dyn BlockDevice) -> Result<Op, String> {
         dot_nilfs: view.resolve(b"/.nilfs", false).is_ok(),
         clock: 0,
     })
+}
+
+/// Arguments of `nilref apply`.
+#[derive(clap::Args)]
+pub struct ApplyArgs {
+    /// Image file (written back unless --dry-run).
+    pub image: PathBuf,
+    /// The trace (JSON Lines; `out` fields are ignored).
+    pub trace: PathBuf,
+    /// Where to write the observed trace (default: stdout).
+    #[arg(short = 'o')]
+    pub out: Option<PathBuf>,
+    /// Leave the image unchanged.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `nilref apply`.
+pub fn run(a: ApplyArgs) -> Result<String, String> {
+    apply_file(&a.image, &a.trace, a.out.as_deref(), a.dry_run)
 }

@@ -4,7 +4,7 @@
 //! `--json` (the verdict as a last object).
 
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -53,8 +53,8 @@ pub fn report_json(r: &Report) -> String {
     out
 }
 
-pub fn run(image: &Path, cp: Option<u64>, json: bool, all: bool, quiet: bool) -> ExitCode {
-    let dev = match crate::open_image(image) {
+pub fn check_image(image: &Path, cp: Option<u64>, json: bool, all: bool, quiet: bool) -> ExitCode {
+    let dev = match crate::image::open_image(image) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("nilref: {e}");
@@ -99,4 +99,28 @@ pub fn run(image: &Path, cp: Option<u64>, json: bool, all: bool, quiet: bool) ->
         print!("{r}");
     }
     ExitCode::from(r.exit_code())
+}
+
+/// Arguments of `nilref check`.
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// Image file (raw, or .xz-compressed).
+    pub image: PathBuf,
+    /// Also check this checkpoint (default: the latest and every snapshot).
+    #[arg(long)]
+    pub cp: Option<u64>,
+    /// One JSON object per finding.
+    #[arg(long)]
+    pub json: bool,
+    /// Check every valid checkpoint.
+    #[arg(long, conflicts_with = "cp")]
+    pub all_checkpoints: bool,
+    /// No progress bar.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// `nilref check`: its own exit codes, as fsck's.
+pub fn run(a: &CheckArgs) -> ExitCode {
+    check_image(&a.image, a.cp, a.json, a.all_checkpoints, a.quiet)
 }

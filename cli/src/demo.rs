@@ -37,7 +37,7 @@ const STEPS: usize = 160;
 
 /// Runs the demo; `Ok` is the report of a run where every verdict passed,
 /// `Err` the report with the verdict that failed.
-pub fn run(seed: u64, recovery: Recovery) -> Result<String, String> {
+pub fn demo(seed: u64, recovery: Recovery) -> Result<String, String> {
     let mut out = String::new();
     let mut say = |s: String| {
         out.push_str(&s);
@@ -407,4 +407,26 @@ fn manifest_of(dev: &dyn BlockDevice, cp: Option<u64>) -> Result<Vec<String>, St
     let view = CheckpointView::open(&nilfs, cp.map(Cno)).map_err(|e| e.to_string())?;
     let m = nilfs::inspect::manifest::manifest(&view).map_err(|e| e.to_string())?;
     Ok(m.lines().map(str::to_string).collect())
+}
+
+/// Arguments of `nilref demo`.
+#[derive(clap::Args)]
+pub struct DemoArgs {
+    /// Changes the workload and the cut; the same seed prints the same.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Run with a known-bad recovery (`forget-roll-forward`) to see the
+    /// judgement fail.
+    #[arg(long, hide = true)]
+    pub known_bad: Option<String>,
+}
+
+/// `nilref demo`.
+pub fn run(a: DemoArgs) -> Result<String, String> {
+    let recovery = match a.known_bad.as_deref() {
+        None => Recovery::Kernel,
+        Some("forget-roll-forward") => Recovery::ForgetRollForward,
+        Some(other) => return Err(format!("unknown known-bad variant {other:?}")),
+    };
+    demo(a.seed, recovery).map_err(|report| format!("the demo failed:\n{report}"))
 }

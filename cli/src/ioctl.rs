@@ -17,7 +17,7 @@
 //! An ioctl that fails prints its errno's name; the command fails only when
 //! the path cannot be opened or the request is not one of these.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nilfs_model::fs::Errno;
 use rustix::fs::{open, Mode, OFlags};
@@ -38,7 +38,7 @@ fn number(args: &[String], k: usize) -> Result<u64, String> {
 }
 
 /// Runs one request on `path`; the line it prints.
-pub fn run(path: &Path, args: &[String]) -> Result<String, String> {
+pub fn request(path: &Path, args: &[String]) -> Result<String, String> {
     let fd = open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let what = args.join(" ");
@@ -80,4 +80,17 @@ pub fn run(path: &Path, args: &[String]) -> Result<String, String> {
         r => return Err(format!("unknown request {r:?}")),
     };
     Ok(format!("{what}: {out}\n"))
+}
+
+/// Arguments of `nilref ioctl`.
+#[derive(clap::Args)]
+pub struct IoctlArgs {
+    pub path: PathBuf,
+    #[arg(required = true, num_args = 1..)]
+    pub request: Vec<String>,
+}
+
+/// `nilref ioctl`.
+pub fn run(a: IoctlArgs) -> Result<String, String> {
+    request(&a.path, &a.request)
 }

@@ -9,6 +9,8 @@
 
 use std::fmt::Write as _;
 
+use clap::Subcommand;
+
 use nilfs::device::CompletionOrder;
 use nilfs::sim::completion::{self, relative_pct, Device, Experiment, RunResult};
 
@@ -222,6 +224,68 @@ pub fn completion_order(args: &CompletionOrderArgs) -> Result<String, String> {
             }
             let _ = writeln!(w);
         }
+    }
+    Ok(out)
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Seed 002: a streaming read with per-page checksums and a CPU cache
+    /// model, pages completing in submission order vs reverse order.
+    CompletionOrder(CompletionOrderArgs),
+    /// Seed 000: dd of a file on the simulated hard disk and SSD, B-tree
+    /// sibling read-ahead off vs on (see scripts/bench-readahead.sh).
+    Readahead(crate::sim_readahead::ReadaheadArgs),
+    /// Seed 001: how long one cleaning request keeps writers out, with the
+    /// block reads inside the lock (before the patch) and outside (after),
+    /// on the simulated hard disk and SSD.
+    GcFreeze {
+        /// Segments per request (cleanerd's nsegments_per_clean).
+        #[arg(long, default_value_t = 2)]
+        nsegs: usize,
+    },
+    /// Seed 001's own figure: sysbench per-request write latency with
+    /// nilfs_cleanerd running, before and after the patch, next to the
+    /// seed's table.
+    GcLatency(crate::sim_gc_latency::GcLatencyArgs),
+    /// Seed 002 in the shape of the thread's measurement: 8 concurrent
+    /// streams sharing the last-level cache, beside its LLC-miss figure.
+    CompletionStreams(crate::sim_streams::StreamsArgs),
+}
+
+/// `nilref sim …`.
+pub fn run(cmd: Cmd) -> Result<String, String> {
+    match cmd {
+        Cmd::CompletionOrder(args) => completion_order(&args),
+        Cmd::Readahead(args) => crate::sim_readahead::run(&args),
+        Cmd::GcFreeze { nsegs } => gc_freeze(nsegs),
+        Cmd::GcLatency(args) => crate::sim_gc_latency::run(&args),
+        Cmd::CompletionStreams(args) => crate::sim_streams::run_cli(&args),
+    }
+}
+
+fn gc_freeze(nsegs: usize) -> Result<String, String> {
+    use nilfs::device::SimConfig;
+    let mut out = format!(
+        "seed 001 on the simulated clock: one cleaning request of {nsegs} segments\n\
+         | device | segments | live blocks moved | reading them | locked part | freeze before the patch | after |\n\
+         |---|---|---|---|---|---|---|\n"
+    );
+    for (name, config) in [
+        ("HDD (2010 SCSI)", SimConfig::hdd_2010()),
+        ("SSD (2010 Intel)", SimConfig::ssd_2010()),
+    ] {
+        let f = nilfs::sim::gc_freeze::run(config, nsegs).map_err(|e| e.to_string())?;
+        let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
+        out.push_str(&format!(
+            "| {name} | {} | {} | {} | {} | {} | {} |\n",
+            f.cleaned_segs,
+            f.moved_blocks,
+            ms(f.read_ns),
+            ms(f.locked_ns),
+            ms(f.freeze_before_ns()),
+            ms(f.freeze_after_ns())
+        ));
     }
     Ok(out)
 }

@@ -19,6 +19,9 @@ use nilfs::sim::readahead::{
     calibrate, hdd_main, hdd_variants, ssd_main, ssd_variants, Calibration, DdRun, Variant,
     SEED_HDD, SEED_SSD,
 };
+use plotters::prelude::*;
+
+use crate::svg::{err, framed_legend, legend_box};
 
 /// Arguments of `nilref sim readahead`.
 #[derive(clap::Args, Clone, Debug)]
@@ -153,7 +156,7 @@ pub fn run(args: &ReadaheadArgs) -> Result<String, String> {
                 .filter(|r| r.variant.name.starts_with("the simulator before"))
                 .collect();
             let needs = [pick(HDD_NEEDS), pick(SSD_NEEDS)].concat();
-            crate::svg::readahead(
+            plot(
                 path,
                 &main,
                 &[
@@ -164,7 +167,7 @@ pub fn run(args: &ReadaheadArgs) -> Result<String, String> {
             let _ = writeln!(out, "\nplot: {}", path.display());
         }
     } else if let Some(path) = &args.svg {
-        crate::svg::readahead(path, &main, &[])?;
+        plot(path, &main, &[])?;
         let _ = writeln!(out, "\nplot: {}", path.display());
     }
 
@@ -309,4 +312,102 @@ fn write_trace(path: &Path, main: &[Row]) -> Result<(), String> {
         }
     }
     std::fs::write(path, csv).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Seed 000: dd's MB/s with B-tree read-ahead off and on, per device: the
+/// seed's figures, the simulator's main fit (off fitted, on predicted) and
+/// further fits (`extra`: a legend label and, per device, the row to show).
+fn plot(path: &Path, main: &[Row], extra: &[(&str, Vec<&Row>)]) -> Result<(), String> {
+    let root = SVGBackend::new(path, (1100, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let panels = root.split_evenly((1, main.len().max(1)));
+    let palette = [
+        RGBColor(120, 120, 120),
+        RGBColor(70, 110, 200),
+        RGBColor(170, 195, 235),
+        RGBColor(230, 150, 60),
+    ];
+    for (area, row) in panels.iter().zip(main) {
+        let mut bars: Vec<(String, [f64; 2])> = vec![
+            ("seed (2010)".into(), [row.seed.0, row.seed.1]),
+            (
+                format!("simulator: off fitted ({}), on predicted", short(row)),
+                [row.cal.off.mb_per_s(), row.cal.on.mb_per_s()],
+            ),
+        ];
+        for (label, rows) in extra {
+            if let Some(r) = rows.iter().find(|r| r.dev == row.dev) {
+                bars.push((
+                    format!("{label} ({})", short(r)),
+                    [r.cal.off.mb_per_s(), r.cal.on.mb_per_s()],
+                ));
+            }
+        }
+        let top = bars.iter().flat_map(|b| b.1).fold(0.0f64, f64::max) * 1.45;
+        let title = match row.dev {
+            "HDD" => "SCSI hard disk (10,000 rpm class)",
+            _ => "Intel SSD (X25-M G2)",
+        };
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("seed 000, dd of 512 MB: {title}"),
+                ("sans-serif", 17),
+            )
+            .margin(12)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.0f64..2.0, 0.0..top)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .max_light_lines(1)
+            .x_labels(5)
+            .x_label_formatter(&|x| match (*x * 2.0).round() as i32 {
+                1 => "B-tree read-ahead off".into(),
+                3 => "B-tree read-ahead on".into(),
+                _ => String::new(),
+            })
+            .y_desc("MB/s (dd)")
+            .draw()
+            .map_err(err)?;
+        let w = 0.7 / bars.len() as f64;
+        for (k, (label, v)) in bars.iter().enumerate() {
+            let color = palette[k % palette.len()];
+            for (g, val) in v.iter().enumerate() {
+                let x0 = g as f64 + 0.15 + k as f64 * w;
+                chart
+                    .draw_series([Rectangle::new(
+                        [(x0, 0.0), (x0 + w * 0.92, *val)],
+                        color.filled(),
+                    )])
+                    .map_err(err)?;
+                chart
+                    .draw_series([Text::new(
+                        format!("{val:.1}"),
+                        (x0, *val + top * 0.015),
+                        ("sans-serif", 12),
+                    )])
+                    .map_err(err)?;
+            }
+            legend_box(&mut chart, (0.0, 0.0), color.filled(), label)?;
+        }
+        framed_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    }
+    root.present().map_err(err)
+}
+
+/// The fitted parameter of a row, short.
+fn short(r: &Row) -> String {
+    use nilfs::sim::readahead::Knob;
+    let v = r.cal.value as f64;
+    match r.cal.knob {
+        Knob::HddMediaRate => format!("media {:.1} MB/s", v / 1e6),
+        Knob::SsdReadBandwidth => format!("bandwidth {:.1} MB/s", v / 1e6),
+        Knob::HddMinSeek => format!("shortest seek {:.2} ms", v / 1e6),
+        Knob::HddCommandOverhead => format!("command overhead {:.2} ms", v / 1e6),
+        Knob::HddRpm => format!("{v:.0} rpm"),
+        Knob::SsdReadLatency => format!("read latency {:.0} µs", v / 1e3),
+        Knob::HostCompletion => format!("host completion {:.0} µs", v / 1e3),
+    }
 }

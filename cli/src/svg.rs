@@ -1,13 +1,70 @@
 //! The seeds' figures as SVG plots (plotters' SVG backend: no system fonts
-//! needed), written by `nilref sim ... --svg FILE`.
+//! needed), written by `nilref sim ... --svg FILE`: seed 001's and 002's
+//! here, with the chart helpers every figure uses (seed 000's is drawn by
+//! `sim_readahead`, which owns its rows).
 
 use std::path::Path;
 
 use nilfs::sim::gc_latency::{Figures, Mode};
 use plotters::prelude::*;
 
-fn err(e: impl std::fmt::Display) -> String {
+pub fn err(e: impl std::fmt::Display) -> String {
     format!("svg: {e}")
+}
+
+/// The legend, framed on a light background, at `position`.
+pub fn framed_legend<'a, 'b: 'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>,
+    position: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(position)
+        .draw()
+        .map_err(err)
+}
+
+/// A legend entry drawn as a box filled with `style`, carried by an empty
+/// rectangle at `at` (nothing shows in the plot).
+pub fn legend_box<X, Y>(
+    chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>,
+    at: (f64, f64),
+    style: ShapeStyle,
+    label: &str,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .draw_series([Rectangle::new([at, at], style)])
+        .map_err(err)?
+        .label(label)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], style));
+    Ok(())
+}
+
+/// The legend: `boxes` (see [`legend_box`]) then the frame at `position`.
+pub fn legend<'a, 'b: 'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>,
+    at: (f64, f64),
+    boxes: &[(ShapeStyle, &str)],
+    position: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for &(style, label) in boxes {
+        legend_box(chart, at, style, label)?;
+    }
+    framed_legend(chart, position)
 }
 
 /// Seed 001: per-request latency over time, before and after the patch,
@@ -20,6 +77,10 @@ pub fn gc_latency(path: &Path, f: &Figures) -> Result<(), String> {
     let panels = root.split_evenly((2, 2));
     let reads = RGBColor(255, 200, 120).mix(0.5);
     let locked = RGBColor(230, 90, 90).mix(0.35);
+    let boxes = [
+        (reads.filled(), "cleaning: source-block reads"),
+        (locked.filled(), "cleaning: exclusive side held"),
+    ];
     for (k, area) in panels.iter().enumerate() {
         let mode = if k < 2 {
             Mode::Random
@@ -84,23 +145,12 @@ pub fn gc_latency(path: &Path, f: &Figures) -> Result<(), String> {
             .map_err(err)?
             .label("slowest request per 50 ms")
             .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], BLUE));
-        chart
-            .draw_series([Rectangle::new([(0.0, 0.1), (0.0, 0.1)], reads.filled())])
-            .map_err(err)?
-            .label("cleaning: source-block reads")
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], reads.filled()));
-        chart
-            .draw_series([Rectangle::new([(0.0, 0.1), (0.0, 0.1)], locked.filled())])
-            .map_err(err)?
-            .label("cleaning: exclusive side held")
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], locked.filled()));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
+        legend(
+            &mut chart,
+            (0.0, 0.1),
+            &boxes,
+            SeriesLabelPosition::UpperRight,
+        )?;
     }
     root.present().map_err(err)
 }
@@ -165,136 +215,15 @@ pub fn streams(
             )])
             .map_err(err)?;
     }
-    chart
-        .draw_series([Rectangle::new([(0.0, 0.0), (0.0, 0.0)], red.filled())])
-        .map_err(err)?
-        .label("reverse completion (before the patch)")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], red.filled()));
-    chart
-        .draw_series([Rectangle::new([(0.0, 0.0), (0.0, 0.0)], blue.filled())])
-        .map_err(err)?
-        .label("submission order (the patch)")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], blue.filled()));
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
-}
-
-/// Seed 000: dd's MB/s with B-tree read-ahead off and on, per device: the
-/// seed's figures, the simulator's main fit (off fitted, on predicted) and
-/// further fits (`extra`: a legend label and, per device, the row to show).
-pub fn readahead(
-    path: &Path,
-    main: &[crate::sim_readahead::Row],
-    extra: &[(&str, Vec<&crate::sim_readahead::Row>)],
-) -> Result<(), String> {
-    let root = SVGBackend::new(path, (1100, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let panels = root.split_evenly((1, main.len().max(1)));
-    let palette = [
-        RGBColor(120, 120, 120),
-        RGBColor(70, 110, 200),
-        RGBColor(170, 195, 235),
-        RGBColor(230, 150, 60),
+    let boxes = [
+        (red.filled(), "reverse completion (before the patch)"),
+        (blue.filled(), "submission order (the patch)"),
     ];
-    for (area, row) in panels.iter().zip(main) {
-        let mut bars: Vec<(String, [f64; 2])> = vec![
-            ("seed (2010)".into(), [row.seed.0, row.seed.1]),
-            (
-                format!("simulator: off fitted ({}), on predicted", short(row)),
-                [row.cal.off.mb_per_s(), row.cal.on.mb_per_s()],
-            ),
-        ];
-        for (label, rows) in extra {
-            if let Some(r) = rows.iter().find(|r| r.dev == row.dev) {
-                bars.push((
-                    format!("{label} ({})", short(r)),
-                    [r.cal.off.mb_per_s(), r.cal.on.mb_per_s()],
-                ));
-            }
-        }
-        let top = bars.iter().flat_map(|b| b.1).fold(0.0f64, f64::max) * 1.45;
-        let title = match row.dev {
-            "HDD" => "SCSI hard disk (10,000 rpm class)",
-            _ => "Intel SSD (X25-M G2)",
-        };
-        let mut chart = ChartBuilder::on(area)
-            .caption(
-                format!("seed 000, dd of 512 MB: {title}"),
-                ("sans-serif", 17),
-            )
-            .margin(12)
-            .x_label_area_size(30)
-            .y_label_area_size(50)
-            .build_cartesian_2d(0.0f64..2.0, 0.0..top)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .max_light_lines(1)
-            .x_labels(5)
-            .x_label_formatter(&|x| match (*x * 2.0).round() as i32 {
-                1 => "B-tree read-ahead off".into(),
-                3 => "B-tree read-ahead on".into(),
-                _ => String::new(),
-            })
-            .y_desc("MB/s (dd)")
-            .draw()
-            .map_err(err)?;
-        let w = 0.7 / bars.len() as f64;
-        for (k, (label, v)) in bars.iter().enumerate() {
-            let color = palette[k % palette.len()];
-            for (g, val) in v.iter().enumerate() {
-                let x0 = g as f64 + 0.15 + k as f64 * w;
-                chart
-                    .draw_series([Rectangle::new(
-                        [(x0, 0.0), (x0 + w * 0.92, *val)],
-                        color.filled(),
-                    )])
-                    .map_err(err)?;
-                chart
-                    .draw_series([Text::new(
-                        format!("{val:.1}"),
-                        (x0, *val + top * 0.015),
-                        ("sans-serif", 12),
-                    )])
-                    .map_err(err)?;
-            }
-            chart
-                .draw_series([Rectangle::new([(0.0, 0.0), (0.0, 0.0)], color.filled())])
-                .map_err(err)?
-                .label(label.as_str())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled())
-                });
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(err)?;
-    }
+    legend(
+        &mut chart,
+        (0.0, 0.0),
+        &boxes,
+        SeriesLabelPosition::UpperLeft,
+    )?;
     root.present().map_err(err)
-}
-
-/// The fitted parameter of a row, short.
-fn short(r: &crate::sim_readahead::Row) -> String {
-    use nilfs::sim::readahead::Knob;
-    let v = r.cal.value as f64;
-    match r.cal.knob {
-        Knob::HddMediaRate => format!("media {:.1} MB/s", v / 1e6),
-        Knob::SsdReadBandwidth => format!("bandwidth {:.1} MB/s", v / 1e6),
-        Knob::HddMinSeek => format!("shortest seek {:.2} ms", v / 1e6),
-        Knob::HddCommandOverhead => format!("command overhead {:.2} ms", v / 1e6),
-        Knob::HddRpm => format!("{v:.0} rpm"),
-        Knob::SsdReadLatency => format!("read latency {:.0} µs", v / 1e3),
-        Knob::HostCompletion => format!("host completion {:.0} µs", v / 1e3),
-    }
 }

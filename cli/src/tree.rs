@@ -1,7 +1,7 @@
 //! ls, cat, manifest and export of a checkpoint.
 
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nilfs::device::BlockDevice;
 use nilfs::format::inode::{S_IFDIR, S_IFLNK};
@@ -9,6 +9,8 @@ use nilfs::format::Cno;
 use nilfs::posix::{CheckpointView, Piece};
 use nilfs::the_nilfs::Nilfs;
 use nilfs::{Error, Result};
+
+use crate::image::open_image;
 
 fn with_view<T>(
     dev: &dyn BlockDevice,
@@ -196,4 +198,83 @@ pub fn export(dev: &dyn BlockDevice, dir: &Path, cp: Option<u64>) -> Result<Stri
         })
     })?;
     Ok(format!("{count} entries exported to {}\n", dir.display()))
+}
+
+/// Arguments of `nilref ls`.
+#[derive(clap::Args)]
+pub struct LsArgs {
+    /// Image file.
+    pub image: PathBuf,
+    /// Path inside the filesystem.
+    #[arg(default_value = "/")]
+    pub path: String,
+    /// Checkpoint number.
+    #[arg(long)]
+    pub cp: Option<u64>,
+}
+
+/// Arguments of `nilref cat`.
+#[derive(clap::Args)]
+pub struct CatArgs {
+    /// Image file.
+    pub image: PathBuf,
+    /// Path inside the filesystem.
+    pub path: String,
+    /// Checkpoint number.
+    #[arg(long)]
+    pub cp: Option<u64>,
+}
+
+/// Arguments of `nilref manifest`.
+#[derive(clap::Args)]
+pub struct ManifestArgs {
+    /// Image file.
+    pub image: PathBuf,
+    /// Checkpoint number.
+    #[arg(long)]
+    pub cp: Option<u64>,
+}
+
+/// Arguments of `nilref export`.
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// Image file.
+    pub image: PathBuf,
+    /// Destination directory (created).
+    pub dir: PathBuf,
+    /// Checkpoint number.
+    #[arg(long)]
+    pub cp: Option<u64>,
+}
+
+fn e(e: Error) -> String {
+    e.to_string()
+}
+
+/// `nilref ls`.
+pub fn run_ls(a: LsArgs) -> std::result::Result<String, String> {
+    ls(open_image(&a.image).map_err(e)?.as_ref(), &a.path, a.cp).map_err(e)
+}
+
+/// `nilref cat`: the file goes straight to stdout.
+pub fn run_cat(a: CatArgs) -> std::result::Result<String, String> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    cat(
+        open_image(&a.image).map_err(e)?.as_ref(),
+        &a.path,
+        a.cp,
+        &mut out,
+    )
+    .map_err(e)?;
+    Ok(String::new())
+}
+
+/// `nilref manifest`.
+pub fn run_manifest(a: ManifestArgs) -> std::result::Result<String, String> {
+    manifest(open_image(&a.image).map_err(e)?.as_ref(), a.cp).map_err(e)
+}
+
+/// `nilref export`.
+pub fn run_export(a: ExportArgs) -> std::result::Result<String, String> {
+    export(open_image(&a.image).map_err(e)?.as_ref(), &a.dir, a.cp).map_err(e)
 }

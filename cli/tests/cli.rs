@@ -97,3 +97,41 @@ fn same_seed_same_image_other_seed_other_image() {
     assert!(a == b, "same seed, different bytes");
     assert!(a != c, "different seeds, same bytes");
 }
+
+/// `nilref oracle check` on the kernel's scenario-gc trace: accepted; with
+/// its first rename's outcome changed to EXDEV, rejected, and the message
+/// names the line, the errno and the operation. (This was a model test
+/// that compiled cli/src/oracle.rs into itself; the binary is the contract.)
+#[test]
+fn oracle_check_names_the_rejected_line_errno_and_operation() {
+    use nilfs_model::{Op, Outcome};
+    let good = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../model/traces/scenario-gc.jsonl"
+    );
+    let (ok, out, err) = nilref(&["oracle", "check", good]);
+    assert!(ok, "{err}");
+    assert!(out.contains("accepted"), "{out}");
+
+    let text = std::fs::read_to_string(good).unwrap();
+    let mut lines: Vec<nilfs_model::Line> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let i = lines
+        .iter()
+        .position(|l| matches!(l.op, Op::Rename { .. }))
+        .expect("the trace renames");
+    lines[i].out = Outcome::Err(nilfs_model::Errno::EXDEV);
+    let d = scratch("oracle");
+    let bad = d.join("bad.jsonl");
+    let bad_text: String = lines.iter().map(|l| l.to_json() + "\n").collect();
+    std::fs::write(&bad, bad_text).unwrap();
+    let (ok, _, err) = nilref(&["oracle", "check", bad.to_str().unwrap()]);
+    assert!(!ok);
+    let n = i + 1;
+    assert!(
+        err.contains(&format!("line {n}")) && err.contains("EXDEV") && err.contains("rename"),
+        "{err}"
+    );
+}

@@ -570,6 +570,56 @@ fn apply_does_not_write_back_after_a_failed_sync() {
     );
 }
 
+// postmortem: apply refused to write the image back whenever any sync of
+// the workload had failed, so a workload that ran into ENOSPC, freed the
+// space and then synced and unmounted cleanly lost its final state with
+// exit 1 (issue 34.4). The last durability point decides; the earlier
+// failure stays an outcome in the observed trace.
+#[test]
+fn apply_writes_back_when_the_last_sync_succeeds_after_an_enospc() {
+    let d = scratch("apply-enospc-recovered");
+    let dev = MemDevice::new(1 << 20);
+    mkfs(
+        &dev,
+        &MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 16,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let img = save(&dev, &d);
+    let before = std::fs::read(&img).unwrap();
+    let (ok, out, err) = apply_trace(
+        &d,
+        &img,
+        "{\"op\":\"mount\"}\n{\"op\":\"create\",\"path\":\"/a\"}\n\
+         {\"op\":\"write\",\"path\":\"/a\",\"offset\":0,\"data\":{\"seeded\":{\"seed\":1,\"len\":2000000}}}\n\
+         {\"op\":\"sync\"}\n{\"op\":\"unlink\",\"path\":\"/a\"}\n\
+         {\"op\":\"create\",\"path\":\"/kept\"}\n{\"op\":\"sync\"}\n{\"op\":\"umount\"}\n",
+    );
+    let observed = std::fs::read_to_string(d.join("observed.jsonl")).unwrap_or_default();
+    let syncs: Vec<&str> = observed
+        .lines()
+        .filter(|l| l.contains("\"sync\""))
+        .collect();
+    assert!(
+        syncs.len() == 2 && !syncs[0].contains("\"ok\"") && syncs[1].contains("\"ok\""),
+        "the workload must fail its first sync and pass its second: {observed}"
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("1 earlier sync or unmount failed"), "{out}");
+    assert!(
+        std::fs::read(&img).unwrap() != before,
+        "apply did not write the image"
+    );
+    let (ok, listing, err) = nilref(&["ls", &img, "/"]);
+    assert!(
+        ok && listing.contains("kept") && !listing.contains("\na\n"),
+        "{listing}{err}"
+    );
+}
+
 // postmortem: apply expanded a write's whole pattern before writing it, so
 // a pattern of 2^40 blocks asked for 4 PiB at once and aborted the process
 // (issue 13.4); the adapter now writes in 1 MiB pieces, as `nilref exec`

@@ -9,10 +9,10 @@
 //! creation time — which are parameters here, so the output is deterministic
 //! and, given the same three values, byte-identical to mkfs.nilfs2's.
 //!
-//! nilfs-utils 2.2.x also creates the `.nilfs` file (inode 11) with a root
-//! directory entry; 2.3 dropped it. We follow 2.2.9, the version Debian ships
-//! and our conformance tests run against; [`MkfsOptions::dot_nilfs`] selects
-//! the 2.3 layout.
+//! nilfs-utils up to 2.2.9 also creates the `.nilfs` file (inode 11) with a
+//! root directory entry; 2.2.10 dropped it (Debian 13's 2.2.11 makes none).
+//! We follow 2.2.9 by default, Debian 12's; [`MkfsOptions::dot_nilfs`] off
+//! gives the 2.2.10-and-later layout, byte for byte.
 //!
 //! Quirks of mkfs that the kernel tolerates and we reproduce on purpose
 //! (digest §12.3): `fi_cno` = 1 for metadata files, `i_blocks` counted in

@@ -627,7 +627,7 @@ fn copy_head(dst: &mut SuperBlock, src: &SuperBlock, n: usize) {
 /// recovery mount on Linux 6.1, whose salvage commit swaps the copies
 /// before `nilfs_setup_super` copies one over the other, leaves both
 /// unreadable: finding K14 (docs/findings.md,
-/// tests/tests/kernel_k14_sb_bytes.rs). We do not copy that.
+/// tests/tests/peer_kernel_k14_sb_bytes.rs). We do not copy that.
 fn seal(sb: &mut SuperBlock, seed: u32) {
     sb.sum = 0;
     let b = sb.encode();

@@ -6,22 +6,16 @@
 //! the 2.6.35 request queue and the disk's read cache, and seed 000's gain
 //! as a direction on the fixture.
 
-use std::path::PathBuf;
-
 use nilfs::bmap::readahead::ReadAhead;
-use nilfs::device::{import_image, BlockDevice, SimConfig, SimDevice};
+use nilfs::device::{BlockDevice, SimConfig, SimDevice};
 use nilfs::format::{Cno, Ino};
 use nilfs::posix::cached::{CachedFs, MountOptions, ReadParams};
 use nilfs::posix::{is_reg, CheckpointView};
 use nilfs::the_nilfs::Nilfs;
-
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/kernel-6.1/scenario-gc-128M.img.xz")
-}
+use nilfs_testkit::image::fixture;
 
 fn sim_device(config: SimConfig) -> SimDevice {
-    let mem = import_image(&fixture()).expect("kernel fixture");
+    let mem = fixture();
     SimDevice::new(Box::new(mem), config).unwrap()
 }
 
@@ -198,7 +192,7 @@ fn sibling_readahead_gains_less_when_the_drive_cache_hides_node_reads() {
     use nilfs::sim::readahead::dd;
     let (path, size) = biggest_file();
     assert!(size > 1 << 20, "a file with several level-1 nodes");
-    let image = import_image(&fixture()).unwrap();
+    let image = fixture();
     let open = || -> nilfs::Result<Box<dyn BlockDevice>> { Ok(Box::new(image.duplicate())) };
     let gain = |config: &SimConfig| {
         let run = |ra| dd(&open, config, path.as_bytes(), ra, ReadParams::default()).unwrap();

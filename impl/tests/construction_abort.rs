@@ -14,15 +14,13 @@
 //!   instead: nothing synced before is lost and the retried operation
 //!   leaves an image that checks clean and reads as the undisturbed one.
 
-mod common;
-use common::pattern;
+use nilfs_testkit::image::{assert_checks_clean, fresh, latest_manifest};
+use nilfs_testkit::pattern;
 
 use nilfs::device::{BlockDevice, CutDevice, MemDevice};
 use nilfs::format::{ino, Ino};
 use nilfs::fs::Fs;
-use nilfs::inspect::manifest::{live_manifest, manifest};
-use nilfs::mkfs::{self, MkfsOptions};
-use nilfs::posix::CheckpointView;
+use nilfs::inspect::manifest::live_manifest;
 use nilfs::the_nilfs::Nilfs;
 use nilfs::{Errno, Error};
 
@@ -35,24 +33,12 @@ fn errno(r: nilfs::Result<impl std::fmt::Debug>) -> Option<Errno> {
     }
 }
 
-fn assert_checks_clean(dev: &dyn BlockDevice, ctx: &str) {
-    let r = nilfs::check::check_device(dev, &Default::default());
-    assert!(r.is_clean(), "{ctx}: nilref check:\n{r}");
-}
-
-fn latest_manifest(dev: &dyn BlockDevice) -> String {
-    let nilfs = Nilfs::open(dev).unwrap();
-    let view = CheckpointView::open(&nilfs, None).unwrap();
-    manifest(&view).unwrap()
-}
-
 /// The acceptance workload of issue 13: 1 MiB, 1 KiB blocks, 16 blocks
 /// per segment; files until the vacancy check refuses, a sync that cannot
 /// fit, every file unlinked, then a sync that must succeed.
 #[test]
 fn a_sync_refused_for_space_leaves_the_mount_usable() {
-    let dev = MemDevice::new(1 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
+    let dev = fresh(1 << 20, 1024, 16);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, NOW).unwrap();
@@ -107,8 +93,7 @@ fn a_sync_refused_for_space_leaves_the_mount_usable() {
 /// after the unlinks fails too.
 #[test]
 fn without_the_rollback_the_refused_sync_poisons_the_mount() {
-    let dev = MemDevice::new(1 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
+    let dev = fresh(1 << 20, 1024, 16);
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, NOW).unwrap();
     fs.known_bad_keep_failed_constructions();
@@ -189,9 +174,7 @@ fn image(dev: &MemDevice) -> Vec<u8> {
 const BS: u64 = 1024;
 
 fn base_image() -> MemDevice {
-    let dev = MemDevice::new(16 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(BS, 64)).unwrap();
-    dev
+    fresh(16 << 20, BS, 64)
 }
 
 /// The undisturbed run: (writes before the operation, where each block

@@ -11,8 +11,8 @@ use nilfs::device::MemDevice;
 use nilfs::format::{ino, Ino};
 use nilfs::fs::{Fs, SetAttr};
 use nilfs::inspect::tools;
-use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::the_nilfs::Nilfs;
+use nilfs_testkit::image::fresh;
 
 /// The user files (not the metadata files) of the last log of segment 0,
 /// in the order the log holds them.
@@ -27,8 +27,7 @@ fn files_of_last_log(dev: &MemDevice) -> Vec<u64> {
 }
 
 fn run(steps: impl FnOnce(&mut Fs) -> Vec<Ino>) -> (Vec<u64>, Vec<u64>) {
-    let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(4096, 512)).unwrap();
+    let dev = fresh(64 << 20, 4096, 512);
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     let expected = steps(&mut fs);
@@ -113,8 +112,7 @@ fn vblocknrs_of(dev: &MemDevice, ino: u64) -> Vec<(u64, u64)> {
 // the SET_ALLOC_RANGE comparison with Linux 6.1 (docs/findings.md L2).
 #[test]
 fn regress_a_rewritten_block_is_renumbered_next_to_its_old_number() {
-    let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(4096, 512)).unwrap();
+    let dev = fresh(64 << 20, 4096, 512);
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     fs.create(ino::ROOT, b"f", 0o644).unwrap();

@@ -6,12 +6,7 @@
 //! checksum of the chosen state valid; nothing a completed sync wrote is
 //! lost, nothing half-written is visible.
 
-mod common;
-#[path = "common/crash_workload.rs"]
-mod crash_workload;
-
-use common::pattern;
-use crash_workload::{data, fresh, latest_manifest, workload, BS};
+use nilfs_testkit::crash_workload::{data, fresh, latest_manifest, workload, BS};
 
 use std::collections::BTreeSet;
 
@@ -19,7 +14,6 @@ use nilfs::device::{BlockDevice, CutDevice, MemDevice};
 use nilfs::format::ino;
 use nilfs::fs::Fs;
 use nilfs::inspect::manifest::manifest;
-use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs::Result;
@@ -166,8 +160,7 @@ const GC_DEV: u64 = 3 << 20;
 /// a snapshot, then most of them deleted or overwritten, on 48 segments
 /// of 64 KiB. The clock ticks one second per sync.
 fn gc_base() -> MemDevice {
-    let dev = MemDevice::new(GC_DEV);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(BS, 64)).unwrap();
+    let dev = nilfs_testkit::image::fresh(GC_DEV, BS, 64);
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     for r in 0..10u64 {

@@ -5,19 +5,13 @@
 //! checkpoint, every checksum must verify, and the older checkpoint must
 //! still show the fresh filesystem.
 
-mod common;
-
-use common::{pattern, sha256_hex};
+use nilfs_testkit::image::{assert_checks_clean, fresh};
+use nilfs_testkit::{pattern, sha256_hex};
 
 use std::collections::BTreeMap;
 
 use nilfs::check::verify_checksums;
 
-/// Every image the write path leaves must check clean.
-fn assert_checks_clean(dev: &dyn nilfs::device::BlockDevice, ctx: &str) {
-    let r = nilfs::check::check_device(dev, &Default::default());
-    assert!(r.is_clean(), "{ctx}: nilref check:\n{r}");
-}
 use nilfs::device::MemDevice;
 use nilfs::format::{ino, Cno};
 use nilfs::fs::Fs;
@@ -29,8 +23,7 @@ use nilfs::the_nilfs::Nilfs;
 #[test]
 fn files_and_directories_survive_sync_and_remount() {
     for (bs, bps) in [(4096u64, 512u64), (1024, 256), (2048, 128)] {
-        let dev = MemDevice::new(128 << 20);
-        mkfs::mkfs(&dev, &MkfsOptions::with_geometry(bs, bps)).unwrap();
+        let dev = fresh(128 << 20, bs, bps);
         let mut expect: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         {
             let nilfs = Nilfs::open(&dev).unwrap();
@@ -124,8 +117,7 @@ fn files_and_directories_survive_sync_and_remount() {
 /// ended the versions that went away.
 #[test]
 fn namespace_operations_and_truncate() {
-    let dev = MemDevice::new(128 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 256)).unwrap();
+    let dev = fresh(128 << 20, 1024, 256);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
@@ -208,8 +200,7 @@ fn namespace_operations_and_truncate() {
 /// does. fsync and an fdatasync that needs an inode sync make checkpoints.
 #[test]
 fn fdatasync_survives_a_crash_by_roll_forward() {
-    let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+    let dev = fresh(64 << 20, 1024, 64);
     let original = pattern(7, 10_000);
     let mut updated = original.clone();
     updated[100..200].copy_from_slice(&[0xAB; 100]);
@@ -261,8 +252,7 @@ fn fdatasync_survives_a_crash_by_roll_forward() {
 /// every sync lands, the data reads back, the checksums hold.
 #[test]
 fn many_segments_and_sufile_blocks() {
-    let dev = MemDevice::new(64 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
+    let dev = fresh(64 << 20, 1024, 16);
     let data = pattern(11, 600_000);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
@@ -300,8 +290,7 @@ fn many_segments_and_sufile_blocks() {
 /// A read-only mount refuses every change with EROFS and writes nothing.
 #[test]
 fn a_read_only_mount_refuses_changes_and_writes_nothing() {
-    let dev = MemDevice::new(32 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+    let dev = fresh(32 << 20, 1024, 64);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
@@ -366,8 +355,7 @@ fn nilfs_image_bytes(dev: &MemDevice) -> Vec<u8> {
 /// stays consistent, and it mounts again.
 #[test]
 fn a_full_device_gives_enospc_and_stays_consistent() {
-    let dev = MemDevice::new(2 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
+    let dev = fresh(2 << 20, 1024, 16);
     let mut accepted: Vec<(String, Vec<u8>)> = Vec::new();
     let mut enospc = false;
     {
@@ -424,8 +412,7 @@ fn a_full_device_gives_enospc_and_stays_consistent() {
 // the new blocks and assigns only the nodes not yet assigned.
 #[test]
 fn a_construction_that_outgrows_its_estimate_reaches_new_sufile_blocks() {
-    let dev = MemDevice::new(1200 * 16 * 1024);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 16)).unwrap();
+    let dev = fresh(1200 * 16 * 1024, 1024, 16);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
@@ -546,8 +533,7 @@ fn a_write_path_bug_that_reads_back_fine_is_caught_by_check() {
 fn attributes_and_special_files_survive_remount() {
     use nilfs::format::inode::{S_IFBLK, S_IFCHR, S_IFIFO, S_IFMT, S_IFSOCK};
     let (bs, bps, size) = (1024u64, 64u64, 32u64 << 20);
-    let dev = MemDevice::new(size);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(bs, bps)).unwrap();
+    let dev = fresh(size, bs, bps);
     let nilfs = Nilfs::open(&dev).unwrap();
     let nsegs = nilfs.sb.nsegments;
     let first = nilfs.sb.first_data_block;
@@ -630,8 +616,7 @@ fn an_unlinked_open_file_outlives_the_inode_cache() {
 }
 
 fn unlinked_open_file(cache_limit: Option<usize>) {
-    let dev = MemDevice::new(32 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+    let dev = fresh(32 << 20, 1024, 64);
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
     if let Some(n) = cache_limit {

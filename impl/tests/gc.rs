@@ -3,37 +3,24 @@
 //! the same afterwards, every checksum must verify, and space must come
 //! back — including on a device that filled up (ENOSPC), after deletions.
 
-mod common;
-
-use common::pattern;
+use nilfs_testkit::image::{assert_checks_clean, fresh};
+use nilfs_testkit::pattern;
 
 use std::collections::BTreeMap;
 
 use nilfs::check::verify_checksums;
 
-/// Every image the write path leaves must check clean.
-fn assert_checks_clean(dev: &dyn nilfs::device::BlockDevice, ctx: &str) {
-    let r = nilfs::check::check_device(dev, &Default::default());
-    assert!(r.is_clean(), "{ctx}: nilref check:\n{r}");
-}
 use nilfs::cleaner::{self, ReclaimParams};
 use nilfs::device::MemDevice;
 use nilfs::format::{ino, Cno, Ino};
 use nilfs::fs::Fs;
 use nilfs::gc::move_blocks;
 use nilfs::inspect::manifest::manifest;
-use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs::{Errno, Error};
 
 const T0: u64 = 1_800_000_000;
-
-fn fresh(size: u64, bs: u64, bps: u64) -> MemDevice {
-    let dev = MemDevice::new(size);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(bs, bps)).unwrap();
-    dev
-}
 
 /// Manifests of the latest checkpoint and of every snapshot, by number.
 fn views(dev: &MemDevice) -> (String, BTreeMap<Cno, String>) {

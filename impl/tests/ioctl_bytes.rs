@@ -7,9 +7,9 @@ use nilfs::device::MemDevice;
 use nilfs::format::ino;
 use nilfs::fs::ioctl::request as r;
 use nilfs::fs::Fs;
-use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::the_nilfs::Nilfs;
 use nilfs::{Errno, Error};
+use nilfs_testkit::image::fresh;
 
 const NOW: u64 = 1_800_000_000;
 
@@ -34,9 +34,7 @@ fn u64s(b: &[u8]) -> Vec<u64> {
 }
 
 fn image() -> MemDevice {
-    let dev = MemDevice::new(32 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
-    dev
+    fresh(32 << 20, 1024, 64)
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 mod mdt_support;
 
-use mdt_support::{fixture, fresh, open_files};
+use mdt_support::open_files;
 use nilfs::alloc::{Palloc, Variant};
 use nilfs::cpfile::{CheckpointFinal, CpMode};
 use nilfs::dat::target_in_group;
@@ -19,6 +19,7 @@ use nilfs::mdt::Mdt;
 use nilfs::metafile::MetaStore;
 use nilfs::the_nilfs::{MetaFile, Nilfs};
 use nilfs::{Errno, Error};
+use nilfs_testkit::image::{fixture, fresh};
 
 const MIB: u64 = 1 << 20;
 
@@ -160,10 +161,7 @@ fn fresh_image_hands_out_what_the_kernel_would() {
 
 #[test]
 fn kernel_fixture_hands_out_what_the_kernel_would() {
-    let Some(dev) = fixture() else {
-        eprintln!("fixture missing: skipped");
-        return;
-    };
+    let dev = fixture();
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut f = open_files(&nilfs);
     let bs = nilfs.block_size();
@@ -212,10 +210,7 @@ fn kernel_fixture_hands_out_what_the_kernel_would() {
 
 #[test]
 fn kernel_fixture_cpfile_refusals() {
-    let Some(dev) = fixture() else {
-        eprintln!("fixture missing: skipped");
-        return;
-    };
+    let dev = fixture();
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut f = open_files(&nilfs);
     let cp = &mut f.cpfile;
@@ -324,10 +319,7 @@ fn kernel_fixture_cpfile_refusals() {
 fn kernel_allows_rmcp_of_the_latest_checkpoint() {
     // nilfs_cpfile_delete_checkpoint has no latest-checkpoint rule; only
     // rmcp's range form trims it (bin/rmcp.c). Document it by test.
-    let Some(dev) = fixture() else {
-        eprintln!("fixture missing: skipped");
-        return;
-    };
+    let dev = fixture();
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut f = open_files(&nilfs);
     f.cpfile.delete_checkpoint(Cno(29)).unwrap();

@@ -8,7 +8,7 @@ mod mdt_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use mdt_support::{fresh, open_files};
+use mdt_support::open_files;
 use nilfs::alloc::Palloc;
 use nilfs::cpfile::{CheckpointFinal, CpMode, Cpfile};
 use nilfs::format::palloc::PallocGeometry;
@@ -18,6 +18,7 @@ use nilfs::mdt::Mdt;
 use nilfs::metafile::MetaStore;
 use nilfs::the_nilfs::Nilfs;
 use nilfs::{Errno, Error};
+use nilfs_testkit::image::fresh;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 

@@ -30,19 +30,11 @@ fn at(hh: u64, mm: u64, ss: u64) -> u64 {
     T0 - (18 * 3600 + 57 * 60 + 34) + hh * 3600 + mm * 60 + ss
 }
 
-fn fixtures_dir() -> PathBuf {
-    std::env::var_os("NILFS_FIXTURES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/kernel-6.1")
-        })
-}
-
 /// The decompressed fixture image (committed, so always there).
 fn fixture_image() -> Option<&'static [u8]> {
     static IMAGE: OnceLock<Vec<u8>> = OnceLock::new();
     let raw = IMAGE.get_or_init(|| {
-        let path = fixtures_dir().join("scenario-gc-128M.img.xz");
+        let path = nilfs_testkit::fixture::image_xz();
         let xz = std::fs::read(&path)
             .unwrap_or_else(|e| panic!("fixture image {}: {e}", path.display()));
         let mut raw = Vec::new();
@@ -1634,13 +1626,9 @@ fn section(text: &str, marker: &str, stop: &str) -> String {
 
 #[test]
 fn embedded_listings_are_the_fixture_text() {
-    let dir = fixtures_dir();
-    let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name))
-            .unwrap_or_else(|e| panic!("fixture text {name} in {}: {e}", dir.display()))
-    };
-    let manifest = read("scenario-gc-128M.manifest");
-    let log = read("scenario-gc-128M.scenario.log");
+    use nilfs_testkit::fixture;
+    let manifest = fixture::read(fixture::manifest());
+    let log = fixture::read(fixture::scenario_log());
     assert_text(&section(&manifest, "== lscp", "=="), MANIFEST_LSCP);
     assert_text(&section(&manifest, "== lssu", "=="), MANIFEST_LSSU);
     let before = section(&log, "== before GC", "/dev/");

@@ -9,13 +9,12 @@
 //! run; and the image left at the end must be the undisturbed run's, byte
 //! for byte.
 
-mod common;
-use common::pattern;
+use nilfs_testkit::image::fresh;
+use nilfs_testkit::pattern;
 
 use nilfs::device::{BlockDevice, CutDevice, MemDevice};
 use nilfs::fs::Fs;
 use nilfs::inspect::manifest::live_manifest;
-use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::the_nilfs::Nilfs;
 use nilfs::Error;
 
@@ -24,8 +23,7 @@ const BS: u64 = 1024;
 
 /// The image the workload starts from: synced, unmounted.
 fn base_image() -> MemDevice {
-    let dev = MemDevice::new(16 << 20);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(BS, 64)).unwrap();
+    let dev = fresh(16 << 20, BS, 64);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, NOW).unwrap();
@@ -63,7 +61,7 @@ fn steps() -> Vec<(&'static str, Step)> {
             Ok(format!("{:?}", fs.paths().lstat(b"/d/f3")?.size))
         }),
         ("read", |fs| {
-            Ok(common::sha256_hex(
+            Ok(nilfs_testkit::sha256_hex(
                 &fs.paths().read(b"/d/f4", 1000, 50_000)?,
             ))
         }),

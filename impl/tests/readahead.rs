@@ -77,12 +77,9 @@ fn build(
     let total: usize = level_nodes.iter().map(Vec::len).sum();
     let mut slots: Vec<u64> = (0..total as u64).map(|i| 16 + i).collect();
     if let Layout::Scattered(seed) = layout {
-        let mut x = seed | 1;
+        let mut rng = nilfs_testkit::Xorshift::new(seed);
         for i in (1..slots.len()).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            slots.swap(i, (x % (i as u64 + 1)) as usize);
+            slots.swap(i, (rng.next() % (i as u64 + 1)) as usize);
         }
         for s in &mut slots {
             *s = 16 + (*s - 16) * 3; // gaps between nodes
@@ -128,13 +125,8 @@ fn lookup_locate(t: &Tree, p: u64) -> Result<BlockNr> {
 
 /// Keys with holes and data pointers in runs, from a seed.
 fn mapping(seed: u64, n: usize) -> Vec<(u64, u64)> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut rnd = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = nilfs_testkit::Xorshift::spread(seed);
+    let mut rnd = move || rng.next();
     let (mut key, mut ptr) = (rnd() % 50, 100_000 + rnd() % 1000);
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {

@@ -5,15 +5,15 @@
 //! the two copies hold different cursors and recovery still finds every
 //! synced checkpoint by scanning forward from the one it trusts.
 
-use nilfs::device::{BlockDevice, CutDevice, MemDevice};
+use nilfs::device::{BlockDevice, CutDevice};
 use nilfs::format::superblock::{sb2_offset_bytes, STATE_VALID_FS};
 use nilfs::format::{ino, SB_OFFSET_BYTES};
 use nilfs::fs::Fs;
 use nilfs::inspect::manifest::manifest;
-use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::recovery::load_super_block;
 use nilfs::the_nilfs::Nilfs;
+use nilfs_testkit::image::fresh;
 
 /// The super block writes among `dev`'s writes, by offset.
 fn sb_writes(dev: &CutDevice) -> Vec<u64> {
@@ -24,8 +24,7 @@ fn sb_writes(dev: &CutDevice) -> Vec<u64> {
 
 #[test]
 fn commits_alternate_between_the_copies_and_a_crash_keeps_both_usable() {
-    let inner = MemDevice::new(64 << 20);
-    mkfs::mkfs(&inner, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+    let inner = fresh(64 << 20, 1024, 64);
     // A device that records where each write went (and never cuts).
     let dev = CutDevice::new(inner, 1024, u64::MAX);
     let sb2 = sb2_offset_bytes(dev.size_bytes()).unwrap();

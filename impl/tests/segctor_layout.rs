@@ -2,13 +2,13 @@
 //! against the mount-time scan: constructions of any size laid out after
 //! a fresh mkfs log, written, and found again by `nilfs_search_super_root`.
 
+use nilfs_testkit::image::fresh;
 use std::collections::BTreeMap;
 
 use nilfs::device::{BlockDevice, MemDevice};
 use nilfs::format::segsum::{summary_bytes, Binfo, Summary, SS_LOGBGN, SS_LOGEND, SS_SR};
 use nilfs::format::superblock::SuperBlock;
 use nilfs::format::{BlockNr, Cno, FileBlk, Ino, SegNum, Seq, VBlockNr};
-use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::recovery::{search_super_root, SegGeometry};
 use nilfs::segctor::layout::{Cursor, FileTag, Full, Layout, LogPlan, SegmentSource};
 use nilfs::segctor::write::{assemble, check_log, write};
@@ -181,9 +181,8 @@ fn check_plans(geo: SegGeometry, plans: &[LogPlan], files: &[FileSpec]) {
 }
 
 /// A fresh 1 KiB image with small segments, and the state a mount gives.
-fn fresh(bps: u64) -> (MemDevice, SuperBlock, SegGeometry, Cursor, Segs, Vec<u8>) {
-    let dev = MemDevice::new(bps * 1024 * 400 + 8192);
-    mkfs::mkfs(&dev, &MkfsOptions::with_geometry(1024, bps)).unwrap();
+fn fresh_mount(bps: u64) -> (MemDevice, SuperBlock, SegGeometry, Cursor, Segs, Vec<u8>) {
+    let dev = fresh(bps * 1024 * 400 + 8192, 1024, bps);
     let mut raw = vec![0u8; 1024];
     dev.read_at(1024, &mut raw).unwrap();
     let sb = SuperBlock::decode_valid(&raw).unwrap();
@@ -243,7 +242,7 @@ fn constructions_round_trip(
             nnode,
         })
         .collect();
-    let (dev, sb, geo, mut cursor, mut segs, sr) = fresh(bps);
+    let (dev, sb, geo, mut cursor, mut segs, sr) = fresh_mount(bps);
     let mut last_sr = None;
     for round in 0..rounds {
         let cno = Cno(2 + round as u64);
@@ -283,7 +282,7 @@ proptest! {
 }
 
 // postmortem: three rounds of a 240-block construction at 32 blocks per
-// segment need more segments than the first version of `fresh` gave its
+// segment need more segments than the first version of `fresh_mount` gave its
 // image; the test's own allocator answered ENOSPC mid-extension and the
 // test panicked. The layout was right: the image now has 400 segments.
 // (Shrunk by proptest; was impl/tests/segctor_layout.proptest-regressions.)
@@ -296,7 +295,7 @@ fn regress_000_three_big_constructions_at_32_blocks_per_segment() {
 /// the mkfs log, with sequence 0, as the kernel does (digest §3.8).
 #[test]
 fn first_log_after_mkfs_is_appended_in_segment_zero() {
-    let (_dev, _sb, geo, mut cursor, mut segs, _) = fresh(64);
+    let (_dev, _sb, geo, mut cursor, mut segs, _) = fresh_mount(64);
     let files = [FileSpec {
         ino: 12,
         ndata: 3,
@@ -314,7 +313,7 @@ fn first_log_after_mkfs_is_appended_in_segment_zero() {
 /// continues under the same inode number in the next.
 #[test]
 fn a_large_file_is_split_across_logs() {
-    let (_dev, _sb, geo, mut cursor, mut segs, _) = fresh(32);
+    let (_dev, _sb, geo, mut cursor, mut segs, _) = fresh_mount(32);
     let files = [FileSpec {
         ino: 20,
         ndata: 100,
@@ -335,7 +334,7 @@ fn a_large_file_is_split_across_logs() {
 /// root the plan does not place. Each is an `Error::Invalid`, not a panic.
 #[test]
 fn the_pre_write_check_refuses_logs_that_differ_from_their_plan() {
-    let (_dev, sb, geo, mut cursor, mut segs, sr) = fresh(64);
+    let (_dev, sb, geo, mut cursor, mut segs, sr) = fresh_mount(64);
     let files = [
         FileSpec {
             ino: 12,

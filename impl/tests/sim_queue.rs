@@ -245,12 +245,10 @@ fn merged_requests_complete_every_bio_and_keep_data() {
 
 fn workload(c: SimConfig, seed: u64) -> (Vec<RequestRecord>, u64) {
     let dev = SimDevice::mem(GIB, c).unwrap();
-    let mut x = seed | 1;
+    let mut rng = nilfs_testkit::Xorshift::new(seed);
     let mut hs = Vec::new();
     for i in 0..200u64 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.next();
         let b = if x.is_multiple_of(3) {
             i * 8
         } else {

@@ -18,7 +18,8 @@
 //! - [`space`]: when ENOSPC is allowed.
 //! - [`accept`]: which observed outcomes a branch allows.
 //! - [`laws`]: the model's stated laws, checked on every transition.
-//! - [`trace`]: the oracle interface: JSON Lines traces and their checker.
+//! - [`trace`]: the oracle interface: JSON Lines traces and their checker;
+//!   [`linearize`]: concurrent histories against a sequential specification.
 //! - [`pattern::Pattern`]: compact descriptions of written data.
 //! - [`manifest::manifest`]: manifest.sh's listing of a namespace.
 //!
@@ -30,6 +31,7 @@ pub mod accept;
 pub mod durability;
 pub mod fs;
 pub mod laws;
+pub mod linearize;
 pub mod manifest;
 pub mod op;
 pub mod pattern;

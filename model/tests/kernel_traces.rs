@@ -70,7 +70,7 @@ fn a_write_refused_with_enospc_still_sets_the_times() {
 // unlink of a 256-byte name gave EROFS where the model said ENAMETOOLONG.
 // do_unlinkat (and do_rmdir) take write access right after the parent
 // walk; the last name's length is nilfs_lookup's to refuse, later. The
-// model checked it in the parent walk. tests/tests/kernel_ro_order.rs now
+// model checked it in the parent walk. tests/tests/peer_kernel_ro_order.rs now
 // asks the kernel for unlink, rmdir and mkdir of such a name.
 #[test]
 fn a_removal_on_a_read_only_mount_is_erofs_before_its_name_is_looked_up() {

@@ -19,19 +19,14 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The kernel-written fixture, committed in tests/fixtures/kernel-6.1.
-fn fixtures() -> PathBuf {
-    root().join("../tests/fixtures/kernel-6.1")
-}
-
+/// The kernel-written fixture's manifest (tests/fixtures/kernel-6.1).
 fn fixture() -> String {
-    let p = fixtures().join("scenario-gc-128M.manifest");
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    nilfs_testkit::fixture::read(nilfs_testkit::fixture::manifest())
 }
 
+/// The kernel-written fixture's scenario log.
 fn scenario_log() -> String {
-    let p = fixtures().join("scenario-gc-128M.scenario.log");
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    nilfs_testkit::fixture::read(nilfs_testkit::fixture::scenario_log())
 }
 
 /// The lines of the fixture section that starts with `header`.
@@ -594,29 +589,4 @@ fn checker_rejects_a_removed_snapshot_in_lscp() {
     }))
     .unwrap_err();
     assert_eq!(r.line, n);
-}
-
-/// cli/src/oracle.rs (what `nilref oracle check TRACE` prints), compiled
-/// here against this crate so its contract is tested with the model.
-#[path = "../../cli/src/oracle.rs"]
-mod oracle;
-
-#[test]
-fn oracle_cli_text() {
-    let good = root().join("traces/scenario-gc.jsonl");
-    let msg = oracle::check(&good).unwrap();
-    assert!(msg.contains("accepted"), "{msg}");
-    let bad = std::env::temp_dir().join(format!("nilfs-model-bad-{}.jsonl", std::process::id()));
-    let n = line_of(|l| matches!(&l.op, Op::Rename { .. }));
-    std::fs::write(
-        &bad,
-        altered(n, |l| l.out = Outcome::Err(nilfs_model::Errno::EXDEV)),
-    )
-    .unwrap();
-    let err = oracle::check(&bad).unwrap_err();
-    std::fs::remove_file(&bad).ok();
-    assert!(
-        err.contains(&format!("line {n}")) && err.contains("EXDEV") && err.contains("rename"),
-        "{err}"
-    );
 }

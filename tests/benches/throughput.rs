@@ -48,18 +48,16 @@ use std::time::{Duration, Instant};
 
 use nilfs::device::{BlockDevice, CutDevice, MemDevice};
 use nilfs::rng::SplitMix64;
+use nilfs_conformance::crash_envelope;
 use nilfs_conformance::lockstep::{
-    self, format, model_after_format, model_durable, Durable, ImageSpec, ImplUnderTest,
-    ModelManifests, OnInvalid, Sut, NS,
+    self, format, model_after_format, model_durable, Case, Durable, ImageSpec, ImplUnderTest,
+    ModelManifests, OnInvalid, Sut,
 };
 use nilfs_model::laws::{check_transition, Promises};
-use nilfs_model::{step, Errno, Geometry, Op, Outcome, Pattern, State};
-use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
-use serde_json::Value;
+use nilfs_model::{step, Errno, Geometry, Op, Outcome, State};
+use nilfs_workload::gen::Profile;
 
-#[path = "../../impl/tests/common/crash_workload.rs"]
-mod crash_workload;
-use crash_workload::{fresh, latest_manifest, BS};
+use nilfs_testkit::crash_workload::{self, fresh, latest_manifest, BS};
 
 /// The seed the lockstep cases are drawn from.
 const SEED: u64 = 0x4e49_4c46_5315_0015;
@@ -111,16 +109,6 @@ fn share(part: Duration, whole: Duration) -> String {
 
 // ------------------------------------------------------------ lockstep
 
-/// One generated case, as tests/tests/lockstep.rs's `case_strategy` makes
-/// them.
-#[derive(Clone, Debug)]
-struct Case {
-    spec: ImageSpec,
-    seed: u64,
-    len: usize,
-    profile: Profile,
-}
-
 fn cases(n: u64) -> Vec<Case> {
     let mut r = SplitMix64::new(SEED);
     (0..n)
@@ -134,24 +122,6 @@ fn cases(n: u64) -> Vec<Case> {
             profile: Profile::ALL[(r.next_u64() % Profile::ALL.len() as u64) as usize],
         })
         .collect()
-}
-
-/// The case's workload for geometry `g` (`Case::workload` of the test: a
-/// final mount so the last state is compared through the read path).
-fn workload_lines(case: &Case, g: &Geometry) -> Vec<Value> {
-    let mut cfg = GenConfig::new(case.seed, case.len, case.profile);
-    cfg.geometry = g.clone();
-    cfg.features = Features::ALL;
-    cfg.clock = case.spec.ctime as i64 * NS;
-    let mut lines = generate(&cfg).lines;
-    lines.push(
-        serde_json::to_value(Op::Mount {
-            cp: None,
-            ro: false,
-        })
-        .expect("serialises"),
-    );
-    lines
 }
 
 /// The adapter with a stopwatch on each call the harness makes.
@@ -218,7 +188,7 @@ fn run_lockstep(cases: &[Case], keep: bool) -> (LockstepTimes, Vec<Recorded>) {
         let t0 = Instant::now();
         let dev = MemDevice::new(case.spec.device_bytes);
         let g = format(&dev, &case.spec).expect("mkfs");
-        let lines = workload_lines(case, &g);
+        let lines = case.workload(&g);
         let initial = model_after_format(g.clone(), &case.spec);
         t.setup += t0.elapsed();
         let mut sut = Timed {
@@ -507,116 +477,6 @@ fn lockstep_part(scale: u64, profile: bool) {
 
 // ---------------------------------------------- crash enumeration, model
 
-fn text(s: &str) -> Pattern {
-    Pattern::Text(s.into())
-}
-
-fn blk(tag: &str, count: u64) -> Pattern {
-    Pattern::Blk {
-        tag: tag.into(),
-        first: 0,
-        count,
-        len: None,
-    }
-}
-
-/// tests/tests/crash_envelope.rs's workload: 30 operations.
-fn envelope_workload() -> Vec<Op> {
-    let p = |s: &str| s.to_string();
-    let write = |path: &str, offset: u64, data: Pattern| Op::Write {
-        append: false,
-        path: p(path),
-        offset,
-        data,
-        at: None,
-    };
-    let create = |path: &str, perm: u32| Op::Create {
-        path: p(path),
-        perm,
-        excl: true,
-        at: None,
-    };
-    let fdatasync = |path: &str| Op::Fdatasync {
-        path: p(path),
-        at: None,
-    };
-    let fsync = |path: &str| Op::Fsync {
-        path: p(path),
-        at: None,
-    };
-    vec![
-        Op::Mount {
-            cp: None,
-            ro: false,
-        },
-        Op::Mkdir {
-            path: p("/d"),
-            perm: 0o755,
-            at: None,
-        },
-        create("/a", 0o644),
-        write("/a", 0, blk("a", 3)),
-        create("/d/b", 0o644),
-        write("/d/b", 0, text("first")),
-        Op::Sync,
-        write("/a", 5000, text("overwritten in the middle")),
-        fdatasync("/a"),
-        create("/d/c", 0o600),
-        write("/d/c", 0, blk("c", 2)),
-        fsync("/d/c"),
-        Op::Mkcp { snapshot: true },
-        Op::Rename {
-            noreplace: false,
-            exchange: false,
-            old: p("/d/b"),
-            new: p("/b"),
-            at: None,
-        },
-        Op::Unlink {
-            path: p("/d/c"),
-            at: None,
-        },
-        Op::Truncate {
-            path: p("/a"),
-            size: 3000,
-            at: None,
-        },
-        Op::Symlink {
-            target: p("d"),
-            path: p("/l"),
-            at: None,
-        },
-        Op::Link {
-            old: p("/a"),
-            new: p("/d/a2"),
-            at: None,
-        },
-        fdatasync("/a"),
-        create("/big", 0o644),
-        write("/big", 0, blk("big", 40)),
-        Op::Sync,
-        write("/big", 8192, text("tail")),
-        fdatasync("/big"),
-        write("/big", 200_000, text("past the end")),
-        fsync("/big"),
-        Op::Mkdir {
-            path: p("/e"),
-            perm: 0o700,
-            at: None,
-        },
-        create("/e/f", 0o644),
-        write("/e/f", 0, text("x")),
-        Op::Sync,
-    ]
-}
-
-fn envelope_spec() -> ImageSpec {
-    ImageSpec {
-        device_bytes: 16 << 20,
-        ..ImageSpec::default()
-    }
-}
-
 #[derive(Default)]
 struct CutTimes {
     points: u64,
@@ -645,7 +505,7 @@ fn envelope_cut(
     tear: bool,
     t: &mut CutTimes,
 ) {
-    let spec = envelope_spec();
+    let spec = crash_envelope::spec();
     let dev = CutDevice::new(base.duplicate(), 1024, k);
     let dev = if tear { dev.tearing() } else { dev };
     let mut model = vec![initial.clone()];
@@ -660,18 +520,7 @@ fn envelope_cut(
             break;
         }
         let t1 = Instant::now();
-        let mut next = Vec::new();
-        for s in model.iter() {
-            for b in step(s, op) {
-                if let Some(n) = b.accept(&out) {
-                    if !next.contains(&n) {
-                        next.push(n);
-                    }
-                }
-            }
-        }
-        assert!(!next.is_empty(), "the model rejects {op:?} -> {out:?}");
-        model = next;
+        model = crash_envelope::follow(&model, op, &out);
         t.model += t1.elapsed();
         completed += 1;
     }
@@ -691,7 +540,7 @@ fn envelope_cut(
     // The envelope as crash_envelope.rs computes it: one
     // `ModelManifests` for all cut points.
     let t4 = Instant::now();
-    let allowed = envelope_with(&model, ops.get(completed), &mut |s| t.memo.durable(s));
+    let allowed = crash_envelope::envelope(&model, ops.get(completed), &mut |s| t.memo.durable(s));
     assert!(
         allowed.iter().any(|a| a.admits(&durable)),
         "cut {k} (torn {tear}): outside the envelope"
@@ -700,60 +549,17 @@ fn envelope_cut(
     t.points += 1;
     // Timed apart: the same envelope with every manifest made afresh.
     let t5 = Instant::now();
-    let fresh = envelope(&model, ops.get(completed));
+    let fresh = crash_envelope::envelope(&model, ops.get(completed), &mut model_durable);
     let fresh_time = t5.elapsed();
     assert!(fresh == allowed, "cut {k}: the remembered manifests differ");
     t.envelope_memo += fresh_time;
 }
 
-/// crash_envelope.rs's `envelope`.
-fn envelope(model: &[State], in_flight: Option<&Op>) -> Vec<Durable> {
-    envelope_with(model, in_flight, &mut model_durable)
-}
-
-/// `envelope`, with the model's durable view made by `durable`.
-fn envelope_with(
-    model: &[State],
-    in_flight: Option<&Op>,
-    durable: &mut dyn FnMut(&State) -> Durable,
-) -> Vec<Durable> {
-    let mut before: Vec<State> = model.to_vec();
-    if let Some(op) = in_flight {
-        for s in model {
-            for b in step(s, op) {
-                if !before.contains(&b.next) {
-                    before.push(b.next);
-                }
-            }
-        }
-    }
-    let mount = Op::Mount {
-        cp: None,
-        ro: false,
-    };
-    let mut out = Vec::new();
-    for s in &before {
-        for c in step(s, &Op::Crash) {
-            for m in step(&c.next, &mount) {
-                if m.accept(&Outcome::Ok).is_some() {
-                    let d = durable(&m.next);
-                    if !out.contains(&d) {
-                        out.push(d);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
 fn crash_part(scale: u64) {
     let wall = Instant::now();
-    let ops = envelope_workload();
-    let spec = envelope_spec();
-    let base = MemDevice::new(spec.device_bytes);
-    let g = format(&base, &spec).expect("mkfs");
-    let initial = model_after_format(g, &spec);
+    let ops = crash_envelope::workload();
+    let spec = crash_envelope::spec();
+    let (base, initial) = crash_envelope::formatted();
     let full = CutDevice::new(base.duplicate(), 1024, u64::MAX);
     {
         let mut sut = ImplUnderTest::from_device(&full, spec.ctime);
@@ -856,19 +662,6 @@ fn crash_part(scale: u64) {
 }
 
 // ------------------------------------- crash enumeration, last sync
-
-/// impl/tests/common's xorshift pattern, which `crash_workload` uses.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// impl/tests/crash.rs's workload (27 operations, 4 syncs); how many
 /// syncs completed.

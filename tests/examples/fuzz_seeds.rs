@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use nilfs::device::{import_image, BlockDevice, MemDevice};
+use nilfs::device::{BlockDevice, MemDevice};
 use nilfs::format::inode::Inode;
 use nilfs::format::{ino, BlockNr, Cno, FileBlk, VBlockNr};
 use nilfs::mkfs::{self, MkfsOptions};
@@ -101,8 +101,7 @@ fn main() {
     )
     .unwrap();
     seeds_of("mkfs-1k", &dev);
-    let (img, _) = nilfs_conformance::kernel_fixture();
-    seeds_of("kernel61", &import_image(&img).unwrap());
+    seeds_of("kernel61", &nilfs_testkit::image::fixture());
     write("image", "plain-1k", &[0, 0, 0]);
     write("image", "plain-4k-resealed", &[2, 1, 1]);
     // A patch to the summary's ss_nblocks of a 1 KiB image, resealed.

@@ -1,26 +1,33 @@
 #!/bin/bash
-# build-initramfs.sh — make (once) the kernel guest's initramfs; print its path.
+# build-initramfs.sh — make (once) the kernel guest's initramfs; print its
+# path and the kernel's ("INITRD KERNEL", one line).
 #
-# The guest is Debian's own kernel (package linux-image-amd64, Linux 6.1 on
-# Debian 12) booted by qemu with this archive as its root file system:
-# static busybox, the kernel modules the tests need (virtio disk and 9p,
-# nilfs2, loop, device mapper with dm-log-writes and dm-flakey), the
-# nilfs-tools programs with their shared libraries, dmsetup, and /init
-# (init.sh). The archive is uncompressed (faster to unpack under TCG) and
-# cached under $NILFS_GUEST_CACHE (default ~/.cache/nilfs-ref-guest), keyed
-# by the kernel version and a hash of the scripts it contains, so editing
-# init.sh or manifest.sh rebuilds it. Beside it goes vmlinux-<kver>, the
-# kernel's ELF payload unpacked from /boot/vmlinuz, which qemu boots through
-# its PVH entry without the in-guest decompression (about 4 s under TCG).
+# The guest is a Debian kernel pinned in tests/peers.toml, unpacked by
+# `nilref peers fetch` into the peer cache (never installed on the host),
+# booted by qemu with this archive as its root file system: static
+# busybox, the kernel modules the tests need (virtio disk and 9p, nilfs2,
+# loop, device mapper with dm-log-writes and dm-flakey; .ko.xz and .ko.zst
+# modules are decompressed here), the nilfs-tools programs with their
+# shared libraries, dmsetup, and /init (init.sh). The archive is
+# uncompressed (faster to unpack under TCG) and cached under
+# $NILFS_GUEST_CACHE (default ~/.cache/nilfs-ref-guest), keyed by the
+# kernel and a hash of the scripts it contains, so editing init.sh or
+# manifest.sh rebuilds it. Beside it goes vmlinux-<kver>, the kernel's ELF
+# payload unpacked from its vmlinuz (xz up to 6.1, zstd from 6.12), which
+# qemu boots through its PVH entry without the in-guest decompression
+# (about 4 s under TCG).
 #
-# Env: KVER (default: the newest kernel in /lib/modules), FORCE=1 rebuilds.
+# Env: KERNEL_ROOT and KVER name the kernel (`nilref peers env kernel V`
+# prints them); unset, the default kernel that `nilref peers fetch` wrote
+# to $NILFS_PEER_CACHE/kernel.env. Never the host's own kernel. FORCE=1
+# rebuilds.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${NILFS_GUEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nilfs-ref-guest}
 mkdir -p "$CACHE"
 
 need=()
-for p in qemu-system-x86 linux-image-amd64 busybox-static nilfs-tools cpio dmsetup; do
+for p in qemu-system-x86 kmod busybox-static nilfs-tools cpio dmsetup xz-utils zstd; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -28,22 +35,44 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
 fi
 
-KVER=${KVER:-$(ls /lib/modules | sort -V | tail -1)}
-key=$(cat "$0" "$HERE/init.sh" "$HERE/manifest.sh" | sha256sum | cut -c1-12)
-OUT=$CACHE/initramfs-$KVER-$key.cpio
-if [ -s "$OUT" ] && [ -z "${FORCE:-}" ]; then
-  echo "$OUT"; exit 0
+if [ -z "${KERNEL_ROOT:-}" ]; then
+  PEERS=${NILFS_PEER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nilfs-ref-peers}
+  [ -s "$PEERS/kernel.env" ] || {
+    echo "build-initramfs: no kernel named (KERNEL_ROOT, KVER) and no default fetched: run \`nilref peers fetch kernel\`" >&2
+    exit 2; }
+  KERNEL_ROOT=$(sed -n 's/^KERNEL_ROOT=//p' "$PEERS/kernel.env")
+  KVER=$(sed -n 's/^KVER=//p' "$PEERS/kernel.env")
 fi
-
-if [ ! -s "$CACHE/vmlinux-$KVER" ]; then
-  python3 - "/boot/vmlinuz-$KVER" "$CACHE/vmlinux-$KVER.tmp" <<'PY' && mv "$CACHE/vmlinux-$KVER.tmp" "$CACHE/vmlinux-$KVER" || echo "build-initramfs: no vmlinux payload found; booting the bzImage" >&2
-import lzma, sys
+: "${KVER:?KERNEL_ROOT needs KVER, the kernel release}"
+VMLINUZ=$KERNEL_ROOT/boot/vmlinuz-$KVER
+[ -f "$VMLINUZ" ] || VMLINUZ=$KERNEL_ROOT/usr/lib/modules/$KVER/vmlinuz
+MODDIR=$KERNEL_ROOT/lib/modules/$KVER
+[ -d "$MODDIR" ] || MODDIR=$KERNEL_ROOT/usr/lib/modules/$KVER
+[ -f "$VMLINUZ" ] && [ -d "$MODDIR" ] || { echo "build-initramfs: no kernel $KVER under $KERNEL_ROOT" >&2; exit 2; }
+key=$(printf '%s\n' "$KERNEL_ROOT" | cat - "$0" "$HERE/init.sh" "$HERE/manifest.sh" | sha256sum | cut -c1-12)
+OUT=$CACHE/initramfs-$KVER-$key.cpio
+KERNEL=$CACHE/vmlinux-$KVER
+if [ ! -s "$KERNEL" ]; then
+  python3 - "$VMLINUZ" "$KERNEL.tmp" <<'PY' && mv "$KERNEL.tmp" "$KERNEL" || echo "build-initramfs: no vmlinux payload found; booting the bzImage" >&2
+import lzma, subprocess, sys
 data = open(sys.argv[1], 'rb').read()
-at = data.find(b'\xfd7zXZ\x00')
-if at < 0:
+xz, zst = data.find(b'\xfd7zXZ\x00'), data.find(b'\x28\xb5\x2f\xfd')
+if xz >= 0:
+    elf = lzma.LZMADecompressor(lzma.FORMAT_XZ).decompress(data[xz:])
+elif zst >= 0:
+    # zstd stops with an error at the size word the kernel appends after
+    # the frame; what it wrote before is the whole payload.
+    elf = subprocess.run(['zstd', '-dc'], input=data[zst:], capture_output=True).stdout
+else:
     sys.exit(1)
-open(sys.argv[2], 'wb').write(lzma.LZMADecompressor(lzma.FORMAT_XZ).decompress(data[at:]))
+if elf[:4] != b'\x7fELF':
+    sys.exit(1)
+open(sys.argv[2], 'wb').write(elf)
 PY
+fi
+[ -s "$KERNEL" ] || KERNEL=$VMLINUZ
+if [ -s "$OUT" ] && [ -z "${FORCE:-}" ]; then
+  echo "$OUT $KERNEL"; exit 0
 fi
 
 ROOT=$(mktemp -d "$CACHE/root.XXXXXX")
@@ -55,17 +84,28 @@ mkdir -p "$ROOT"/{bin,sbin,etc,proc,sys,dev,tmp,run,mnt,host,lib/modules,usr/bin
 cp /bin/busybox "$ROOT/bin/busybox"
 ln -s busybox "$ROOT/bin/sh"
 
-# Modules in dependency order (each after what it depends on), loaded by init.sh.
+# Modules in dependency order (each after what it depends on), loaded by
+# init.sh. Found by file name in the unpacked tree (a module's name may
+# spell "-" where its file has "_", or the reverse); one that is not there
+# as a file must be built in, which modules.builtin says.
 declare -A seen=()
 add_module() {
   local m=$1 dep file
   [ -n "${seen[$m]:-}" ] && return
   seen[$m]=1
-  for dep in $(modinfo -k "$KVER" -F depends "$m" | tr ',' ' '); do add_module "$dep"; done
-  file=$(modinfo -k "$KVER" -F filename "$m")
+  file=$(find "$MODDIR/kernel" \( -name "$m.ko*" -o -name "${m//-/_}.ko*" -o -name "${m//_/-}.ko*" \) | head -1)
+  if [ -z "$file" ]; then
+    grep -qE "/(${m}|${m//-/_}|${m//_/-})\.ko\$" "$MODDIR/modules.builtin" 2>/dev/null ||
+      { echo "build-initramfs: module $m is neither in $MODDIR nor built in" >&2; exit 1; }
+    return
+  fi
+  for dep in $(modinfo -F depends "$file" | tr ',' ' '); do add_module "$dep"; done
   case $file in
-    /*) cp "$file" "$ROOT/lib/modules/$m.ko"; echo "$m" >> "$ROOT/lib/modules/order" ;;
-  esac   # "(builtin)": nothing to load
+    *.ko.xz) xz -dc "$file" > "$ROOT/lib/modules/$m.ko" ;;
+    *.ko.zst) zstd -qdc "$file" > "$ROOT/lib/modules/$m.ko" ;;
+    *) cp "$file" "$ROOT/lib/modules/$m.ko" ;;
+  esac
+  echo "$m" >> "$ROOT/lib/modules/order"
 }
 for m in virtio_pci virtio_blk nilfs2 9pnet_virtio 9p loop dm-mod dm-log-writes dm-flakey; do
   add_module "$m"
@@ -95,4 +135,4 @@ install -m 755 "$HERE/init.sh" "$ROOT/init"
 install -m 755 "$HERE/manifest.sh" "$ROOT/usr/bin/manifest"
 (cd "$ROOT" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) > "$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
-echo "$OUT"
+echo "$OUT $KERNEL"

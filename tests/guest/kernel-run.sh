@@ -14,16 +14,16 @@
 #                  is common on cloud machines; kvm where it works)
 #   MEM=512M SMP=1 TIMEOUT=600 (seconds)
 #   CONSOLE=FILE   keep the kernel console there; VERBOSE=1 copies it to stderr
+#   KERNEL_ROOT, KVER  the kernel (`nilref peers env kernel 7.3` prints
+#                  them); unset: the default kernel of tests/peers.toml
+#                  (build-initramfs.sh)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-[ $# -eq 2 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
 IMG=$1 SCRIPT=$2
 [ -f "$IMG" ] && [ -f "$SCRIPT" ] || { echo "kernel-run: no such file: $IMG or $SCRIPT" >&2; exit 2; }
-INITRD=$("$HERE/build-initramfs.sh")
-KVER=${KVER:-$(ls /lib/modules | sort -V | tail -1)}
-CACHE=${NILFS_GUEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nilfs-ref-guest}
-KERNEL=$CACHE/vmlinux-$KVER
-[ -s "$KERNEL" ] || KERNEL=/boot/vmlinuz-$KVER
+read -r INITRD KERNEL < <("$HERE/build-initramfs.sh")
+[ -n "${KERNEL:-}" ] || exit 2   # build-initramfs.sh said why
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

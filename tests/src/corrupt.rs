@@ -24,12 +24,15 @@
 
 use nilfs::bmap::{self, NodeSource};
 use nilfs::device::{BlockDevice, MemDevice};
-use nilfs::format::btree::{node_ncmax, BtreeNode};
-use nilfs::format::cpfile::CpfileGeometry;
+use nilfs::format::btree::{block_ptrs_offset, node_ncmax, BtreeNode, BLOCK_KEYS_OFFSET};
+use nilfs::format::cpfile::{Checkpoint, CpfileGeometry, CpfileHeader};
+use nilfs::format::dat::DatEntry;
+use nilfs::format::dir::{DirEntry, NAME_OFFSET};
 use nilfs::format::inode::Inode;
+use nilfs::format::le;
 use nilfs::format::palloc::PallocGeometry;
-use nilfs::format::segsum::{self, Finfo, SegmentSummary};
-use nilfs::format::sufile::SufileGeometry;
+use nilfs::format::segsum::{self, BinfoDat, BinfoV, Finfo, SegmentSummary};
+use nilfs::format::sufile::{SegmentUsage, SufileGeometry, SufileHeader};
 use nilfs::format::superblock::{self, SuperBlock};
 use nilfs::format::{super_root, BlockNr, Cno, Ino, SegNum, VBlockNr, SB_OFFSET_BYTES};
 use nilfs::posix::CheckpointView;
@@ -211,19 +214,9 @@ pub fn apply_at(
     reseal: Reseal,
 ) -> R<Applied> {
     let site = field.site;
-    let sector = site.byte - site.byte % 512;
-    let within = (site.byte - sector) as usize;
-    let mut buf = vec![0u8; 1024];
-    dev.read_at(sector, &mut buf).map_err(s)?;
+    let (sector, within, mut buf, old_word) = read_word(dev, &site)?;
     let width = site.width.max(1);
-    let mut raw = [0u8; 8];
-    raw[..width].copy_from_slice(&buf[within..within + width]);
-    let old_word = u64::from_le_bytes(raw);
-    let old = if site.width == 0 {
-        (old_word >> site.bit) & 1
-    } else {
-        old_word
-    };
+    let old = site_value(&site, old_word);
     let mut new = match op {
         Op::Set => v,
         Op::Add => old.wrapping_add(v),
@@ -284,6 +277,14 @@ pub fn rename_entry(dev: &dyn BlockDevice, path: &str, new: &[u8]) -> R<()> {
 
 /// The value a site holds now.
 pub fn read_site(dev: &dyn BlockDevice, site: &Site) -> R<u64> {
+    let (_, _, _, word) = read_word(dev, site)?;
+    Ok(site_value(site, word))
+}
+
+/// The two sectors around a site: where they start, the site's offset in
+/// them, their bytes, and the little-endian word at the site (its width's
+/// bytes, at least one).
+fn read_word(dev: &dyn BlockDevice, site: &Site) -> R<(u64, usize, Vec<u8>, u64)> {
     let sector = site.byte - site.byte % 512;
     let within = (site.byte - sector) as usize;
     let mut buf = vec![0u8; 1024];
@@ -291,12 +292,16 @@ pub fn read_site(dev: &dyn BlockDevice, site: &Site) -> R<u64> {
     let width = site.width.max(1);
     let mut raw = [0u8; 8];
     raw[..width].copy_from_slice(&buf[within..within + width]);
-    let w = u64::from_le_bytes(raw);
-    Ok(if site.width == 0 {
-        (w >> site.bit) & 1
+    Ok((sector, within, buf, u64::from_le_bytes(raw)))
+}
+
+/// A site's value in its word: the word, or the site's bit.
+fn site_value(site: &Site, word: u64) -> u64 {
+    if site.width == 0 {
+        (word >> site.bit) & 1
     } else {
-        w
-    })
+        word
+    }
 }
 
 fn block_size(dev: &dyn BlockDevice) -> R<u64> {
@@ -394,13 +399,8 @@ pub fn damage_random(dev: &dyn BlockDevice, seed: u64, n: usize) -> R<Vec<u64>> 
     if cands.is_empty() {
         return Err("no metadata blocks".into());
     }
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = nilfs_testkit::Xorshift::spread(seed);
+    let mut next = move || rng.next();
     let mut hit = Vec::new();
     let mut touched = Vec::new();
     for _ in 0..n {
@@ -431,135 +431,43 @@ pub fn damage_random(dev: &dyn BlockDevice, seed: u64, n: usize) -> R<Vec<u64>> 
 
 // --- field tables ------------------------------------------------------
 
-type Table = &'static [(&'static str, usize, usize)];
+// The layouts are impl/src/format's own: each structure's `FIELDS`, which
+// its decoder and encoder read and write through.
 
-const SB: Table = &[
-    ("s_rev_level", 0x00, 4),
-    ("s_minor_rev_level", 0x04, 2),
-    ("s_magic", 0x06, 2),
-    ("s_bytes", 0x08, 2),
-    ("s_flags", 0x0A, 2),
-    ("s_crc_seed", 0x0C, 4),
-    ("s_sum", 0x10, 4),
-    ("s_log_block_size", 0x14, 4),
-    ("s_nsegments", 0x18, 8),
-    ("s_dev_size", 0x20, 8),
-    ("s_first_data_block", 0x28, 8),
-    ("s_blocks_per_segment", 0x30, 4),
-    ("s_r_segments_percentage", 0x34, 4),
-    ("s_last_cno", 0x38, 8),
-    ("s_last_pseg", 0x40, 8),
-    ("s_last_seq", 0x48, 8),
-    ("s_free_blocks_count", 0x50, 8),
-    ("s_ctime", 0x58, 8),
-    ("s_mtime", 0x60, 8),
-    ("s_wtime", 0x68, 8),
-    ("s_mnt_count", 0x70, 2),
-    ("s_max_mnt_count", 0x72, 2),
-    ("s_state", 0x74, 2),
-    ("s_first_ino", 0x8C, 4),
-    ("s_inode_size", 0x90, 2),
-    ("s_dat_entry_size", 0x92, 2),
-    ("s_checkpoint_size", 0x94, 2),
-    ("s_segment_usage_size", 0x96, 2),
-    ("s_uuid", 0x98, 8),
-    ("s_feature_compat_ro", 0x108, 8),
-    ("s_feature_incompat", 0x110, 8),
-];
-const SS: Table = &[
-    ("ss_datasum", 0, 4),
-    ("ss_sumsum", 4, 4),
-    ("ss_magic", 8, 4),
-    ("ss_bytes", 12, 2),
-    ("ss_flags", 14, 2),
-    ("ss_seq", 16, 8),
-    ("ss_create", 24, 8),
-    ("ss_next", 32, 8),
-    ("ss_nblocks", 40, 4),
-    ("ss_nfinfo", 44, 4),
-    ("ss_sumbytes", 48, 4),
-    ("ss_pad", 52, 4),
-    ("ss_cno", 56, 8),
-];
-const FINFO: Table = &[
-    ("fi_ino", 0, 8),
-    ("fi_cno", 8, 8),
-    ("fi_nblocks", 16, 4),
-    ("fi_ndatablk", 20, 4),
-];
-const SR: Table = &[
-    ("sr_sum", 0, 4),
-    ("sr_bytes", 4, 2),
-    ("sr_flags", 6, 2),
-    ("sr_nongc_ctime", 8, 8),
-];
-const INODE: Table = &[
-    ("i_blocks", 0, 8),
-    ("i_size", 8, 8),
-    ("i_ctime", 16, 8),
-    ("i_mtime", 24, 8),
-    ("i_uid", 40, 4),
-    ("i_gid", 44, 4),
-    ("i_mode", 48, 2),
-    ("i_links_count", 50, 2),
-    ("i_flags", 52, 4),
-    ("i_bmap[0]", 56, 8),
-    ("i_bmap[1]", 64, 8),
-    ("i_bmap[2]", 72, 8),
-    ("i_bmap[3]", 80, 8),
-    ("i_bmap[4]", 88, 8),
-    ("i_bmap[5]", 96, 8),
-    ("i_bmap[6]", 104, 8),
-    ("i_generation", 120, 4),
-];
-const DAT: Table = &[
-    ("de_blocknr", 0, 8),
-    ("de_start", 8, 8),
-    ("de_end", 16, 8),
-    ("de_rsv", 24, 8),
-];
-const DIRENT: Table = &[
-    ("inode", 0, 8),
-    ("rec_len", 8, 2),
-    ("name_len", 10, 1),
-    ("file_type", 11, 1),
-];
-const CPHDR: Table = &[
-    ("ch_ncheckpoints", 0, 8),
-    ("ch_nsnapshots", 8, 8),
-    ("ssl_next", 16, 8),
-    ("ssl_prev", 24, 8),
-];
-const CP: Table = &[
-    ("cp_flags", 0, 4),
-    ("cp_checkpoints_count", 4, 4),
-    ("ssl_next", 8, 8),
-    ("ssl_prev", 16, 8),
-    ("cp_cno", 24, 8),
-    ("cp_create", 32, 8),
-    ("cp_nblk_inc", 40, 8),
-    ("cp_inodes_count", 48, 8),
-    ("cp_blocks_count", 56, 8),
-];
-const SUHDR: Table = &[
-    ("sh_ncleansegs", 0, 8),
-    ("sh_ndirtysegs", 8, 8),
-    ("sh_last_alloc", 16, 8),
-];
-const SU: Table = &[
-    ("su_lastmod", 0, 8),
-    ("su_nblocks", 8, 4),
-    ("su_flags", 12, 4),
-];
+type Table = &'static [le::Field];
 
+const SB: Table = SuperBlock::FIELDS;
+const SS: Table = SegmentSummary::FIELDS;
+const FINFO: Table = Finfo::FIELDS;
+const SR: Table = super_root::SuperRoot::FIELDS;
+const INODE: Table = Inode::FIELDS;
+const DAT: Table = DatEntry::FIELDS;
+const DIRENT: Table = DirEntry::FIELDS;
+const CPHDR: Table = CpfileHeader::FIELDS;
+const CP: Table = Checkpoint::FIELDS;
+const SUHDR: Table = SufileHeader::FIELDS;
+const SU: Table = SegmentUsage::FIELDS;
+
+/// Where field `name` of a structure lies: (offset, width). A field wider
+/// than a word is damaged in its first 8 bytes (`s_uuid`), and `NAME[K]`
+/// names its K-th 8-byte word (`i_bmap[3]`).
 fn field(t: Table, name: &str) -> R<(usize, usize)> {
-    t.iter()
-        .find(|f| f.0 == name)
-        .map(|f| (f.1, f.2))
-        .ok_or_else(|| {
-            let names: Vec<&str> = t.iter().map(|f| f.0).collect();
-            format!("no field {name}; fields: {}", names.join(" "))
-        })
+    let (base, k) = match name.strip_suffix(']').and_then(|n| n.split_once('[')) {
+        Some((base, k)) => (base, Some(parse_num(k)? as usize)),
+        None => (name, None),
+    };
+    let f = le::field(t, base).ok_or_else(|| {
+        let names: Vec<&str> = t.iter().map(|f| f.name).collect();
+        format!("no field {name}; fields: {}", names.join(" "))
+    })?;
+    match k {
+        None => Ok((f.offset, f.width.min(8))),
+        Some(k) if f.width > 8 && 8 * (k + 1) <= f.width => Ok((f.offset + 8 * k, 8)),
+        Some(_) => Err(format!(
+            "no field {name} in {} of {} bytes",
+            f.name, f.width
+        )),
+    }
 }
 
 // --- locating structures -------------------------------------------------
@@ -832,7 +740,6 @@ pub fn locate(dev: &dyn BlockDevice, target: &str) -> R<Site> {
     let bs = u64::from(nilfs.block_size());
     let img = Img { nilfs, bs };
     let arg = || arg.ok_or_else(|| format!("{name} needs an argument"));
-    let isz = usize::from(img.nilfs.sb.inode_size);
     match name {
         "ss" => Ok(img.at(img.log(arg()?)?, 0, field(SS, fname)?)),
         "finfo" | "binfo" => {
@@ -855,12 +762,12 @@ pub fn locate(dev: &dyn BlockDevice, target: &str) -> R<Site> {
             let f = if j.is_none() {
                 field(FINFO, fname)?
             } else {
-                match (fname, dat) {
-                    ("bi_vblocknr", false) | ("bi_blkoff", true) => (0, 8),
-                    ("bi_blkoff", false) => (8, 8),
-                    ("bi_level", true) => (8, 1),
-                    _ => return Err(format!("no binfo field {fname}")),
-                }
+                let t = if dat {
+                    BinfoDat::FIELDS
+                } else {
+                    BinfoV::FIELDS
+                };
+                field(t, fname).map_err(|_| format!("no binfo field {fname}"))?
             };
             Ok(img.at(pseg + (at / bs as usize) as u64, at % bs as usize, f))
         }
@@ -871,7 +778,11 @@ pub fn locate(dev: &dyn BlockDevice, target: &str) -> R<Site> {
                     .iter()
                     .position(|n| *n == k)
                     .ok_or("sr.dat, sr.cpfile or sr.sufile")?;
-                return img.inode_field(pbn, 16 + idx * isz, f);
+                return img.inode_field(
+                    pbn,
+                    super_root::inode_offset(img.nilfs.sb.inode_size, idx),
+                    f,
+                );
             }
             Ok(img.at(pbn, 0, field(SR, fname)?))
         }
@@ -891,19 +802,18 @@ pub fn locate(dev: &dyn BlockDevice, target: &str) -> R<Site> {
             let pbn = img.node(&inode, physical, level, n)?;
             let ncmax = node_ncmax(bs as u32);
             let f = match fname {
-                "bn_flags" => (0, 1),
-                "bn_level" => (1, 1),
-                "bn_nchildren" => (2, 2),
                 k if k.starts_with("key[") || k.starts_with("ptr[") => {
                     let i = parse_num(&k[4..k.len() - 1])? as usize;
                     let base = if k.starts_with("key") {
-                        16
+                        BLOCK_KEYS_OFFSET
                     } else {
-                        16 + 8 * ncmax
+                        block_ptrs_offset(ncmax)
                     };
                     (base + 8 * i, 8)
                 }
-                _ => return Err(format!("no node field {fname}")),
+                _ => {
+                    field(BtreeNode::FIELDS, fname).map_err(|_| format!("no node field {fname}"))?
+                }
             };
             Ok(img.at(pbn, 0, f))
         }
@@ -974,15 +884,16 @@ pub fn locate(dev: &dyn BlockDevice, target: &str) -> R<Site> {
             for (k, pbn) in view.block_map(&inode).map_err(s)? {
                 let data = img.nilfs.read_block(pbn).map_err(s)?;
                 let mut off = 0usize;
-                while off + 12 <= data.len() {
-                    let rec = u16::from_le_bytes([data[off + 8], data[off + 9]]) as usize;
-                    let nl = usize::from(data[off + 10]);
-                    if data.get(off + 12..off + 12 + nl) == Some(ename.as_bytes()) {
+                while off + NAME_OFFSET <= data.len() {
+                    let rec = usize::from(DirEntry::rec_len.at(off).u16(&data));
+                    let nl = usize::from(DirEntry::name_len.at(off).u8(&data));
+                    let name = off + NAME_OFFSET;
+                    if data.get(name..name + nl) == Some(ename.as_bytes()) {
                         let f = match fname
                             .strip_prefix("name[")
                             .and_then(|x| x.strip_suffix(']'))
                         {
-                            Some(i) => (12 + parse_num(i)? as usize, 1),
+                            Some(i) => (NAME_OFFSET + parse_num(i)? as usize, 1),
                             None => field(DIRENT, fname)?,
                         };
                         return Ok(img.at(pbn.0, off, f));
@@ -1006,7 +917,7 @@ pub fn locate(dev: &dyn BlockDevice, target: &str) -> R<Site> {
             let (blk, off) = g.locate(cno).ok_or("checkpoint 0")?;
             let pbn = img.mdt_pbn("cpfile", blk.0)?;
             if let Some(f) = fname.strip_prefix("ifile.") {
-                return img.inode_field(pbn, off + 64, f);
+                return img.inode_field(pbn, off + Checkpoint::cp_ifile_inode.offset, f);
             }
             Ok(img.at(pbn, off, field(CP, fname)?))
         }
@@ -1105,7 +1016,7 @@ pub fn base(name: &str) -> R<MemDevice> {
             }
             Ok(dev)
         }
-        "kernel" => nilfs::device::import_image(&crate::kernel_fixture().0).map_err(s),
+        "kernel" => nilfs::device::import_image(&nilfs_testkit::fixture::image_xz()).map_err(s),
         "rollforward" => {
             let dev = fresh(16 << 20, 1024, 64)?;
             {

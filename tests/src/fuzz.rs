@@ -162,7 +162,12 @@ pub fn image(data: &[u8]) {
     let _ = nilfs::inspect::tools::lscp(&dev, &Default::default());
     let _ = nilfs::inspect::tools::lssu(&dev, &Default::default());
     let _ = nilfs::inspect::tools::dumpseg(&dev, &[0, 1]);
-    let _ = nilfs::inspect::tools::tune_list(&dev);
+    for v in [
+        nilfs::inspect::nilfs_utils::tune::NilfsUtils::V2_2_9,
+        nilfs::inspect::nilfs_utils::tune::NilfsUtils::V2_2_11,
+    ] {
+        let _ = nilfs::inspect::tools::tune_list(&dev, v);
+    }
 }
 
 /// A fresh mkfs image of this geometry (20 segments), made once per process

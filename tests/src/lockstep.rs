@@ -45,6 +45,7 @@ use nilfs_model::laws::{check_transition, Promises};
 use nilfs_model::manifest::FileMemo;
 use nilfs_model::state::Mount;
 use nilfs_model::{step, Geometry, Op, Outcome, State};
+use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
 
 /// The model's side of the abstraction: what [`Sut::durable`] must show
 /// for model state `s`.
@@ -449,5 +450,40 @@ impl Lockstep {
             }
         }
         Ok(Some(out))
+    }
+}
+
+/// One generated case of tests/tests/lockstep.rs (and of the throughput
+/// benchmark): the image and the generator's parameters.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// The image.
+    pub spec: ImageSpec,
+    /// The generator's seed.
+    pub seed: u64,
+    /// Its number of operations.
+    pub len: usize,
+    /// Its profile.
+    pub profile: Profile,
+}
+
+impl Case {
+    /// The workload for the image `format` made: the generator follows the
+    /// model from the same geometry and clock; a remount ends it so that
+    /// its last state is compared through the read path.
+    pub fn workload(&self, g: &Geometry) -> Vec<serde_json::Value> {
+        let mut cfg = GenConfig::new(self.seed, self.len, self.profile);
+        cfg.geometry = g.clone();
+        cfg.features = Features::ALL;
+        cfg.clock = self.spec.ctime as i64 * NS;
+        let mut lines = generate(&cfg).lines;
+        lines.push(
+            serde_json::to_value(Op::Mount {
+                cp: None,
+                ro: false,
+            })
+            .expect("serialises"),
+        );
+        lines
     }
 }

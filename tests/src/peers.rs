@@ -18,12 +18,39 @@ pub fn require(test: &str, programs: &[&str]) -> Option<()> {
         return None;
     }
     for p in programs {
+        // GRUB and the guest's kernel are pinned peers (tests/peers.toml),
+        // fetched into the peer cache rather than installed on the host.
+        let fetched = match *p {
+            "grub-fstest" => Some("grub"),
+            "qemu-system-x86_64" => Some("kernel"),
+            _ => None,
+        };
+        if let Some(kind) = fetched {
+            assert!(
+                peer_cache().join(format!("{kind}.env")).is_file(),
+                "{test}: NILFS_PEERS=1 but no default {kind} is fetched: run `nilref peers fetch {kind}`"
+            );
+        }
         assert!(
-            which(p).is_some(),
+            *p == "grub-fstest" || which(p).is_some(),
             "{test}: NILFS_PEERS=1 but `{p}` is not installed"
         );
     }
     Some(())
+}
+
+/// Where `nilref peers fetch` keeps the pinned peers (`$NILFS_PEER_CACHE`,
+/// default ~/.cache/nilfs-ref-peers); `KIND.env` there names the default
+/// version of each, which tests/guest's scripts use when a caller names none.
+pub fn peer_cache() -> PathBuf {
+    if let Some(d) = std::env::var_os("NILFS_PEER_CACHE") {
+        return PathBuf::from(d);
+    }
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("nilfs-ref-peers")
 }
 
 /// Locate a program on PATH (also /sbin and /usr/sbin, where nilfs-tools lives).

@@ -6,197 +6,14 @@
 //! may or may not have happened. After the crash and a mount, the durable
 //! state read through the read path (the live tree and every checkpoint)
 //! must be one the model's crash envelope allows — nothing fsync'd or
-//! synced lost, nothing half-done visible.
+//! synced lost, nothing half-done visible. The workload and the envelope
+//! are `nilfs_conformance::crash_envelope`'s (the benchmark times them).
 
-use nilfs::device::{CutDevice, MemDevice};
+use nilfs::device::CutDevice;
 use nilfs::inspect::manifest::DigestMemo;
-use nilfs_conformance::lockstep::{
-    format, model_after_format, Durable, ImageSpec, ImplUnderTest, ModelManifests, Sut,
-};
-use nilfs_model::{step, Errno, Op, Outcome, Pattern, State};
-
-fn text(s: &str) -> Pattern {
-    Pattern::Text(s.into())
-}
-
-fn blk(tag: &str, count: u64) -> Pattern {
-    Pattern::Blk {
-        tag: tag.into(),
-        first: 0,
-        count,
-        len: None,
-    }
-}
-
-fn workload() -> Vec<Op> {
-    let p = |s: &str| s.to_string();
-    vec![
-        Op::Mount {
-            cp: None,
-            ro: false,
-        },
-        Op::Mkdir {
-            path: p("/d"),
-            perm: 0o755,
-            at: None,
-        },
-        Op::Create {
-            path: p("/a"),
-            perm: 0o644,
-            excl: true,
-            at: None,
-        },
-        Op::Write {
-            append: false,
-            path: p("/a"),
-            offset: 0,
-            data: blk("a", 3),
-            at: None,
-        },
-        Op::Create {
-            path: p("/d/b"),
-            perm: 0o644,
-            excl: true,
-            at: None,
-        },
-        Op::Write {
-            append: false,
-            path: p("/d/b"),
-            offset: 0,
-            data: text("first"),
-            at: None,
-        },
-        Op::Sync,
-        Op::Write {
-            append: false,
-            path: p("/a"),
-            offset: 5000,
-            data: text("overwritten in the middle"),
-            at: None,
-        },
-        Op::Fdatasync {
-            path: p("/a"),
-            at: None,
-        },
-        Op::Create {
-            path: p("/d/c"),
-            perm: 0o600,
-            excl: true,
-            at: None,
-        },
-        Op::Write {
-            append: false,
-            path: p("/d/c"),
-            offset: 0,
-            data: blk("c", 2),
-            at: None,
-        },
-        Op::Fsync {
-            path: p("/d/c"),
-            at: None,
-        },
-        Op::Mkcp { snapshot: true },
-        Op::Rename {
-            noreplace: false,
-            exchange: false,
-            old: p("/d/b"),
-            new: p("/b"),
-            at: None,
-        },
-        Op::Unlink {
-            path: p("/d/c"),
-            at: None,
-        },
-        Op::Truncate {
-            path: p("/a"),
-            size: 3000,
-            at: None,
-        },
-        Op::Symlink {
-            target: p("d"),
-            path: p("/l"),
-            at: None,
-        },
-        Op::Link {
-            old: p("/a"),
-            new: p("/d/a2"),
-            at: None,
-        },
-        Op::Fdatasync {
-            path: p("/a"),
-            at: None,
-        },
-        Op::Create {
-            path: p("/big"),
-            perm: 0o644,
-            excl: true,
-            at: None,
-        },
-        Op::Write {
-            append: false,
-            path: p("/big"),
-            offset: 0,
-            data: blk("big", 40),
-            at: None,
-        },
-        Op::Sync,
-        Op::Write {
-            append: false,
-            path: p("/big"),
-            offset: 8192,
-            data: text("tail"),
-            at: None,
-        },
-        Op::Fdatasync {
-            path: p("/big"),
-            at: None,
-        },
-        Op::Write {
-            append: false,
-            path: p("/big"),
-            offset: 200_000,
-            data: text("past the end"),
-            at: None,
-        },
-        Op::Fsync {
-            path: p("/big"),
-            at: None,
-        },
-        Op::Mkdir {
-            path: p("/e"),
-            perm: 0o700,
-            at: None,
-        },
-        Op::Create {
-            path: p("/e/f"),
-            perm: 0o644,
-            excl: true,
-            at: None,
-        },
-        Op::Write {
-            append: false,
-            path: p("/e/f"),
-            offset: 0,
-            data: text("x"),
-            at: None,
-        },
-        Op::Sync,
-    ]
-}
-
-fn spec() -> ImageSpec {
-    ImageSpec {
-        device_bytes: 16 << 20,
-        ..ImageSpec::default()
-    }
-}
-
-fn formatted() -> (MemDevice, State) {
-    let spec = spec();
-    let dev = MemDevice::new(spec.device_bytes);
-    let g = format(&dev, &spec).expect("mkfs");
-    (dev, model_after_format(g, &spec))
-}
+use nilfs_conformance::crash_envelope::{envelope, follow, formatted, spec, workload};
+use nilfs_conformance::lockstep::{Durable, ImplUnderTest, ModelManifests, Sut};
+use nilfs_model::{Errno, Op, Outcome, State};
 
 /// What one cut left: how many operations completed, and the durable
 /// state after the crash and a mount (`None` if the image no longer
@@ -223,21 +40,7 @@ fn run_cut(dev: &CutDevice, ops: &[Op], model: &mut Vec<State>, digests: &mut Di
         if out == Outcome::Err(Errno::EIO) {
             break;
         }
-        let mut next = Vec::new();
-        for s in model.iter() {
-            for b in step(s, op) {
-                if let Some(n) = b.accept(&out) {
-                    if !next.contains(&n) {
-                        next.push(n);
-                    }
-                }
-            }
-        }
-        assert!(
-            !next.is_empty(),
-            "the model rejects {op:?} -> {out:?} before any cut"
-        );
-        *model = next;
+        *model = follow(model, op, &out);
         completed += 1;
     }
     dev.restore();
@@ -249,47 +52,6 @@ fn run_cut(dev: &CutDevice, ops: &[Op], model: &mut Vec<State>, digests: &mut Di
     let durable = if mounted { sut.durable().ok() } else { None };
     *digests = sut.take_digests();
     Cut { completed, durable }
-}
-
-/// The durable states the model allows after a crash at this point and a
-/// mount: from the states after the completed operations, and — the one
-/// in flight may have taken effect — from each of its outcomes.
-///
-/// `manifests` remembers the model's manifests by namespace across cut
-/// points: nearly every cut's envelope holds states an earlier one held.
-fn envelope(
-    model: &[State],
-    in_flight: Option<&Op>,
-    manifests: &mut ModelManifests,
-) -> Vec<Durable> {
-    let mut before: Vec<State> = model.to_vec();
-    if let Some(op) = in_flight {
-        for s in model {
-            for b in step(s, op) {
-                if !before.contains(&b.next) {
-                    before.push(b.next);
-                }
-            }
-        }
-    }
-    let mount = Op::Mount {
-        cp: None,
-        ro: false,
-    };
-    let mut out = Vec::new();
-    for s in &before {
-        for c in step(s, &Op::Crash) {
-            for m in step(&c.next, &mount) {
-                if m.accept(&Outcome::Ok).is_some() {
-                    let d = manifests.durable(&m.next);
-                    if !out.contains(&d) {
-                        out.push(d);
-                    }
-                }
-            }
-        }
-    }
-    out
 }
 
 fn check_every_cut(tear: bool) -> usize {
@@ -309,7 +71,9 @@ fn check_every_cut(tear: bool) -> usize {
         let dev = if tear { dev.tearing() } else { dev };
         let mut model = vec![initial.clone()];
         let cut = run_cut(&dev, &ops, &mut model, &mut digests);
-        let allowed = envelope(&model, ops.get(cut.completed), &mut manifests);
+        let allowed = envelope(&model, ops.get(cut.completed), &mut |s| {
+            manifests.durable(s)
+        });
         let durable = cut.durable.unwrap_or_else(|| {
             panic!("cut after {k} block writes (torn: {tear}): the image did not mount or read")
         });
@@ -364,9 +128,11 @@ fn a_silently_lost_write_leaves_the_envelope() {
         let mut model = vec![initial.clone()];
         let cut = run_cut(&dev, &ops, &mut model, &mut digests);
         let inside = cut.durable.is_some_and(|d| {
-            envelope(&model, ops.get(cut.completed), &mut manifests)
-                .iter()
-                .any(|a| a.admits(&d))
+            envelope(&model, ops.get(cut.completed), &mut |s| {
+                manifests.durable(s)
+            })
+            .iter()
+            .any(|a| a.admits(&d))
         });
         if !inside {
             caught += 1;

@@ -2,17 +2,15 @@
 //! replaying, in on-disk order, the entries the kernel wrote into the
 //! fixture's 300-entry directory (and its root) gives the same blocks.
 
-use nilfs::device::import_image;
 use nilfs::dir::DirFile;
 use nilfs::format::{Cno, Ino};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
-use nilfs_conformance::kernel_fixture;
+use nilfs_testkit::image::fixture;
 
 #[test]
 fn replaying_the_kernels_entries_gives_the_kernels_blocks() {
-    let (img, _) = kernel_fixture();
-    let dev = import_image(&img).unwrap();
+    let dev = fixture();
     let fs = Nilfs::open(&dev).unwrap();
     let view = CheckpointView::open(&fs, Some(Cno(4))).unwrap();
     let bs = fs.block_size();

@@ -21,11 +21,11 @@
 
 use nilfs::device::MemDevice;
 use nilfs_conformance::lockstep::{
-    self, format, model_after_format, Divergence, Durable, ImageSpec, ImplUnderTest, OnInvalid,
-    Sut, NS,
+    self, format, model_after_format, Case, Divergence, Durable, ImageSpec, ImplUnderTest,
+    OnInvalid, Sut,
 };
 use nilfs_model::{Errno, Op, Outcome};
-use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
+use nilfs_workload::gen::Profile;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 use serde_json::Value;
@@ -78,36 +78,6 @@ fn replay(spec: &ImageSpec, jsonl: &str) {
 }
 
 // ---------------------------------------------------------------- generator
-
-/// One generated case: the image and the generator's parameters.
-#[derive(Clone, Debug)]
-struct Case {
-    spec: ImageSpec,
-    seed: u64,
-    len: usize,
-    profile: Profile,
-}
-
-impl Case {
-    /// The workload for the image `format` made: the generator follows the
-    /// model from the same geometry and clock; a remount ends it so that
-    /// its last state is compared through the read path.
-    fn workload(&self, g: &nilfs_model::Geometry) -> Vec<Value> {
-        let mut cfg = GenConfig::new(self.seed, self.len, self.profile);
-        cfg.geometry = g.clone();
-        cfg.features = Features::ALL;
-        cfg.clock = self.spec.ctime as i64 * NS;
-        let mut lines = generate(&cfg).lines;
-        lines.push(
-            serde_json::to_value(Op::Mount {
-                cp: None,
-                ro: false,
-            })
-            .expect("serialises"),
-        );
-        lines
-    }
-}
 
 fn case_strategy() -> impl Strategy<Value = Case> {
     (

@@ -28,6 +28,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Instant;
 
 use nilfs::device::{export_image, MemDevice};
 use nilfs::format::bmap::BMAP_LARGE;
@@ -36,8 +37,12 @@ use nilfs::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 
-use super::{Problem, Workload};
 use crate::apply;
+use crate::campaign::common::{
+    args, bar, image_check, shrink_each, CampaignArgs, Evidence, Options, Problem, Summary,
+    Workload,
+};
+use crate::peers::Installed;
 
 const GRUB_CHECK: &str = include_str!("../../../tests/guest/grub-check.sh");
 
@@ -53,29 +58,128 @@ pub struct Comparison {
     pub explained: BTreeMap<&'static str, usize>,
     /// Differences nothing explains.
     pub unexplained: Vec<String>,
+    /// GRUB's listing, one JSON line per entry (`{"op":"grub-ls","out":…}`):
+    /// what the version matrix compares between GRUB releases.
+    pub listing: String,
+}
+
+/// Whether this GRUB lists FIFOs, sockets and devices: 2.12 and later do,
+/// as entries of no type (`????`); 2.06 leaves them out (finding G4).
+pub fn lists_special_files(grub: &Installed) -> bool {
+    let mut parts = grub
+        .version
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (2, 12)
+}
+
+/// What the GRUB campaign's workloads may do: GRUB's reader shows neither
+/// owners nor special files, and reads only a cleanly written image.
+pub fn features() -> nilfs_workload::gen::Features {
+    nilfs_workload::gen::Features {
+        crash: false,
+        attrs: false,
+        ..nilfs_workload::gen::Features::ALL
+    }
+}
+
+/// `nilref campaign grub`.
+pub fn run(a: &CampaignArgs) -> Result<String, String> {
+    let workloads = args::workloads(a, features())?;
+    let s = campaign(&Options::of(a, workloads, 1))?;
+    args::verdict(s.table(), s.findings.is_empty(), &a.out)
+}
+
+/// The GRUB campaign: our images through GRUB's reader.
+pub fn campaign(opts: &Options) -> Result<Summary, String> {
+    let peer = opts.grub_peer()?;
+    let t0 = Instant::now();
+    std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
+    let progress = bar(opts.workloads.len(), "grub");
+    let work = opts.out.join("work");
+    let (mut passed, mut findings) = (0, Vec::new());
+    let (mut same, mut explained) = (0usize, BTreeMap::<&'static str, usize>::new());
+    for w in &opts.workloads {
+        let (cmp, problems) = run_one(w, &work, &peer)?;
+        progress.inc(1);
+        opts.keep_trace(&w.label, &cmp.listing);
+        same += cmp.same;
+        for (k, n) in &cmp.explained {
+            *explained.entry(k).or_default() += n;
+        }
+        if problems.is_empty() {
+            passed += 1;
+            continue;
+        }
+        let target = problems[0].clone();
+        let minimal = if opts.shrink {
+            let m = shrink_each(w, 400, |c| {
+                run_one(c, &work, &peer).is_ok_and(|(_, ps)| ps.iter().any(|p| p.key == target.key))
+            });
+            // Leave the minimal case's image behind for the folder.
+            let _ = run_one(&m, &work, &peer);
+            m
+        } else {
+            w.clone()
+        };
+        let image = image_path(&work);
+        let evidence = Evidence::new(None, Some(&image));
+        findings.push(evidence.write(&opts.out, "grub", w, minimal, problems)?);
+        if opts.enough(findings.len()) {
+            break;
+        }
+    }
+    progress.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&work);
+    eprintln!(
+        "grub: {same} entries read as ours; known GRUB limitations: {}",
+        if explained.is_empty() {
+            "none met".to_string()
+        } else {
+            explained
+                .iter()
+                .map(|(k, n)| format!("{k} x{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    Ok(Summary::new("GRUB reader", "grub", passed, findings, t0, 0))
 }
 
 /// Writes `workload` through our file system and compares what GRUB reads.
-pub fn run_one(w: &Workload, work: &Path) -> Result<(Comparison, Vec<Problem>), String> {
+pub fn run_one(
+    w: &Workload,
+    work: &Path,
+    grub: &Installed,
+) -> Result<(Comparison, Vec<Problem>), String> {
     std::fs::create_dir_all(work).map_err(|e| e.to_string())?;
     let dev = MemDevice::new(w.device_bytes());
     let lines = w.numbered_lines();
     apply::apply_lines(&dev, &lines, "memory").map_err(|(n, m)| format!("line {n}: {m}"))?;
     let img = work.join("image.img");
     export_image(&dev, &img).map_err(|e| e.to_string())?;
-    let (cmp, mut problems) = check_image(&img, work)?;
-    problems.extend(super::kernel::image_check(&dev, "our image"));
+    let (cmp, mut problems) = check_image(&img, work, grub)?;
+    problems.extend(image_check(&dev, "our image"));
     Ok((cmp, problems))
 }
 
 /// GRUB's reading of any image (ours, or one the kernel wrote) against our
 /// read path's manifest of it, classified.
-pub fn check_image(img: &Path, work: &Path) -> Result<(Comparison, Vec<Problem>), String> {
+pub fn check_image(
+    img: &Path,
+    work: &Path,
+    grub: &Installed,
+) -> Result<(Comparison, Vec<Problem>), String> {
     std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
     let dev = nilfs::device::FileDevice::open_read_only(img).map_err(|e| e.to_string())?;
     let expected = expectation(&dev)?;
-    let grub = grub_manifest(img, work)?;
-    let cmp = compare(&expected, &grub);
+    let listing = grub_manifest(img, work, grub)?;
+    let mut cmp = compare(&expected, &listing, lists_special_files(grub));
+    cmp.listing = listing
+        .values()
+        .map(|l| serde_json::json!({"op": "grub-ls", "out": l}).to_string() + "\n")
+        .collect();
     let problems = cmp
         .unexplained
         .iter()
@@ -215,16 +319,23 @@ fn file_line(
 }
 
 /// grub-check.sh's manifest of `img`, by path.
-fn grub_manifest(img: &Path, work: &Path) -> Result<BTreeMap<String, String>, String> {
+fn grub_manifest(
+    img: &Path,
+    work: &Path,
+    grub: &Installed,
+) -> Result<BTreeMap<String, String>, String> {
     let script = work.join("grub-check.sh");
     std::fs::write(&script, GRUB_CHECK).map_err(|e| e.to_string())?;
-    let out = Command::new("bash")
+    let mut cmd = Command::new("bash");
+    grub.apply(&mut cmd);
+    let out = cmd
         .arg(&script)
         .arg(img)
         .output()
         .map_err(|e| format!("grub-check.sh: {e}"))?;
-    // Exit 3: some file unreadable (its READ-ERROR line is in the output).
-    if !out.status.success() && out.status.code() != Some(3) {
+    // Exit 3: some file unreadable (its READ-ERROR line is in the output);
+    // 4: some listing line unparsable (its UNPARSED line is).
+    if !out.status.success() && !matches!(out.status.code(), Some(3 | 4)) {
         return Err(format!(
             "grub-check.sh failed ({}): {}",
             out.status,
@@ -242,7 +353,11 @@ fn grub_manifest(img: &Path, work: &Path) -> Result<BTreeMap<String, String>, St
     Ok(m)
 }
 
-fn compare(expected: &Expectation, grub: &BTreeMap<String, String>) -> Comparison {
+fn compare(
+    expected: &Expectation,
+    grub: &BTreeMap<String, String>,
+    lists_special: bool,
+) -> Comparison {
     let mut c = Comparison::default();
     for (path, e) in &expected.entries {
         match grub.get(path) {
@@ -261,14 +376,29 @@ fn compare(expected: &Expectation, grub: &BTreeMap<String, String>) -> Compariso
         }
     }
     for path in &expected.special {
-        match grub.get(path) {
-            None => *c.explained.entry("special-file-unlisted").or_default() += 1,
-            Some(g) => c.unexplained.push(format!(
+        match (grub.get(path), lists_special) {
+            (None, false) => *c.explained.entry("special-file-unlisted").or_default() += 1,
+            (Some(g), true) if *g == format!("SPECIAL  -  {path}") => {
+                *c.explained.entry("special-file-typeless").or_default() += 1
+            }
+            (Some(g), false) => c.unexplained.push(format!(
                 "listed: {path}: a special file GRUB now lists: {g:?}"
+            )),
+            (Some(g), true) => c
+                .unexplained
+                .push(format!("differs: {path}: a special file, GRUB {g:?}")),
+            (None, true) => c.unexplained.push(format!(
+                "missing: {path}: a special file this GRUB lists as typeless"
             )),
         }
     }
     for (path, g) in grub {
+        if g.starts_with("UNPARSED") {
+            c.unexplained.push(format!(
+                "unparsed: a listing line grub-check.sh cannot read: {g:?}"
+            ));
+            continue;
+        }
         if expected.entries.contains_key(path) || expected.special.contains(path) {
             continue;
         }
@@ -341,12 +471,12 @@ mod tests {
     #[test]
     fn known_limitations_are_explained_and_nothing_else() {
         let e = expectation();
-        let c = compare(&e, &grub(&[]));
+        let c = compare(&e, &grub(&[]), false);
         assert!(c.unexplained.is_empty(), "{:?}", c.unexplained);
         assert_eq!((c.same, c.explained["sparse-btree"]), (2, 1));
         assert_eq!(c.explained["special-file-unlisted"], 1);
 
-        let c = compare(&e, &grub(&[("/gone", Some("e3b0  0  /gone"))]));
+        let c = compare(&e, &grub(&[("/gone", Some("e3b0  0  /gone"))]), false);
         assert!(c.unexplained.is_empty(), "{:?}", c.unexplained);
         assert_eq!(c.explained["inode-0-entry"], 1);
 
@@ -360,9 +490,45 @@ mod tests {
             // A special file GRUB starts listing is looked at.
             (("/fifo", Some("e3b0  0  /fifo")), "listed"),
         ] {
-            let c = compare(&e, &grub(&[change]));
+            let c = compare(&e, &grub(&[change]), false);
             assert_eq!(c.unexplained.len(), 1, "{change:?}: {:?}", c.unexplained);
             assert!(c.unexplained[0].starts_with(kind), "{:?}", c.unexplained);
         }
+    }
+
+    /// GRUB 2.12 and later list special files as typeless entries: there
+    /// a `SPECIAL` line is expected and its absence is the finding; an
+    /// unparsable line is always one.
+    #[test]
+    fn special_files_are_judged_per_grub_version() {
+        let e = expectation();
+        let typeless = grub(&[("/fifo", Some("SPECIAL  -  /fifo"))]);
+        let c = compare(&e, &typeless, true);
+        assert!(c.unexplained.is_empty(), "{:?}", c.unexplained);
+        assert_eq!(c.explained["special-file-typeless"], 1);
+        // The same listing judged as 2.06's: 2.06 must not list it.
+        let c = compare(&e, &typeless, false);
+        assert!(
+            c.unexplained[0].starts_with("listed"),
+            "{:?}",
+            c.unexplained
+        );
+        // 2.12 leaving it out is a difference, not G4.
+        let c = compare(&e, &grub(&[]), true);
+        assert!(
+            c.unexplained[0].starts_with("missing"),
+            "{:?}",
+            c.unexplained
+        );
+        let c = compare(
+            &e,
+            &grub(&[("/x: garbage", Some("UNPARSED  -  /x: garbage"))]),
+            false,
+        );
+        assert!(
+            c.unexplained[0].starts_with("unparsed"),
+            "{:?}",
+            c.unexplained
+        );
     }
 }

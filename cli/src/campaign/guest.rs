@@ -10,6 +10,10 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+use crate::peers::Installed;
+
+use crate::campaign::common::Workload;
+
 const SCRIPTS: [(&str, &str); 4] = [
     (
         "kernel-run.sh",
@@ -26,14 +30,20 @@ const SCRIPTS: [(&str, &str); 4] = [
     ),
 ];
 
+/// Seconds one boot may take (a batch of workloads).
+pub const BOOT_TIMEOUT_S: u64 = 1800;
+
 /// Guest device names, in attach order (qemu: the first image, then DISKS).
 pub const DEVS: [&str; 12] = [
     "vda", "vdb", "vdc", "vdd", "vde", "vdf", "vdg", "vdh", "vdi", "vdj", "vdk", "vdl",
 ];
 
-/// The harness scripts on disk.
+/// The harness scripts on disk, and the pinned peers a kernel campaign
+/// uses: the kernel it boots and the GRUB that reads the kernel's images.
 pub struct Harness {
     dir: PathBuf,
+    pub kernel: Installed,
+    pub grub: Installed,
 }
 
 /// What one boot printed.
@@ -46,7 +56,7 @@ pub struct Boot {
 
 impl Harness {
     /// Writes the scripts (once per version) under the temp folder.
-    pub fn new() -> Result<Harness, String> {
+    pub fn new(kernel: Installed, grub: Installed) -> Result<Harness, String> {
         let mut h = Sha256::new();
         for (name, text) in SCRIPTS {
             h.update(name.as_bytes());
@@ -67,7 +77,7 @@ impl Harness {
                 std::fs::rename(&tmp, &p).map_err(|e| format!("{}: {e}", p.display()))?;
             }
         }
-        Ok(Harness { dir })
+        Ok(Harness { dir, kernel, grub })
     }
 
     /// Boots the guest with `disks` as /dev/vda, /dev/vdb, ..., `share` at
@@ -89,7 +99,9 @@ impl Harness {
         std::fs::copy(&me, &runner).map_err(|e| format!("{}: {e}", runner.display()))?;
         let rest: Vec<String> = disks[1..].iter().map(|p| p.display().to_string()).collect();
         let t0 = std::time::Instant::now();
-        let out = Command::new(self.dir.join("kernel-run.sh"))
+        let mut cmd = Command::new(self.dir.join("kernel-run.sh"));
+        self.kernel.apply(&mut cmd);
+        let out = cmd
             .arg(&disks[0])
             .arg(&script_path)
             .env("DISKS", rest.join(" "))
@@ -111,6 +123,18 @@ fn set_executable(p: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// A fresh shared folder for one boot, holding workload i of `batch` as
+/// `w{i}.jsonl` (the guest's /host/w{i}.jsonl).
+pub fn fresh_share(work: &Path, batch: &[Workload]) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(work);
+    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    for (i, w) in batch.iter().enumerate() {
+        std::fs::write(work.join(format!("w{i}.jsonl")), w.to_jsonl())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// A sparse file of `bytes` (a guest disk).

@@ -13,20 +13,103 @@
 //! candidate) to a minimal one that fails the same way.
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use nilfs::device::{FileDevice, MemDevice};
 use nilfs::format::Cno;
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
-use nilfs_workload::gen::Profile;
-use serde_json::Value;
 
-use super::guest::{sparse_disk, Harness, DEVS};
-use super::{geometry_of, Problem, Workload};
 use crate::apply;
+use crate::campaign::common::{
+    args, bar, first_difference, image_check, same_problem, shrink_batched, shrink_each,
+    CampaignArgs, Evidence, Options, Problem, Summary, Workload,
+};
+use crate::campaign::grub;
+use crate::campaign::guest::{fresh_share, sparse_disk, Harness, BOOT_TIMEOUT_S, DEVS};
+use crate::peers::Installed;
 
-/// Seconds one boot may take (a batch of workloads).
-const BOOT_TIMEOUT_S: u64 = 1800;
+/// `nilref campaign kernel`.
+pub fn run(a: &CampaignArgs) -> Result<String, String> {
+    let workloads = args::workloads(a, nilfs_workload::gen::Features::DEVICE)?;
+    let s = campaign(&Options::of(a, workloads, 12))?;
+    args::verdict(s.table(), s.findings.is_empty(), &a.out)
+}
+
+/// The behaviour campaign against the kernel (see the module documentation).
+pub fn campaign(opts: &Options) -> Result<Summary, String> {
+    let harness = Harness::new(opts.kernel_peer()?, opts.grub_peer()?)?;
+    let t0 = Instant::now();
+    std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
+    let progress = bar(opts.workloads.len(), "kernel");
+    let mut findings = Vec::new();
+    let mut passed = 0;
+    let mut boots = 0;
+    let work = opts.out.join("work");
+    for chunk in opts.workloads.chunks(opts.batch.clamp(1, DEVS.len())) {
+        let (verdicts, _) = run_batch(&harness, &work, chunk)?;
+        boots += 1;
+        for (i, (w, problems)) in chunk.iter().zip(verdicts).enumerate() {
+            progress.inc(1);
+            if let Some(t) = kernel_trace(&work, i) {
+                opts.keep_trace(&w.label, &t);
+            }
+            if problems.is_empty() {
+                passed += 1;
+                continue;
+            }
+            progress.set_message(format!("{} failing", findings.len() + 1));
+            let kernel_trace = kernel_trace(&work, i);
+            let image = kernel_image(&work, i);
+            let minimal = if opts.shrink && problems[0].class.starts_with("ours") {
+                shrink_ours(w, &problems[0])
+            } else if opts.shrink {
+                progress.suspend(|| eprintln!("shrinking {}: {}", w.label, problems[0].headline()));
+                shrink_kernel(
+                    &harness,
+                    &opts.out.join("shrink"),
+                    w,
+                    &problems[0],
+                    &mut boots,
+                )?
+            } else {
+                w.clone()
+            };
+            let evidence = Evidence::new(kernel_trace.as_deref(), Some(&image));
+            findings.push(evidence.write(&opts.out, "kernel", w, minimal, problems)?);
+        }
+        if opts.enough(findings.len()) {
+            break;
+        }
+    }
+    progress.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&work);
+    let kind = "kernel behaviour";
+    Ok(Summary::new(kind, "kernel", passed, findings, t0, boots))
+}
+
+/// ddmin on the kernel: candidates judged a batch per boot; a candidate
+/// fails when it shows a problem of the same class and key.
+fn shrink_kernel(
+    harness: &Harness,
+    work: &Path,
+    w: &Workload,
+    target: &Problem,
+    boots: &mut usize,
+) -> Result<Workload, String> {
+    let minimal = shrink_batched(w, DEVS.len(), 240, |batch| {
+        let (v, _) = run_batch(harness, work, batch)?;
+        *boots += 1;
+        Ok(v.iter().map(|ps| same_problem(ps, target)).collect())
+    });
+    let _ = std::fs::remove_dir_all(work);
+    minimal
+}
+
+/// Shrinks against nilfs-ref alone (for `ours-*` problems; no guest).
+pub fn shrink_ours(w: &Workload, target: &Problem) -> Workload {
+    shrink_each(w, 2000, |c| same_problem(&ours(c), target))
+}
 
 /// The guest script for one batch: workload i on disk DEVS[i].
 fn script(batch: &[Workload]) -> String {
@@ -72,12 +155,9 @@ pub fn run_batch(
     batch: &[Workload],
 ) -> Result<(Vec<Vec<Problem>>, f64), String> {
     assert!(batch.len() <= DEVS.len());
-    let _ = std::fs::remove_dir_all(work);
-    std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    fresh_share(work, batch)?;
     let mut disks = Vec::new();
     for (i, w) in batch.iter().enumerate() {
-        std::fs::write(work.join(format!("w{i}.jsonl")), w.to_jsonl())
-            .map_err(|e| e.to_string())?;
         let d = work.join(format!("d{i}.img"));
         sparse_disk(&d, w.device_bytes())?;
         disks.push(d);
@@ -89,7 +169,7 @@ pub fn run_batch(
     );
     let mut all = Vec::new();
     for (i, w) in batch.iter().enumerate() {
-        let mut p = judge(work, i, w);
+        let mut p = judge(&harness.grub, work, i, w);
         if p.is_empty() && !boot.success {
             p.push(Problem::guest(format!(
                 "the guest failed: {}",
@@ -102,7 +182,7 @@ pub fn run_batch(
 }
 
 /// Everything wrong with workload `i` of a finished batch.
-fn judge(work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
+fn judge(grub: &Installed, work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
     let mut problems = Vec::new();
     let read = |name: String| std::fs::read_to_string(work.join(name)).ok();
     let rc = read(format!("rc{i}")).map(|s| s.trim().to_string());
@@ -128,9 +208,10 @@ fn judge(work: &Path, i: usize, w: &Workload) -> Vec<Problem> {
         ))),
     }
     // GRUB's reader on the kernel's image, against our read path of it.
-    match super::grub::check_image(
+    match grub::check_image(
         &work.join(format!("d{i}.img")),
         &work.join(format!("grub{i}")),
+        grub,
     ) {
         Ok((_, mut p)) => problems.append(&mut p),
         Err(e) => problems.push(Problem::guest(format!("GRUB's check could not run: {e}"))),
@@ -176,50 +257,17 @@ fn read_path_problems(img: &Path, work: &Path, i: usize) -> Result<Vec<Problem>,
             ))),
             Ok(m) if m != kernel => problems.push(Problem::read_path(format!(
                 "{name}: our manifest differs from the kernel's: {}",
-                first_difference(&kernel, &m)
+                first_difference(
+                    &kernel.lines().collect::<Vec<_>>(),
+                    &m.lines().collect::<Vec<_>>(),
+                    "line",
+                    ("kernel", "ours")
+                )
             ))),
             Ok(_) => {}
         }
     }
     Ok(problems)
-}
-
-/// `nilref check` on an image, every valid checkpoint: an error is a
-/// problem (warnings, such as the kernel's unlinked-but-allocated inodes,
-/// are not).
-pub fn image_check(dev: &dyn nilfs::device::BlockDevice, whose: &str) -> Vec<Problem> {
-    let report = nilfs::check::check_device(
-        dev,
-        &nilfs::check::Options {
-            checkpoints: nilfs::check::Checkpoints::All,
-            ..Default::default()
-        },
-    );
-    if report.is_clean() {
-        return Vec::new();
-    }
-    let first = report
-        .findings
-        .iter()
-        .find(|f| f.code.severity() == nilfs::check::Severity::Error)
-        .map(|f| f.code.id().to_string())
-        .unwrap_or_else(|| "operational".to_string());
-    vec![Problem {
-        class: "check",
-        key: first,
-        detail: format!("nilref check finds {whose} unclean:\n{report}"),
-    }]
-}
-
-fn first_difference(want: &str, got: &str) -> String {
-    let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
-    let k = w.iter().zip(&g).take_while(|(a, b)| a == b).count();
-    format!(
-        "line {}: kernel {:?}, ours {:?}",
-        k + 1,
-        w.get(k).unwrap_or(&"<end>"),
-        g.get(k).unwrap_or(&"<end>")
-    )
 }
 
 /// The workload through nilfs-ref (`apply` on a fresh image in memory).
@@ -242,19 +290,6 @@ pub fn ours(w: &Workload) -> Vec<Problem> {
     }
 }
 
-/// The geometry and size of the device a workload's mkfs line asks for.
-pub fn device_bytes_for(lines: &[Value]) -> u64 {
-    let g = geometry_of(lines);
-    // mkfs.nilfs2 and ours give nsegments = the device's whole segments
-    // less one (the super block area), so one more segment fits them all.
-    (g.nsegments + 1) * g.blocks_per_segment as u64 * g.block_size as u64
-}
-
-/// Profiles of the default mix, by seed.
-pub fn profile_for(seed: u64, profile: Option<Profile>) -> Profile {
-    profile.unwrap_or(Profile::ALL[(seed % Profile::ALL.len() as u64) as usize])
-}
-
 /// The kernel's observed trace of workload `i` of a batch (for findings).
 pub fn kernel_trace(work: &Path, i: usize) -> Option<String> {
     std::fs::read_to_string(work.join(format!("o{i}.jsonl"))).ok()
@@ -275,6 +310,7 @@ mod tests {
     use super::*;
     use nilfs::device::export_image;
     use nilfs::inspect::manifest::manifest;
+    use nilfs_workload::gen::Profile;
 
     /// Workload 0 of a batch, as the guest would leave it if the kernel
     /// behaved exactly as nilfs-ref does.
@@ -319,6 +355,7 @@ mod tests {
         {
             return;
         }
+        let grub = Installed::get(crate::peers::Kind::Grub, None).unwrap();
         let work = std::env::temp_dir().join(format!("nilref-judge-{}", std::process::id()));
         let w = Workload::generated(
             3,
@@ -327,7 +364,11 @@ mod tests {
             nilfs_workload::gen::Features::ALL,
         );
         faithful_batch(&work, &w);
-        assert_eq!(judge(&work, 0, &w), Vec::new(), "a faithful peer failed");
+        assert_eq!(
+            judge(&grub, &work, 0, &w),
+            Vec::new(),
+            "a faithful peer failed"
+        );
 
         // The peer reports a read that returned other bytes.
         faithful_batch(&work, &w);
@@ -342,13 +383,13 @@ mod tests {
             lines[i].replace_range(at..=at, flipped);
             lines.join("\n") + "\n"
         });
-        assert!(classes(&judge(&work, 0, &w)).contains(&"kernel-rejected"));
+        assert!(classes(&judge(&grub, &work, 0, &w)).contains(&"kernel-rejected"));
 
         // The peer's own manifest of its image says something our read
         // path does not find there.
         faithful_batch(&work, &w);
         edit(&work.join("k0.latest"), |t| t.replacen(' ', "  ", 1));
-        assert!(classes(&judge(&work, 0, &w)).contains(&"read-path"));
+        assert!(classes(&judge(&grub, &work, 0, &w)).contains(&"read-path"));
 
         // A bit of the peer's image rots: the root directory's block, in
         // whatever log holds it (its checksum no longer matches).
@@ -365,12 +406,12 @@ mod tests {
             bytes[at as usize] ^= 0x40;
             std::fs::write(&img, bytes).unwrap();
         }
-        assert!(classes(&judge(&work, 0, &w)).contains(&"check"));
+        assert!(classes(&judge(&grub, &work, 0, &w)).contains(&"check"));
 
         // The runner did not finish.
         faithful_batch(&work, &w);
         std::fs::write(work.join("rc0"), "124\n").unwrap();
-        assert_eq!(classes(&judge(&work, 0, &w)), ["runner"]);
+        assert_eq!(classes(&judge(&grub, &work, 0, &w)), ["runner"]);
         let _ = std::fs::remove_dir_all(&work);
     }
 }

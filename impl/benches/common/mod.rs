@@ -28,13 +28,5 @@ pub fn status(key: &str) -> u64 {
 
 /// Seeded bytes, different for every file.
 pub fn content(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    nilfs_testkit::Xorshift::spread(seed).bytes(len)
 }

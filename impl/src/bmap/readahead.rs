@@ -13,7 +13,7 @@
 //! buffer that arrived by read-ahead is checked with the broken-node rules
 //! once, on first use, and then marked Checked.
 
-use crate::cache::{BtnodeCache, BufFlag, BufRef, ReadMode, Submit};
+use crate::cache::{BtnodeCache, BufRef, ReadMode, Submit};
 use crate::format::bmap::BmapRoot;
 use crate::format::btree::{node_ncmax, BtreeNode, ROOT_NCHILDREN_MAX};
 use crate::format::{BlockNr, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
@@ -135,15 +135,7 @@ impl<'a> BtreeReader<'a> {
                             }
                         }
                     }
-                    if !done_early {
-                        bh.wait_on_buffer();
-                    }
-                    if !bh.test(BufFlag::Uptodate) {
-                        return Err(Error::Io {
-                            blocknr: ptr,
-                            detail: format!("I/O error reading b-tree node {ptr}"),
-                        });
-                    }
+                    bh.finish_read(done_early, ptr, "b-tree node")?;
                     (bh, true)
                 }
             };

@@ -231,6 +231,22 @@ impl Buffer {
         self.unlocked.notify_all();
     }
 
+    /// The end of a read that read-ahead followed: wait for the buffer
+    /// unless it was seen unlocked already (`completed`), then an I/O
+    /// error naming `what` at `blocknr` unless it is up to date.
+    pub fn finish_read(&self, completed: bool, blocknr: u64, what: &str) -> Result<()> {
+        if !completed {
+            self.wait_on_buffer();
+        }
+        if !self.test(BufFlag::Uptodate) {
+            return Err(crate::Error::Io {
+                blocknr,
+                detail: format!("I/O error reading {what} {blocknr}"),
+            });
+        }
+        Ok(())
+    }
+
     /// Sleep until the buffer is unlocked, without taking the lock
     /// (`wait_on_buffer`). With a device, in-flight I/O is run first, so the
     /// I/O holding this buffer's lock completes. Returns immediately if the

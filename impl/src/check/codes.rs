@@ -77,6 +77,10 @@ codes! {
         "s_last_cno is the checkpoint the log at s_last_pseg made (its ss_cno)";
     SbErrorState = "sb-error-state", 1, Error, "nilfs_setup_super",
         "s_state has no NILFS_ERROR_FS (the kernel recorded no error)";
+    SbFeatures = "sb-features", 1, Error, "nilfs_check_feature_compatibility",
+        "s_feature_compat_ro has only bits the kernel knows (others force a read-only mount; e2fsck refuses unknown ro_compat bits)";
+    SbDevSize = "sb-dev-size", 1, Error, "nilfs_resize_fs",
+        "s_dev_size is no larger than the device (e2fsck: the file system is larger than the device)";
     // Pass 2: logs.
     LogMagic = "log-magic", 2, Error, "nilfs_validate_log",
         "every log the segment usage counts starts with NILFS_SEGSUM_MAGIC";
@@ -104,6 +108,8 @@ codes! {
         "a finfo names a valid inode number and a non-DAT binfo a nonzero virtual block";
     LogDsync = "log-dsync", 2, Error, "nilfs_recover_dsync_blocks",
         "a data-sync log after the last super root holds data blocks of an inode the latest checkpoint has, inside its size";
+    LogTail = "log-tail", 2, Warning, "nilfs_search_super_root",
+        "the log the search reaches after the latest super root is whole or absent, not broken (a torn or damaged one: recovery stops there and nothing after it is replayed)";
     LogSrCno = "log-sr-cno", 2, Error, "nilfs_segctor_fill_in_super_root",
         "the latest super root's log carries the checkpoint number the scan gives it";
     // Pass 3: B-trees of every file and metadata file.
@@ -171,6 +177,10 @@ codes! {
         "the writer's current and next segments are marked dirty";
     SuErrorActive = "su-error-active", 5, Error, "nilfs_sufile_mark_dirty",
         "no ERROR flag on the current or next segment";
+    SuFlags = "su-flags", 5, Error, "nilfs_sufile_get_suinfo",
+        "su_flags has only the ACTIVE, DIRTY and ERROR bits";
+    SuErrorLive = "su-error-live", 5, Error, "nilfs_sufile_set_error",
+        "no block a checkpoint reaches lies in a segment marked ERROR (one the kernel gave up on)";
     SuLiveInClean = "su-live-in-clean", 5, Error, "nilfs_sufile_do_free",
         "no block a checkpoint reaches lies in a clean segment";
     SuLivePastNblocks = "su-live-past-nblocks", 5, Error, "nilfs_sufile_set_segment_usage",
@@ -217,6 +227,8 @@ codes! {
         "an entry's file_type matches its inode's mode";
     NsDirentDuplicate = "ns-dirent-duplicate", 7, Error, "nilfs_add_link",
         "no name appears twice in a directory";
+    NsDirentName = "ns-dirent-name", 7, Error, "nilfs_add_link",
+        "a live entry's name is not empty and holds no '/' or NUL (nilfs_check_folio lets them pass; no path can name them; e2fsck rejects them)";
     NsDot = "ns-dot", 7, Error, "nilfs_make_empty",
         "a directory's first entries are '.' (itself) and '..'";
     NsDotdot = "ns-dotdot", 7, Error, "nilfs_dotdot",

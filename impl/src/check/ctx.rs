@@ -17,7 +17,7 @@ use super::{Options, MAX_FINDINGS};
 use crate::device::BlockDevice;
 use crate::format::dat::DatEntry;
 use crate::format::palloc::{self, PallocGeometry};
-use crate::format::sufile::SegmentUsage;
+use crate::format::sufile::{SegmentUsage, SU_ERROR};
 use crate::format::{BlockNr, Cno, SegNum};
 use crate::recovery::SegGeometry;
 use crate::the_nilfs::Nilfs;
@@ -378,6 +378,21 @@ impl<'a, 'd> Ck<'a, 'd> {
                 "live blocks in used segments",
             );
             return;
+        }
+        let scan = &self.fs.scan;
+        if su.flags & SU_ERROR != 0 && seg != scan.segnum.0 && seg != scan.nextnum.0 {
+            // (The writer's own segments are su-error-active's.)
+            self.find(
+                Code::SuErrorLive,
+                format!("segment usage of segment {seg}"),
+                None,
+                format!(
+                    "su_flags {:#x} (ERROR), but holds block {pbn} ({})",
+                    su.flags,
+                    who()
+                ),
+                "live blocks in segments without ERROR",
+            );
         }
         let start = self.geo.range(SegNum(seg)).0 .0;
         let idx = pbn.saturating_sub(start) as usize;

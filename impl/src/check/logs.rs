@@ -473,6 +473,24 @@ impl Ck<'_, '_> {
             .filter(|v| v.verdict.is_ok())
             .map(|v| (v.pseg.0, v.header.map_or(0, |h| u64::from(h.nblocks))))
             .collect();
+        // Where the search stopped: a log of the right magic and sequence
+        // that fails validation is a torn or damaged write, not the end
+        // of the logs (nilfs_search_super_root stops at it all the same).
+        if let Some(v) = scan.visits[sr_at + 1..].iter().find(|v| v.verdict.is_err()) {
+            let torn = v
+                .header
+                .is_some_and(|h| h.magic == crate::format::SEGSUM_MAGIC && h.seq == v.seq);
+            if torn {
+                let why = v.verdict.clone().err().unwrap_or_default();
+                self.find(
+                    Code::LogTail,
+                    format!("log at block {} after the latest super root", v.pseg),
+                    Some(v.pseg.0),
+                    format!("{why}: recovery will stop here"),
+                    "a whole log, or none",
+                );
+            }
+        }
         let needs = self.fs.sb.state & STATE_VALID_FS == 0;
         if let (true, Some((start, _)), Some(end)) = (needs, scan.lsegs_start, scan.lsegs_end) {
             let logs = after

@@ -295,7 +295,7 @@ impl Ck<'_, '_> {
         // nilfs_unlink drop the links (rmdir also zeroes i_size) in one
         // transaction, and nilfs_evict_inode truncates and frees it in a
         // later one at the last iput. A construction in between (the kernel
-        // fixture of kernel_read.rs shows one after `rm -rf`) records it
+        // fixture of peer_kernel_read.rs shows one after `rm -rf`) records it
         // like this; its blocks are still reached, its size is not judged.
         if i.links_count == 0 {
             return None;
@@ -437,6 +437,15 @@ impl Ck<'_, '_> {
                         "'.' and '..' only as the first two entries",
                     );
                     continue;
+                }
+                if !head && (e.name.is_empty() || e.name.iter().any(|&c| c == b'/' || c == 0)) {
+                    self.find(
+                        Code::NsDirentName,
+                        ent(),
+                        Some(pbn),
+                        format!("name {:?}", String::from_utf8_lossy(&e.name)),
+                        "a non-empty name without '/' or NUL",
+                    );
                 }
                 if !head && !names.insert(e.name.clone()) {
                     self.find(

@@ -11,7 +11,9 @@ use super::btree::Ptrs;
 use super::codes::Code;
 use super::ctx::map_get;
 use super::ctx::Ck;
-use crate::format::sufile::{SegmentUsage, SufileGeometry, SufileHeader, SU_DIRTY, SU_ERROR};
+use crate::format::sufile::{
+    SegmentUsage, SufileGeometry, SufileHeader, SU_ACTIVE, SU_DIRTY, SU_ERROR,
+};
 use crate::format::SegNum;
 
 impl Ck<'_, '_> {
@@ -110,6 +112,16 @@ impl Ck<'_, '_> {
     pub fn sufile_entries(&mut self) {
         for s in 0..self.su.len() {
             let u = self.su[s];
+            let unknown = u.flags & !(SU_ACTIVE | SU_DIRTY | SU_ERROR);
+            if unknown != 0 {
+                self.find(
+                    Code::SuFlags,
+                    format!("segment usage of segment {s}"),
+                    None,
+                    format!("su_flags {:#x}: undefined bits {unknown:#x}", u.flags),
+                    "ACTIVE, DIRTY and ERROR only",
+                );
+            }
             if u.is_clean() && (u.nblocks != 0 || u.lastmod != 0) {
                 self.find(
                     Code::SuCleanNonzero,

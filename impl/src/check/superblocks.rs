@@ -291,6 +291,32 @@ impl Ck<'_, '_> {
                 "no NILFS_ERROR_FS",
             );
         }
+        let unknown_ro = fs.sb.feature_compat_ro & !superblock::FEATURE_COMPAT_RO_SUPP;
+        if unknown_ro != 0 {
+            self.find(
+                Code::SbFeatures,
+                chosen,
+                None,
+                format!(
+                    "s_feature_compat_ro {:#x}: unknown bits {unknown_ro:#x}",
+                    fs.sb.feature_compat_ro
+                ),
+                "only block_count (0x1)",
+            );
+        }
+        let dev_bytes = fs.device().size_bytes();
+        if fs.sb.dev_size > dev_bytes {
+            self.find(
+                Code::SbDevSize,
+                chosen,
+                None,
+                format!(
+                    "s_dev_size {} on a device of {dev_bytes} bytes",
+                    fs.sb.dev_size
+                ),
+                "no more than the device",
+            );
+        }
         // The log at s_last_pseg made checkpoint s_last_cno.
         if let Some(v) = fs.scan.visits.first() {
             if let (Some(h), Some(cno)) = (v.header, v.super_root_cno) {

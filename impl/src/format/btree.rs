@@ -20,7 +20,7 @@
 //!   order when reading, but an unsorted node makes its binary search miss
 //!   blocks, so our checker reports it as corruption.
 
-use super::le::{need, put_u16, put_u32, put_u64, put_u8, u16_at, u32_at, u64_at, u8_at};
+use super::le::{layout, need, put_u64, u64_at};
 use super::{BTREE_LEVEL_MAX, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
 use crate::{Error, Result};
 
@@ -34,7 +34,13 @@ pub const ROOT_NCHILDREN_MAX: usize = 3;
 /// Size of the node header (`struct nilfs_btree_node`).
 const HEADER_SIZE: usize = 8;
 /// Header plus `NILFS_BTREE_NODE_EXTRA_PAD_SIZE`: where a block node's keys start.
-const BLOCK_KEYS_OFFSET: usize = 16;
+pub const BLOCK_KEYS_OFFSET: usize = 16;
+
+/// Where a block node of capacity `ncmax` keeps its pointers: after the
+/// `ncmax` keys.
+pub fn block_ptrs_offset(ncmax: usize) -> usize {
+    BLOCK_KEYS_OFFSET + 8 * ncmax
+}
 
 /// `NILFS_BTREE_NODE_NCHILDREN_MAX(bs)`: entries in a node block of `block_size`
 /// bytes, `(bs - 16) / 16` (0 for a size too small to hold a header).
@@ -100,9 +106,9 @@ impl BtreeNode {
         super::check_block_size(block_size)?;
         need(buf, block_size as usize, "btree node")?;
         let ncmax = node_ncmax(block_size);
-        let flags = u8_at(buf, 0);
-        let level = u8_at(buf, 1);
-        let nchildren = u16_at(buf, 2);
+        let flags = Self::bn_flags.u8(buf);
+        let level = Self::bn_level.u8(buf);
+        let nchildren = Self::bn_nchildren.u16(buf);
         if !(BTREE_LEVEL_NODE_MIN..BTREE_LEVEL_MAX).contains(&level) {
             return Err(Error::corrupt("btree node", format!("bad level {level}")));
         }
@@ -124,12 +130,12 @@ impl BtreeNode {
     /// The fields of a node block of capacity `ncmax`, with `nchildren`
     /// as the caller checked or clamped it.
     fn read_block(buf: &[u8], ncmax: usize, nchildren: u16) -> Self {
-        let ptrs_offset = BLOCK_KEYS_OFFSET + 8 * ncmax;
+        let ptrs_offset = block_ptrs_offset(ncmax);
         BtreeNode {
-            flags: u8_at(buf, 0),
-            level: u8_at(buf, 1),
+            flags: Self::bn_flags.u8(buf),
+            level: Self::bn_level.u8(buf),
             nchildren,
-            pad: u32_at(buf, 4),
+            pad: Self::bn_pad.u32(buf),
             extra_pad: u64_at(buf, HEADER_SIZE),
             keys: (0..ncmax)
                 .map(|i| u64_at(buf, BLOCK_KEYS_OFFSET + 8 * i))
@@ -149,7 +155,7 @@ impl BtreeNode {
         super::check_block_size(block_size)?;
         need(buf, block_size as usize, "btree node")?;
         let ncmax = node_ncmax(block_size);
-        let nchildren = u16_at(buf, 2).min(ncmax as u16);
+        let nchildren = Self::bn_nchildren.u16(buf).min(ncmax as u16);
         Ok(Self::read_block(buf, ncmax, nchildren))
     }
 
@@ -160,8 +166,8 @@ impl BtreeNode {
     /// B-tree because of it.
     pub fn decode_root(bmap: &[u64; INODE_BMAP_SIZE]) -> Result<Self> {
         let header = bmap[0].to_le_bytes();
-        let level = header[1];
-        let nchildren = u16::from_le_bytes([header[2], header[3]]);
+        let level = Self::bn_level.u8(&header);
+        let nchildren = Self::bn_nchildren.u16(&header);
         if !(BTREE_LEVEL_NODE_MIN..BTREE_LEVEL_MAX).contains(&level) {
             return Err(Error::corrupt("btree root", format!("bad level {level}")));
         }
@@ -178,10 +184,10 @@ impl BtreeNode {
             ));
         }
         Ok(BtreeNode {
-            flags: header[0],
+            flags: Self::bn_flags.u8(&header),
             level,
             nchildren,
-            pad: u32::from_le_bytes([header[4], header[5], header[6], header[7]]),
+            pad: Self::bn_pad.u32(&header),
             extra_pad: 0,
             keys: bmap[1..1 + ROOT_NCHILDREN_MAX].to_vec(),
             ptrs: bmap[1 + ROOT_NCHILDREN_MAX..].to_vec(),
@@ -197,12 +203,12 @@ impl BtreeNode {
     pub fn encode_block(&self, block_size: u32) -> Vec<u8> {
         let ncmax = node_ncmax(block_size);
         let mut out = vec![0u8; block_size as usize];
-        put_u8(&mut out, 0, self.flags);
-        put_u8(&mut out, 1, self.level);
-        put_u16(&mut out, 2, self.nchildren);
-        put_u32(&mut out, 4, self.pad);
+        Self::bn_flags.put_u8(&mut out, self.flags);
+        Self::bn_level.put_u8(&mut out, self.level);
+        Self::bn_nchildren.put_u16(&mut out, self.nchildren);
+        Self::bn_pad.put_u32(&mut out, self.pad);
         put_u64(&mut out, HEADER_SIZE, self.extra_pad);
-        let ptrs_offset = BLOCK_KEYS_OFFSET + 8 * ncmax;
+        let ptrs_offset = block_ptrs_offset(ncmax);
         for (i, k) in self.keys.iter().take(ncmax).enumerate() {
             put_u64(&mut out, BLOCK_KEYS_OFFSET + 8 * i, *k);
         }
@@ -215,11 +221,11 @@ impl BtreeNode {
     /// Encode as the root in `i_bmap`: the header is slot 0, keys slots 1..4,
     /// pointers slots 4..7 (no extra padding; `extra_pad` is not stored).
     pub fn encode_root(&self) -> [u64; INODE_BMAP_SIZE] {
-        let mut header = [0u8; 8];
-        header[0] = self.flags;
-        header[1] = self.level;
-        header[2..4].copy_from_slice(&self.nchildren.to_le_bytes());
-        header[4..8].copy_from_slice(&self.pad.to_le_bytes());
+        let mut header = [0u8; HEADER_SIZE];
+        Self::bn_flags.put_u8(&mut header, self.flags);
+        Self::bn_level.put_u8(&mut header, self.level);
+        Self::bn_nchildren.put_u16(&mut header, self.nchildren);
+        Self::bn_pad.put_u32(&mut header, self.pad);
         let mut bmap = [0u64; INODE_BMAP_SIZE];
         bmap[0] = u64::from_le_bytes(header);
         for i in 0..ROOT_NCHILDREN_MAX {
@@ -328,3 +334,10 @@ impl BtreeNode {
         }
     }
 }
+
+layout!(BtreeNode {
+    bn_flags: 0, 1;
+    bn_level: 1, 1;
+    bn_nchildren: 2, 2;
+    bn_pad: 4, 4;
+});

@@ -7,7 +7,7 @@
 //! exist: its slot would be the header's.
 
 use super::inode::Inode;
-use super::le::{need, put_u32, put_u64, u32_at, u64_at};
+use super::le::{encoded, layout, need};
 use super::{Cno, FileBlk, MIN_CHECKPOINT_SIZE};
 use crate::{Error, Result};
 
@@ -41,28 +41,33 @@ impl CpfileHeader {
     pub fn decode(buf: &[u8]) -> Result<Self> {
         need(buf, Self::SIZE, "cpfile header")?;
         Ok(CpfileHeader {
-            ncheckpoints: u64_at(buf, 0),
-            nsnapshots: u64_at(buf, 8),
-            snapshot_next: Cno(u64_at(buf, 16)),
-            snapshot_prev: Cno(u64_at(buf, 24)),
+            ncheckpoints: Self::ch_ncheckpoints.u64(buf),
+            nsnapshots: Self::ch_nsnapshots.u64(buf),
+            snapshot_next: Cno(Self::ssl_next.u64(buf)),
+            snapshot_prev: Cno(Self::ssl_prev.u64(buf)),
         })
     }
 
     /// Encode into the first 32 bytes of `out` (which must hold them).
     pub fn encode(&self, out: &mut [u8]) {
-        put_u64(out, 0, self.ncheckpoints);
-        put_u64(out, 8, self.nsnapshots);
-        put_u64(out, 16, self.snapshot_next.0);
-        put_u64(out, 24, self.snapshot_prev.0);
+        Self::ch_ncheckpoints.put_u64(out, self.ncheckpoints);
+        Self::ch_nsnapshots.put_u64(out, self.nsnapshots);
+        Self::ssl_next.put_u64(out, self.snapshot_next.0);
+        Self::ssl_prev.put_u64(out, self.snapshot_prev.0);
     }
 
     /// The encoded 32 bytes.
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
-        let mut b = [0u8; Self::SIZE];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 }
+
+layout!(CpfileHeader {
+    ch_ncheckpoints: 0, 8;
+    ch_nsnapshots: 8, 8;
+    ssl_next: 16, 8;
+    ssl_prev: 24, 8;
+});
 
 /// `struct nilfs_checkpoint` (192 bytes; the stride is `s_checkpoint_size`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -93,46 +98,43 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// Size of the structure; the stride may be larger.
     pub const SIZE: usize = 192;
-    /// Offset of `cp_ifile_inode`, fixed forever by the format.
-    const IFILE_OFFSET: usize = 64;
 
     /// Decode the first 192 bytes of `buf`.
     pub fn decode(buf: &[u8]) -> Result<Self> {
         need(buf, Self::SIZE, "checkpoint")?;
         Ok(Checkpoint {
-            flags: u32_at(buf, 0),
-            checkpoints_count: u32_at(buf, 4),
-            snapshot_next: Cno(u64_at(buf, 8)),
-            snapshot_prev: Cno(u64_at(buf, 16)),
-            cno: Cno(u64_at(buf, 24)),
-            create: u64_at(buf, 32),
-            nblk_inc: u64_at(buf, 40),
-            inodes_count: u64_at(buf, 48),
-            blocks_count: u64_at(buf, 56),
-            ifile_inode: Inode::decode(&buf[Self::IFILE_OFFSET..])?,
+            flags: Self::cp_flags.u32(buf),
+            checkpoints_count: Self::cp_checkpoints_count.u32(buf),
+            snapshot_next: Cno(Self::ssl_next.u64(buf)),
+            snapshot_prev: Cno(Self::ssl_prev.u64(buf)),
+            cno: Cno(Self::cp_cno.u64(buf)),
+            create: Self::cp_create.u64(buf),
+            nblk_inc: Self::cp_nblk_inc.u64(buf),
+            inodes_count: Self::cp_inodes_count.u64(buf),
+            blocks_count: Self::cp_blocks_count.u64(buf),
+            ifile_inode: Inode::decode(&buf[Self::cp_ifile_inode.offset..])?,
         })
     }
 
     /// Encode into the first 192 bytes of `out` (which must hold them);
     /// the rest of a larger stride is left alone.
     pub fn encode(&self, out: &mut [u8]) {
-        put_u32(out, 0, self.flags);
-        put_u32(out, 4, self.checkpoints_count);
-        put_u64(out, 8, self.snapshot_next.0);
-        put_u64(out, 16, self.snapshot_prev.0);
-        put_u64(out, 24, self.cno.0);
-        put_u64(out, 32, self.create);
-        put_u64(out, 40, self.nblk_inc);
-        put_u64(out, 48, self.inodes_count);
-        put_u64(out, 56, self.blocks_count);
-        self.ifile_inode.encode(&mut out[Self::IFILE_OFFSET..]);
+        Self::cp_flags.put_u32(out, self.flags);
+        Self::cp_checkpoints_count.put_u32(out, self.checkpoints_count);
+        Self::ssl_next.put_u64(out, self.snapshot_next.0);
+        Self::ssl_prev.put_u64(out, self.snapshot_prev.0);
+        Self::cp_cno.put_u64(out, self.cno.0);
+        Self::cp_create.put_u64(out, self.create);
+        Self::cp_nblk_inc.put_u64(out, self.nblk_inc);
+        Self::cp_inodes_count.put_u64(out, self.inodes_count);
+        Self::cp_blocks_count.put_u64(out, self.blocks_count);
+        self.ifile_inode
+            .encode(&mut out[Self::cp_ifile_inode.offset..]);
     }
 
     /// The encoded 192 bytes.
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
-        let mut b = [0u8; Self::SIZE];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// Whether every bit of `flag` is set.
@@ -169,6 +171,19 @@ impl Checkpoint {
         self.has_flag(CP_MINOR)
     }
 }
+
+layout!(Checkpoint {
+    cp_flags: 0, 4;
+    cp_checkpoints_count: 4, 4;
+    ssl_next: 8, 8;
+    ssl_prev: 16, 8;
+    cp_cno: 24, 8;
+    cp_create: 32, 8;
+    cp_nblk_inc: 40, 8;
+    cp_inodes_count: 48, 8;
+    cp_blocks_count: 56, 8;
+    cp_ifile_inode: 64, 128;
+});
 
 /// Where checkpoints live in the cpfile, for one block size and entry size.
 ///

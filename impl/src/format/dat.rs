@@ -3,7 +3,7 @@
 //! whose entry number is the virtual block number; the stride is
 //! `s_dat_entry_size`, of which the first 32 bytes are this structure.
 
-use super::le::{need, put_u64, u64_at};
+use super::le::{encoded, layout, need};
 use super::{BlockNr, Cno};
 use crate::Result;
 
@@ -30,27 +30,25 @@ impl DatEntry {
     pub fn decode(buf: &[u8]) -> Result<Self> {
         need(buf, Self::SIZE, "DAT entry")?;
         Ok(DatEntry {
-            blocknr: BlockNr(u64_at(buf, 0)),
-            start: Cno(u64_at(buf, 8)),
-            end: Cno(u64_at(buf, 16)),
-            rsv: u64_at(buf, 24),
+            blocknr: BlockNr(Self::de_blocknr.u64(buf)),
+            start: Cno(Self::de_start.u64(buf)),
+            end: Cno(Self::de_end.u64(buf)),
+            rsv: Self::de_rsv.u64(buf),
         })
     }
 
     /// Encode into the first 32 bytes of `out` (which must hold them);
     /// the rest of a larger stride is left alone.
     pub fn encode(&self, out: &mut [u8]) {
-        put_u64(out, 0, self.blocknr.0);
-        put_u64(out, 8, self.start.0);
-        put_u64(out, 16, self.end.0);
-        put_u64(out, 24, self.rsv);
+        Self::de_blocknr.put_u64(out, self.blocknr.0);
+        Self::de_start.put_u64(out, self.start.0);
+        Self::de_end.put_u64(out, self.end.0);
+        Self::de_rsv.put_u64(out, self.rsv);
     }
 
     /// The encoded 32 bytes.
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
-        let mut b = [0u8; Self::SIZE];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// Whether this block version belongs to checkpoint `cno`:
@@ -59,3 +57,10 @@ impl DatEntry {
         self.start <= cno && cno < self.end
     }
 }
+
+layout!(DatEntry {
+    de_blocknr: 0, 8;
+    de_start: 8, 8;
+    de_end: 16, 8;
+    de_rsv: 24, 8;
+});

@@ -7,7 +7,7 @@
 //! that only holds space.
 
 use super::inode::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
-use super::le::{need, put_bytes, put_u16, put_u64, put_u8, u16_at, u64_at, u8_at};
+use super::le::{layout, need, put_bytes};
 use super::{ino, Ino};
 use crate::{Error, Result};
 
@@ -28,8 +28,8 @@ pub const FT_SOCK: u8 = 6;
 /// `NILFS_FT_SYMLINK`.
 pub const FT_SYMLINK: u8 = 7;
 
-/// Bytes before the name in a record.
-const NAME_OFFSET: usize = 12;
+/// Bytes before the name in a record: the header `DirEntry::FIELDS` lays out.
+pub const NAME_OFFSET: usize = 12;
 /// `NILFS_MAX_REC_LEN`: the on-disk value that stands for 65536.
 const MAX_REC_LEN_ON_DISK: u16 = u16::MAX;
 
@@ -75,6 +75,13 @@ pub struct DirEntry {
     pub name: Vec<u8>,
 }
 
+layout!(DirEntry {
+    inode: 0, 8;
+    rec_len: 8, 2;
+    name_len: 10, 1;
+    file_type: 11, 1;
+});
+
 /// Why the record at `offs` with these fields breaks `nilfs_check_folio`,
 /// if it does. The tests come in the kernel's order.
 fn record_fault(
@@ -117,14 +124,14 @@ pub fn parse_block(buf: &[u8], block_size: u32) -> Result<Vec<DirEntry>> {
     let mut entries = Vec::new();
     let mut offs = 0usize;
     while offs + rec_len_for(1) <= bs {
-        let raw = u16_at(buf, offs + 8);
+        let raw = DirEntry::rec_len.at(offs).u16(buf);
         let rec_len = if raw == MAX_REC_LEN_ON_DISK {
             1usize << 16
         } else {
             usize::from(raw)
         };
-        let name_len = u8_at(buf, offs + 10);
-        let ino = Ino(u64_at(buf, offs));
+        let name_len = DirEntry::name_len.at(offs).u8(buf);
+        let ino = Ino(DirEntry::inode.at(offs).u64(buf));
         if let Some(fault) = record_fault(offs, rec_len, name_len, ino, bs) {
             return Err(Error::corrupt(
                 "directory entry",
@@ -138,7 +145,7 @@ pub fn parse_block(buf: &[u8], block_size: u32) -> Result<Vec<DirEntry>> {
             ino,
             rec_len: rec_len as u32,
             name_len,
-            file_type: u8_at(buf, offs + 11),
+            file_type: DirEntry::file_type.at(offs).u8(buf),
             name: buf[name_start..name_start + usize::from(name_len)].to_vec(),
         });
         offs += rec_len;
@@ -175,15 +182,15 @@ pub fn encode_block(entries: &[DirEntry], block_size: u32) -> Result<Vec<u8>> {
                 "directory record {i} at offset {offs}: {fault}"
             )));
         }
-        put_u64(&mut out, offs, e.ino.0);
+        DirEntry::inode.at(offs).put_u64(&mut out, e.ino.0);
         let raw = if rec_len == 1 << 16 {
             MAX_REC_LEN_ON_DISK
         } else {
             rec_len as u16
         };
-        put_u16(&mut out, offs + 8, raw);
-        put_u8(&mut out, offs + 10, e.name_len);
-        put_u8(&mut out, offs + 11, e.file_type);
+        DirEntry::rec_len.at(offs).put_u16(&mut out, raw);
+        DirEntry::name_len.at(offs).put_u8(&mut out, e.name_len);
+        DirEntry::file_type.at(offs).put_u8(&mut out, e.file_type);
         put_bytes(&mut out, offs + NAME_OFFSET, &e.name);
         offs += rec_len;
     }
@@ -205,24 +212,23 @@ pub fn empty_dir_block(self_ino: Ino, parent_ino: Ino, block_size: u32) -> Vec<u
     let bs = block_size as usize;
     let dot_len = rec_len_for(1);
     let mut out = vec![0u8; bs];
-    put_u64(&mut out, 0, self_ino.0);
-    put_u16(&mut out, 8, dot_len as u16);
-    put_u8(&mut out, 10, 1);
-    put_u8(&mut out, 11, FT_DIR);
+    DirEntry::inode.put_u64(&mut out, self_ino.0);
+    DirEntry::rec_len.put_u16(&mut out, dot_len as u16);
+    DirEntry::name_len.put_u8(&mut out, 1);
+    DirEntry::file_type.put_u8(&mut out, FT_DIR);
     put_bytes(&mut out, NAME_OFFSET, b".");
     let rest = bs - dot_len;
-    put_u64(&mut out, dot_len, parent_ino.0);
-    put_u16(
+    DirEntry::inode.at(dot_len).put_u64(&mut out, parent_ino.0);
+    DirEntry::rec_len.at(dot_len).put_u16(
         &mut out,
-        dot_len + 8,
         if rest == 1 << 16 {
             MAX_REC_LEN_ON_DISK
         } else {
             rest as u16
         },
     );
-    put_u8(&mut out, dot_len + 10, 2);
-    put_u8(&mut out, dot_len + 11, FT_DIR);
+    DirEntry::name_len.at(dot_len).put_u8(&mut out, 2);
+    DirEntry::file_type.at(dot_len).put_u8(&mut out, FT_DIR);
     put_bytes(&mut out, dot_len + NAME_OFFSET, b"..");
     out
 }

@@ -1,6 +1,6 @@
 //! `struct nilfs_inode` (128 bytes; the ifile stride is `s_inode_size`).
 
-use super::le::{need, put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
+use super::le::{encoded, layout, need, put_u64, u64_at};
 use super::INODE_BMAP_SIZE;
 use crate::Result;
 
@@ -74,54 +74,52 @@ impl Inode {
         need(buf, Self::SIZE, "inode")?;
         let mut bmap = [0u64; INODE_BMAP_SIZE];
         for (i, slot) in bmap.iter_mut().enumerate() {
-            *slot = u64_at(buf, 56 + 8 * i);
+            *slot = u64_at(buf, Self::i_bmap.offset + 8 * i);
         }
         Ok(Inode {
-            blocks: u64_at(buf, 0),
-            size: u64_at(buf, 8),
-            ctime: u64_at(buf, 16),
-            mtime: u64_at(buf, 24),
-            ctime_nsec: u32_at(buf, 32),
-            mtime_nsec: u32_at(buf, 36),
-            uid: u32_at(buf, 40),
-            gid: u32_at(buf, 44),
-            mode: u16_at(buf, 48),
-            links_count: u16_at(buf, 50),
-            flags: u32_at(buf, 52),
+            blocks: Self::i_blocks.u64(buf),
+            size: Self::i_size.u64(buf),
+            ctime: Self::i_ctime.u64(buf),
+            mtime: Self::i_mtime.u64(buf),
+            ctime_nsec: Self::i_ctime_nsec.u32(buf),
+            mtime_nsec: Self::i_mtime_nsec.u32(buf),
+            uid: Self::i_uid.u32(buf),
+            gid: Self::i_gid.u32(buf),
+            mode: Self::i_mode.u16(buf),
+            links_count: Self::i_links_count.u16(buf),
+            flags: Self::i_flags.u32(buf),
             bmap,
-            xattr: u64_at(buf, 112),
-            generation: u32_at(buf, 120),
-            pad: u32_at(buf, 124),
+            xattr: Self::i_xattr.u64(buf),
+            generation: Self::i_generation.u32(buf),
+            pad: Self::i_pad.u32(buf),
         })
     }
 
     /// Encode into the first 128 bytes of `out` (which must hold them).
     /// Bytes beyond 128 of a larger stride are left alone.
     pub fn encode(&self, out: &mut [u8]) {
-        put_u64(out, 0, self.blocks);
-        put_u64(out, 8, self.size);
-        put_u64(out, 16, self.ctime);
-        put_u64(out, 24, self.mtime);
-        put_u32(out, 32, self.ctime_nsec);
-        put_u32(out, 36, self.mtime_nsec);
-        put_u32(out, 40, self.uid);
-        put_u32(out, 44, self.gid);
-        put_u16(out, 48, self.mode);
-        put_u16(out, 50, self.links_count);
-        put_u32(out, 52, self.flags);
+        Self::i_blocks.put_u64(out, self.blocks);
+        Self::i_size.put_u64(out, self.size);
+        Self::i_ctime.put_u64(out, self.ctime);
+        Self::i_mtime.put_u64(out, self.mtime);
+        Self::i_ctime_nsec.put_u32(out, self.ctime_nsec);
+        Self::i_mtime_nsec.put_u32(out, self.mtime_nsec);
+        Self::i_uid.put_u32(out, self.uid);
+        Self::i_gid.put_u32(out, self.gid);
+        Self::i_mode.put_u16(out, self.mode);
+        Self::i_links_count.put_u16(out, self.links_count);
+        Self::i_flags.put_u32(out, self.flags);
         for (i, p) in self.bmap.iter().enumerate() {
-            put_u64(out, 56 + 8 * i, *p);
+            put_u64(out, Self::i_bmap.offset + 8 * i, *p);
         }
-        put_u64(out, 112, self.xattr);
-        put_u32(out, 120, self.generation);
-        put_u32(out, 124, self.pad);
+        Self::i_xattr.put_u64(out, self.xattr);
+        Self::i_generation.put_u32(out, self.generation);
+        Self::i_pad.put_u32(out, self.pad);
     }
 
     /// The encoded 128 bytes.
     pub fn to_bytes(&self) -> [u8; 128] {
-        let mut b = [0u8; 128];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// File type bits of `i_mode`.
@@ -226,6 +224,24 @@ impl Inode {
         Ok(())
     }
 }
+
+layout!(Inode {
+    i_blocks: 0, 8;
+    i_size: 8, 8;
+    i_ctime: 16, 8;
+    i_mtime: 24, 8;
+    i_ctime_nsec: 32, 4;
+    i_mtime_nsec: 36, 4;
+    i_uid: 40, 4;
+    i_gid: 44, 4;
+    i_mode: 48, 2;
+    i_links_count: 50, 2;
+    i_flags: 52, 4;
+    i_bmap: 56, 56;
+    i_xattr: 112, 8;
+    i_generation: 120, 4;
+    i_pad: 124, 4;
+});
 
 #[cfg(test)]
 mod tests {

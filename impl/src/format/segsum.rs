@@ -14,7 +14,7 @@
 //! block, else at offset 0 of the next one. Records never straddle blocks.
 
 use super::crc::crc32_le;
-use super::le::{need, put_u16, put_u32, put_u64, put_u8, u16_at, u32_at, u64_at, u8_at};
+use super::le::{encoded, layout, need};
 use super::{ino, BlockNr, Cno, FileBlk, Ino, Seq, VBlockNr, SEGSUM_MAGIC};
 use crate::{Error, Result};
 
@@ -71,44 +71,42 @@ impl SegmentSummary {
     pub fn decode(buf: &[u8]) -> Result<Self> {
         need(buf, Self::SIZE, WHAT)?;
         Ok(SegmentSummary {
-            datasum: u32_at(buf, 0),
-            sumsum: u32_at(buf, 4),
-            magic: u32_at(buf, 8),
-            bytes: u16_at(buf, 12),
-            flags: u16_at(buf, 14),
-            seq: Seq(u64_at(buf, 16)),
-            create: u64_at(buf, 24),
-            next: BlockNr(u64_at(buf, 32)),
-            nblocks: u32_at(buf, 40),
-            nfinfo: u32_at(buf, 44),
-            sumbytes: u32_at(buf, 48),
-            pad: u32_at(buf, 52),
-            cno: Cno(u64_at(buf, 56)),
+            datasum: Self::ss_datasum.u32(buf),
+            sumsum: Self::ss_sumsum.u32(buf),
+            magic: Self::ss_magic.u32(buf),
+            bytes: Self::ss_bytes.u16(buf),
+            flags: Self::ss_flags.u16(buf),
+            seq: Seq(Self::ss_seq.u64(buf)),
+            create: Self::ss_create.u64(buf),
+            next: BlockNr(Self::ss_next.u64(buf)),
+            nblocks: Self::ss_nblocks.u32(buf),
+            nfinfo: Self::ss_nfinfo.u32(buf),
+            sumbytes: Self::ss_sumbytes.u32(buf),
+            pad: Self::ss_pad.u32(buf),
+            cno: Cno(Self::ss_cno.u64(buf)),
         })
     }
 
     /// Encode into the first 64 bytes of `out` (which must hold them).
     pub fn encode(&self, out: &mut [u8]) {
-        put_u32(out, 0, self.datasum);
-        put_u32(out, 4, self.sumsum);
-        put_u32(out, 8, self.magic);
-        put_u16(out, 12, self.bytes);
-        put_u16(out, 14, self.flags);
-        put_u64(out, 16, self.seq.0);
-        put_u64(out, 24, self.create);
-        put_u64(out, 32, self.next.0);
-        put_u32(out, 40, self.nblocks);
-        put_u32(out, 44, self.nfinfo);
-        put_u32(out, 48, self.sumbytes);
-        put_u32(out, 52, self.pad);
-        put_u64(out, 56, self.cno.0);
+        Self::ss_datasum.put_u32(out, self.datasum);
+        Self::ss_sumsum.put_u32(out, self.sumsum);
+        Self::ss_magic.put_u32(out, self.magic);
+        Self::ss_bytes.put_u16(out, self.bytes);
+        Self::ss_flags.put_u16(out, self.flags);
+        Self::ss_seq.put_u64(out, self.seq.0);
+        Self::ss_create.put_u64(out, self.create);
+        Self::ss_next.put_u64(out, self.next.0);
+        Self::ss_nblocks.put_u32(out, self.nblocks);
+        Self::ss_nfinfo.put_u32(out, self.nfinfo);
+        Self::ss_sumbytes.put_u32(out, self.sumbytes);
+        Self::ss_pad.put_u32(out, self.pad);
+        Self::ss_cno.put_u64(out, self.cno.0);
     }
 
     /// The encoded 64 bytes.
     pub fn to_bytes(&self) -> [u8; 64] {
-        let mut b = [0u8; 64];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// Whether the log ends with a super root.
@@ -124,6 +122,22 @@ impl SegmentSummary {
         self.sumbytes.div_ceil(checked_bs(block_size) as u32).max(1)
     }
 }
+
+layout!(SegmentSummary {
+    ss_datasum: 0, 4;
+    ss_sumsum: 4, 4;
+    ss_magic: 8, 4;
+    ss_bytes: 12, 2;
+    ss_flags: 14, 2;
+    ss_seq: 16, 8;
+    ss_create: 24, 8;
+    ss_next: 32, 8;
+    ss_nblocks: 40, 4;
+    ss_nfinfo: 44, 4;
+    ss_sumbytes: 48, 4;
+    ss_pad: 52, 4;
+    ss_cno: 56, 8;
+});
 
 /// `struct nilfs_finfo`: the head of one file's group of block records.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -146,26 +160,24 @@ impl Finfo {
     pub fn decode(buf: &[u8]) -> Result<Self> {
         need(buf, Self::SIZE, "finfo")?;
         Ok(Finfo {
-            ino: Ino(u64_at(buf, 0)),
-            cno: Cno(u64_at(buf, 8)),
-            nblocks: u32_at(buf, 16),
-            ndatablk: u32_at(buf, 20),
+            ino: Ino(Self::fi_ino.u64(buf)),
+            cno: Cno(Self::fi_cno.u64(buf)),
+            nblocks: Self::fi_nblocks.u32(buf),
+            ndatablk: Self::fi_ndatablk.u32(buf),
         })
     }
 
     /// Encode into the first 24 bytes of `out` (which must hold them).
     pub fn encode(&self, out: &mut [u8]) {
-        put_u64(out, 0, self.ino.0);
-        put_u64(out, 8, self.cno.0);
-        put_u32(out, 16, self.nblocks);
-        put_u32(out, 20, self.ndatablk);
+        Self::fi_ino.put_u64(out, self.ino.0);
+        Self::fi_cno.put_u64(out, self.cno.0);
+        Self::fi_nblocks.put_u32(out, self.nblocks);
+        Self::fi_ndatablk.put_u32(out, self.ndatablk);
     }
 
     /// The encoded 24 bytes.
     pub fn to_bytes(&self) -> [u8; 24] {
-        let mut b = [0u8; 24];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// The DAT records physical addresses, so its binfos take other forms.
@@ -173,6 +185,13 @@ impl Finfo {
         self.ino == ino::DAT
     }
 }
+
+layout!(Finfo {
+    fi_ino: 0, 8;
+    fi_cno: 8, 8;
+    fi_nblocks: 16, 4;
+    fi_ndatablk: 20, 4;
+});
 
 /// One block record. The form is not stored on disk: it follows from the
 /// file (DAT or not) and the position (the first `fi_ndatablk` are data).
@@ -237,21 +256,20 @@ impl Binfo {
     /// Decode the form selected by `dat` and `data` from the start of `buf`,
     /// which must hold [`Binfo::size_for`] bytes.
     fn decode(buf: &[u8], dat: bool, data: bool) -> Binfo {
-        let first = u64_at(buf, 0);
         match (dat, data) {
             (false, true) => Binfo::DataV {
-                vblocknr: VBlockNr(first),
-                blkoff: FileBlk(u64_at(buf, 8)),
+                vblocknr: VBlockNr(BinfoV::bi_vblocknr.u64(buf)),
+                blkoff: FileBlk(BinfoV::bi_blkoff.u64(buf)),
             },
             (false, false) => Binfo::NodeV {
-                vblocknr: VBlockNr(first),
+                vblocknr: VBlockNr(BinfoV::bi_vblocknr.u64(buf)),
             },
             (true, true) => Binfo::DataDat {
-                blkoff: FileBlk(first),
+                blkoff: FileBlk(BinfoDat::bi_blkoff.u64(buf)),
             },
             (true, false) => Binfo::NodeDat {
-                blkoff: FileBlk(first),
-                level: u8_at(buf, 8),
+                blkoff: FileBlk(BinfoDat::bi_blkoff.u64(buf)),
+                level: BinfoDat::bi_level.u8(buf),
             },
         }
     }
@@ -260,19 +278,38 @@ impl Binfo {
     pub fn encode(&self, out: &mut [u8]) {
         match *self {
             Binfo::DataV { vblocknr, blkoff } => {
-                put_u64(out, 0, vblocknr.0);
-                put_u64(out, 8, blkoff.0);
+                BinfoV::bi_vblocknr.put_u64(out, vblocknr.0);
+                BinfoV::bi_blkoff.put_u64(out, blkoff.0);
             }
-            Binfo::NodeV { vblocknr } => put_u64(out, 0, vblocknr.0),
-            Binfo::DataDat { blkoff } => put_u64(out, 0, blkoff.0),
+            Binfo::NodeV { vblocknr } => BinfoV::bi_vblocknr.put_u64(out, vblocknr.0),
+            Binfo::DataDat { blkoff } => BinfoDat::bi_blkoff.put_u64(out, blkoff.0),
             Binfo::NodeDat { blkoff, level } => {
-                put_u64(out, 0, blkoff.0);
-                put_u8(out, 8, level);
-                out[9..16].fill(0);
+                BinfoDat::bi_blkoff.put_u64(out, blkoff.0);
+                BinfoDat::bi_level.put_u8(out, level);
+                out[BinfoDat::bi_pad.range()].fill(0);
             }
         }
     }
 }
+
+/// `struct nilfs_binfo_v`'s layout: the record of a block of any file but
+/// the DAT (a node's record is its first 8 bytes).
+pub struct BinfoV;
+
+layout!(BinfoV {
+    bi_vblocknr: 0, 8;
+    bi_blkoff: 8, 8;
+});
+
+/// `struct nilfs_binfo_dat`'s layout: the record of a DAT block (a data
+/// block's record is its first 8 bytes).
+pub struct BinfoDat;
+
+layout!(BinfoDat {
+    bi_blkoff: 0, 8;
+    bi_level: 8, 1;
+    bi_pad: 9, 7;
+});
 
 /// One file's records: its finfo and one binfo per block, data first.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -571,10 +608,10 @@ pub fn seal_log(log: &mut [u8], seed: u32) {
         "log of {} bytes has no summary header",
         log.len()
     );
-    let sumsum = compute_sumsum(log, seed, u32_at(log, 48));
-    put_u32(log, 4, sumsum);
+    let sumsum = compute_sumsum(log, seed, SegmentSummary::ss_sumbytes.u32(log));
+    SegmentSummary::ss_sumsum.put_u32(log, sumsum);
     let datasum = compute_datasum(log, seed);
-    put_u32(log, 0, datasum);
+    SegmentSummary::ss_datasum.put_u32(log, datasum);
 }
 
 /// Check both checksums of `log`, which must be exactly the log: `ss_nblocks`

@@ -6,7 +6,7 @@
 //! slot `s + first_entry_offset` counted across blocks: segment numbers start
 //! at 0, so unlike the cpfile there is no `- 1` (`nilfs_sufile_get_blkoff`).
 
-use super::le::{need, put_u32, put_u64, u32_at, u64_at};
+use super::le::{encoded, layout, need};
 use super::{FileBlk, SegNum, MIN_SEGMENT_USAGE_SIZE};
 use crate::{Error, Result};
 
@@ -37,26 +37,30 @@ impl SufileHeader {
     pub fn decode(buf: &[u8]) -> Result<Self> {
         need(buf, Self::SIZE, "sufile header")?;
         Ok(SufileHeader {
-            ncleansegs: u64_at(buf, 0),
-            ndirtysegs: u64_at(buf, 8),
-            last_alloc: SegNum(u64_at(buf, 16)),
+            ncleansegs: Self::sh_ncleansegs.u64(buf),
+            ndirtysegs: Self::sh_ndirtysegs.u64(buf),
+            last_alloc: SegNum(Self::sh_last_alloc.u64(buf)),
         })
     }
 
     /// Encode into the first 24 bytes of `out` (which must hold them).
     pub fn encode(&self, out: &mut [u8]) {
-        put_u64(out, 0, self.ncleansegs);
-        put_u64(out, 8, self.ndirtysegs);
-        put_u64(out, 16, self.last_alloc.0);
+        Self::sh_ncleansegs.put_u64(out, self.ncleansegs);
+        Self::sh_ndirtysegs.put_u64(out, self.ndirtysegs);
+        Self::sh_last_alloc.put_u64(out, self.last_alloc.0);
     }
 
     /// The encoded 24 bytes.
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
-        let mut b = [0u8; Self::SIZE];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 }
+
+layout!(SufileHeader {
+    sh_ncleansegs: 0, 8;
+    sh_ndirtysegs: 8, 8;
+    sh_last_alloc: 16, 8;
+});
 
 /// `struct nilfs_segment_usage` (16 bytes; the stride is `s_segment_usage_size`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -77,25 +81,23 @@ impl SegmentUsage {
     pub fn decode(buf: &[u8]) -> Result<Self> {
         need(buf, Self::SIZE, "segment usage")?;
         Ok(SegmentUsage {
-            lastmod: u64_at(buf, 0),
-            nblocks: u32_at(buf, 8),
-            flags: u32_at(buf, 12),
+            lastmod: Self::su_lastmod.u64(buf),
+            nblocks: Self::su_nblocks.u32(buf),
+            flags: Self::su_flags.u32(buf),
         })
     }
 
     /// Encode into the first 16 bytes of `out` (which must hold them);
     /// the rest of a larger stride is left alone.
     pub fn encode(&self, out: &mut [u8]) {
-        put_u64(out, 0, self.lastmod);
-        put_u32(out, 8, self.nblocks);
-        put_u32(out, 12, self.flags);
+        Self::su_lastmod.put_u64(out, self.lastmod);
+        Self::su_nblocks.put_u32(out, self.nblocks);
+        Self::su_flags.put_u32(out, self.flags);
     }
 
     /// The encoded 16 bytes.
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
-        let mut b = [0u8; Self::SIZE];
-        self.encode(&mut b);
-        b
+        encoded(|b| self.encode(b))
     }
 
     /// `nilfs_segment_usage_clean`: no flag at all, ACTIVE included.
@@ -131,6 +133,12 @@ impl SegmentUsage {
         self
     }
 }
+
+layout!(SegmentUsage {
+    su_lastmod: 0, 8;
+    su_nblocks: 8, 4;
+    su_flags: 12, 4;
+});
 
 /// `nilfs_segment_is_active`: `segnum` is the log writer's current or next
 /// segment (`writer`: `ns_segnum`, `ns_nextnum`).

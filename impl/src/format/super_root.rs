@@ -6,7 +6,7 @@
 
 use super::crc::crc32_le;
 use super::inode::Inode;
-use super::le::{need, put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
+use super::le::{layout, need};
 use super::MIN_INODE_SIZE;
 use crate::{Error, Result};
 
@@ -66,10 +66,10 @@ impl SuperRoot {
         need(buf, inode_offset(inode_size, 2) + Inode::SIZE, WHAT)?;
         let inode = |k| Inode::decode(&buf[inode_offset(inode_size, k)..]);
         Ok(SuperRoot {
-            sum: u32_at(buf, 0),
-            bytes: u16_at(buf, 4),
-            flags: u16_at(buf, 6),
-            nongc_ctime: u64_at(buf, 8),
+            sum: Self::sr_sum.u32(buf),
+            bytes: Self::sr_bytes.u16(buf),
+            flags: Self::sr_flags.u16(buf),
+            nongc_ctime: Self::sr_nongc_ctime.u64(buf),
             dat: inode(0)?,
             cpfile: inode(1)?,
             sufile: inode(2)?,
@@ -92,10 +92,10 @@ impl SuperRoot {
         );
         let len = (block_size as usize).max(inode_offset(inode_size, 2) + Inode::SIZE);
         let mut b = vec![0u8; len];
-        put_u32(&mut b, 0, self.sum);
-        put_u16(&mut b, 4, self.bytes);
-        put_u16(&mut b, 6, self.flags);
-        put_u64(&mut b, 8, self.nongc_ctime);
+        Self::sr_sum.put_u32(&mut b, self.sum);
+        Self::sr_bytes.put_u16(&mut b, self.bytes);
+        Self::sr_flags.put_u16(&mut b, self.flags);
+        Self::sr_nongc_ctime.put_u64(&mut b, self.nongc_ctime);
         for (k, inode) in [&self.dat, &self.cpfile, &self.sufile]
             .into_iter()
             .enumerate()
@@ -106,12 +106,19 @@ impl SuperRoot {
     }
 }
 
+layout!(SuperRoot {
+    sr_sum: 0, 4;
+    sr_bytes: 4, 2;
+    sr_flags: 6, 2;
+    sr_nongc_ctime: 8, 8;
+});
+
 /// The byte range `sr_sum` covers in `block`: 4..`sr_bytes`, clamped to the
 /// block. For `sr_bytes` below 4 the kernel's unsigned arithmetic in
 /// `nilfs_compute_checksum` wraps and covers the rest of the block, so this
 /// does too (only 1..=3 matter: 0 is rejected before the CRC).
 fn covered(block: &[u8]) -> &[u8] {
-    let bytes = usize::from(u16_at(block, 4));
+    let bytes = usize::from(SuperRoot::sr_bytes.u16(block));
     let end = if bytes < 4 {
         block.len()
     } else {
@@ -133,7 +140,7 @@ pub fn compute_sum(block: &[u8], seed: u32) -> u32 {
 /// If `block` is shorter than 4 bytes.
 pub fn seal_block(block: &mut [u8], seed: u32) {
     let sum = compute_sum(block, seed);
-    put_u32(block, 0, sum);
+    SuperRoot::sr_sum.put_u32(block, sum);
 }
 
 /// The kernel's checks when it reads a super root to load it
@@ -144,14 +151,14 @@ pub fn check_valid(block: &[u8], block_size: u32, seed: u32) -> Result<()> {
     let bs = block_size as usize;
     need(block, bs.max(HEADER_SIZE), WHAT)?;
     let block = &block[..bs.max(HEADER_SIZE)];
-    let bytes = u16_at(block, 4);
+    let bytes = SuperRoot::sr_bytes.u16(block);
     if bytes == 0 || u32::from(bytes) > block_size {
         return Err(Error::corrupt(
             WHAT,
             format!("sr_bytes {bytes} outside [1, {block_size}]"),
         ));
     }
-    let stored = u32_at(block, 0);
+    let stored = SuperRoot::sr_sum.u32(block);
     let crc = compute_sum(block, seed);
     if crc != stored {
         return Err(Error::corrupt(

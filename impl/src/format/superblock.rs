@@ -8,7 +8,7 @@
 //! `nilfs_load_super_block` and `init_nilfs`.
 
 use super::crc::crc32_le;
-use super::le::{bytes_at, need, put_bytes, put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
+use super::le::{layout, need, put_bytes, put_u32};
 use super::{
     block_size_from_log, BlockNr, Cno, Seq, CURRENT_REV, MIN_BLOCK_SIZE, MIN_CHECKPOINT_SIZE,
     MIN_DAT_ENTRY_SIZE, MIN_INODE_SIZE, MIN_SEGMENT_USAGE_SIZE, SEG_MIN_BLOCKS, SUPER_MAGIC,
@@ -38,7 +38,7 @@ pub const FEATURE_INCOMPAT_SUPP: u64 = 0;
 pub const MIN_DEVICE_BYTES: u64 = SEG_MIN_BLOCKS as u64 * MIN_BLOCK_SIZE as u64 + 4096;
 
 /// Byte offset of `s_sum`; the CRC treats these four bytes as zero.
-const SUM_OFFSET: usize = 0x10;
+const SUM_OFFSET: usize = SuperBlock::s_sum.offset;
 /// Byte offset of `s_reserved`, which equals the CRC-covered size mkfs writes.
 const RESERVED_OFFSET: usize = 0x118;
 /// Length of `s_reserved[186]` (186 × 4 bytes).
@@ -217,47 +217,47 @@ impl SuperBlock {
     pub fn decode(buf: &[u8]) -> Result<Self> {
         need(buf, Self::SIZE, WHAT)?;
         Ok(SuperBlock {
-            rev_level: u32_at(buf, 0x00),
-            minor_rev_level: u16_at(buf, 0x04),
-            magic: u16_at(buf, 0x06),
-            bytes: u16_at(buf, 0x08),
-            flags: u16_at(buf, 0x0A),
-            crc_seed: u32_at(buf, 0x0C),
-            sum: u32_at(buf, 0x10),
-            log_block_size: u32_at(buf, 0x14),
-            nsegments: u64_at(buf, 0x18),
-            dev_size: u64_at(buf, 0x20),
-            first_data_block: u64_at(buf, 0x28),
-            blocks_per_segment: u32_at(buf, 0x30),
-            r_segments_percentage: u32_at(buf, 0x34),
-            last_cno: Cno(u64_at(buf, 0x38)),
-            last_pseg: BlockNr(u64_at(buf, 0x40)),
-            last_seq: Seq(u64_at(buf, 0x48)),
-            free_blocks_count: u64_at(buf, 0x50),
-            ctime: u64_at(buf, 0x58),
-            mtime: u64_at(buf, 0x60),
-            wtime: u64_at(buf, 0x68),
-            mnt_count: u16_at(buf, 0x70),
-            max_mnt_count: u16_at(buf, 0x72),
-            state: u16_at(buf, 0x74),
-            errors: u16_at(buf, 0x76),
-            lastcheck: u64_at(buf, 0x78),
-            checkinterval: u32_at(buf, 0x80),
-            creator_os: u32_at(buf, 0x84),
-            def_resuid: u16_at(buf, 0x88),
-            def_resgid: u16_at(buf, 0x8A),
-            first_ino: u32_at(buf, 0x8C),
-            inode_size: u16_at(buf, 0x90),
-            dat_entry_size: u16_at(buf, 0x92),
-            checkpoint_size: u16_at(buf, 0x94),
-            segment_usage_size: u16_at(buf, 0x96),
-            uuid: bytes_at(buf, 0x98),
-            volume_name: bytes_at(buf, 0xA8),
-            c_interval: u32_at(buf, 0xF8),
-            c_block_max: u32_at(buf, 0xFC),
-            feature_compat: u64_at(buf, 0x100),
-            feature_compat_ro: u64_at(buf, 0x108),
-            feature_incompat: u64_at(buf, 0x110),
+            rev_level: Self::s_rev_level.u32(buf),
+            minor_rev_level: Self::s_minor_rev_level.u16(buf),
+            magic: Self::s_magic.u16(buf),
+            bytes: Self::s_bytes.u16(buf),
+            flags: Self::s_flags.u16(buf),
+            crc_seed: Self::s_crc_seed.u32(buf),
+            sum: Self::s_sum.u32(buf),
+            log_block_size: Self::s_log_block_size.u32(buf),
+            nsegments: Self::s_nsegments.u64(buf),
+            dev_size: Self::s_dev_size.u64(buf),
+            first_data_block: Self::s_first_data_block.u64(buf),
+            blocks_per_segment: Self::s_blocks_per_segment.u32(buf),
+            r_segments_percentage: Self::s_r_segments_percentage.u32(buf),
+            last_cno: Cno(Self::s_last_cno.u64(buf)),
+            last_pseg: BlockNr(Self::s_last_pseg.u64(buf)),
+            last_seq: Seq(Self::s_last_seq.u64(buf)),
+            free_blocks_count: Self::s_free_blocks_count.u64(buf),
+            ctime: Self::s_ctime.u64(buf),
+            mtime: Self::s_mtime.u64(buf),
+            wtime: Self::s_wtime.u64(buf),
+            mnt_count: Self::s_mnt_count.u16(buf),
+            max_mnt_count: Self::s_max_mnt_count.u16(buf),
+            state: Self::s_state.u16(buf),
+            errors: Self::s_errors.u16(buf),
+            lastcheck: Self::s_lastcheck.u64(buf),
+            checkinterval: Self::s_checkinterval.u32(buf),
+            creator_os: Self::s_creator_os.u32(buf),
+            def_resuid: Self::s_def_resuid.u16(buf),
+            def_resgid: Self::s_def_resgid.u16(buf),
+            first_ino: Self::s_first_ino.u32(buf),
+            inode_size: Self::s_inode_size.u16(buf),
+            dat_entry_size: Self::s_dat_entry_size.u16(buf),
+            checkpoint_size: Self::s_checkpoint_size.u16(buf),
+            segment_usage_size: Self::s_segment_usage_size.u16(buf),
+            uuid: Self::s_uuid.bytes(buf),
+            volume_name: Self::s_volume_name.bytes(buf),
+            c_interval: Self::s_c_interval.u32(buf),
+            c_block_max: Self::s_c_block_max.u32(buf),
+            feature_compat: Self::s_feature_compat.u64(buf),
+            feature_compat_ro: Self::s_feature_compat_ro.u64(buf),
+            feature_incompat: Self::s_feature_incompat.u64(buf),
             reserved: buf[RESERVED_OFFSET..Self::SIZE].to_vec(),
         })
     }
@@ -273,47 +273,47 @@ impl SuperBlock {
     /// The 1024 on-disk bytes, every field verbatim (including `sum`).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; Self::SIZE];
-        put_u32(&mut b, 0x00, self.rev_level);
-        put_u16(&mut b, 0x04, self.minor_rev_level);
-        put_u16(&mut b, 0x06, self.magic);
-        put_u16(&mut b, 0x08, self.bytes);
-        put_u16(&mut b, 0x0A, self.flags);
-        put_u32(&mut b, 0x0C, self.crc_seed);
-        put_u32(&mut b, 0x10, self.sum);
-        put_u32(&mut b, 0x14, self.log_block_size);
-        put_u64(&mut b, 0x18, self.nsegments);
-        put_u64(&mut b, 0x20, self.dev_size);
-        put_u64(&mut b, 0x28, self.first_data_block);
-        put_u32(&mut b, 0x30, self.blocks_per_segment);
-        put_u32(&mut b, 0x34, self.r_segments_percentage);
-        put_u64(&mut b, 0x38, self.last_cno.0);
-        put_u64(&mut b, 0x40, self.last_pseg.0);
-        put_u64(&mut b, 0x48, self.last_seq.0);
-        put_u64(&mut b, 0x50, self.free_blocks_count);
-        put_u64(&mut b, 0x58, self.ctime);
-        put_u64(&mut b, 0x60, self.mtime);
-        put_u64(&mut b, 0x68, self.wtime);
-        put_u16(&mut b, 0x70, self.mnt_count);
-        put_u16(&mut b, 0x72, self.max_mnt_count);
-        put_u16(&mut b, 0x74, self.state);
-        put_u16(&mut b, 0x76, self.errors);
-        put_u64(&mut b, 0x78, self.lastcheck);
-        put_u32(&mut b, 0x80, self.checkinterval);
-        put_u32(&mut b, 0x84, self.creator_os);
-        put_u16(&mut b, 0x88, self.def_resuid);
-        put_u16(&mut b, 0x8A, self.def_resgid);
-        put_u32(&mut b, 0x8C, self.first_ino);
-        put_u16(&mut b, 0x90, self.inode_size);
-        put_u16(&mut b, 0x92, self.dat_entry_size);
-        put_u16(&mut b, 0x94, self.checkpoint_size);
-        put_u16(&mut b, 0x96, self.segment_usage_size);
-        put_bytes(&mut b, 0x98, &self.uuid);
-        put_bytes(&mut b, 0xA8, &self.volume_name);
-        put_u32(&mut b, 0xF8, self.c_interval);
-        put_u32(&mut b, 0xFC, self.c_block_max);
-        put_u64(&mut b, 0x100, self.feature_compat);
-        put_u64(&mut b, 0x108, self.feature_compat_ro);
-        put_u64(&mut b, 0x110, self.feature_incompat);
+        Self::s_rev_level.put_u32(&mut b, self.rev_level);
+        Self::s_minor_rev_level.put_u16(&mut b, self.minor_rev_level);
+        Self::s_magic.put_u16(&mut b, self.magic);
+        Self::s_bytes.put_u16(&mut b, self.bytes);
+        Self::s_flags.put_u16(&mut b, self.flags);
+        Self::s_crc_seed.put_u32(&mut b, self.crc_seed);
+        Self::s_sum.put_u32(&mut b, self.sum);
+        Self::s_log_block_size.put_u32(&mut b, self.log_block_size);
+        Self::s_nsegments.put_u64(&mut b, self.nsegments);
+        Self::s_dev_size.put_u64(&mut b, self.dev_size);
+        Self::s_first_data_block.put_u64(&mut b, self.first_data_block);
+        Self::s_blocks_per_segment.put_u32(&mut b, self.blocks_per_segment);
+        Self::s_r_segments_percentage.put_u32(&mut b, self.r_segments_percentage);
+        Self::s_last_cno.put_u64(&mut b, self.last_cno.0);
+        Self::s_last_pseg.put_u64(&mut b, self.last_pseg.0);
+        Self::s_last_seq.put_u64(&mut b, self.last_seq.0);
+        Self::s_free_blocks_count.put_u64(&mut b, self.free_blocks_count);
+        Self::s_ctime.put_u64(&mut b, self.ctime);
+        Self::s_mtime.put_u64(&mut b, self.mtime);
+        Self::s_wtime.put_u64(&mut b, self.wtime);
+        Self::s_mnt_count.put_u16(&mut b, self.mnt_count);
+        Self::s_max_mnt_count.put_u16(&mut b, self.max_mnt_count);
+        Self::s_state.put_u16(&mut b, self.state);
+        Self::s_errors.put_u16(&mut b, self.errors);
+        Self::s_lastcheck.put_u64(&mut b, self.lastcheck);
+        Self::s_checkinterval.put_u32(&mut b, self.checkinterval);
+        Self::s_creator_os.put_u32(&mut b, self.creator_os);
+        Self::s_def_resuid.put_u16(&mut b, self.def_resuid);
+        Self::s_def_resgid.put_u16(&mut b, self.def_resgid);
+        Self::s_first_ino.put_u32(&mut b, self.first_ino);
+        Self::s_inode_size.put_u16(&mut b, self.inode_size);
+        Self::s_dat_entry_size.put_u16(&mut b, self.dat_entry_size);
+        Self::s_checkpoint_size.put_u16(&mut b, self.checkpoint_size);
+        Self::s_segment_usage_size.put_u16(&mut b, self.segment_usage_size);
+        Self::s_uuid.put_bytes(&mut b, &self.uuid);
+        Self::s_volume_name.put_bytes(&mut b, &self.volume_name);
+        Self::s_c_interval.put_u32(&mut b, self.c_interval);
+        Self::s_c_block_max.put_u32(&mut b, self.c_block_max);
+        Self::s_feature_compat.put_u64(&mut b, self.feature_compat);
+        Self::s_feature_compat_ro.put_u64(&mut b, self.feature_compat_ro);
+        Self::s_feature_incompat.put_u64(&mut b, self.feature_incompat);
         let n = self.reserved.len().min(RESERVED_LEN);
         put_bytes(&mut b, RESERVED_OFFSET, &self.reserved[..n]);
         b
@@ -537,6 +537,50 @@ impl SuperBlock {
         )
     }
 }
+
+layout!(SuperBlock {
+    s_rev_level: 0x0, 4;
+    s_minor_rev_level: 0x4, 2;
+    s_magic: 0x6, 2;
+    s_bytes: 0x8, 2;
+    s_flags: 0xA, 2;
+    s_crc_seed: 0xC, 4;
+    s_sum: 0x10, 4;
+    s_log_block_size: 0x14, 4;
+    s_nsegments: 0x18, 8;
+    s_dev_size: 0x20, 8;
+    s_first_data_block: 0x28, 8;
+    s_blocks_per_segment: 0x30, 4;
+    s_r_segments_percentage: 0x34, 4;
+    s_last_cno: 0x38, 8;
+    s_last_pseg: 0x40, 8;
+    s_last_seq: 0x48, 8;
+    s_free_blocks_count: 0x50, 8;
+    s_ctime: 0x58, 8;
+    s_mtime: 0x60, 8;
+    s_wtime: 0x68, 8;
+    s_mnt_count: 0x70, 2;
+    s_max_mnt_count: 0x72, 2;
+    s_state: 0x74, 2;
+    s_errors: 0x76, 2;
+    s_lastcheck: 0x78, 8;
+    s_checkinterval: 0x80, 4;
+    s_creator_os: 0x84, 4;
+    s_def_resuid: 0x88, 2;
+    s_def_resgid: 0x8A, 2;
+    s_first_ino: 0x8C, 4;
+    s_inode_size: 0x90, 2;
+    s_dat_entry_size: 0x92, 2;
+    s_checkpoint_size: 0x94, 2;
+    s_segment_usage_size: 0x96, 2;
+    s_uuid: 0x98, 16;
+    s_volume_name: 0xA8, 80;
+    s_c_interval: 0xF8, 4;
+    s_c_block_max: 0xFC, 4;
+    s_feature_compat: 0x100, 8;
+    s_feature_compat_ro: 0x108, 8;
+    s_feature_incompat: 0x110, 8;
+});
 
 /// `NILFS_SB2_OFFSET_BYTES`: byte offset of the secondary super block, the
 /// start of the last whole 4 KiB unit of the device. `None` when the device is

@@ -219,12 +219,9 @@ impl<'a> Fs<'a> {
             if let Some(t) = attr.atime {
                 f.atime_ns = Some(t);
             }
-            f.raw.ctime = now;
-            f.raw.ctime_nsec = nsec;
             // nilfs_mark_inode_dirty: I_DIRTY, so NILFS_I_INODE_SYNC; the
             // pages stay clean (an fsync after it writes nothing).
-            f.inode_dirty = true;
-            f.inode_sync = true;
+            f.changed((now, nsec));
             fs.inodes.touch(i);
             Ok(())
         })
@@ -261,12 +258,7 @@ impl<'a> Fs<'a> {
         let nsec = self.now_nsec;
         let f = self.inodes.loaded_mut(i);
         f.raw.size = size;
-        f.raw.mtime = now;
-        f.raw.mtime_nsec = nsec;
-        f.raw.ctime = now;
-        f.raw.ctime_nsec = nsec;
-        f.inode_dirty = true;
-        f.inode_sync = true;
+        f.modified((now, nsec));
         // nilfs_setattr calls nilfs_truncate (nilfs_set_file_dirty) only
         // when the size changes; otherwise the inode is only marked dirty.
         if size != old {

@@ -57,6 +57,22 @@ impl FileState {
         }
     }
 
+    /// `mark_inode_dirty` after a change at `now` (seconds, nanoseconds):
+    /// ctime moves, and the inode changed beyond its timestamps.
+    pub(crate) fn changed(&mut self, (now, nsec): (u64, u32)) {
+        self.raw.ctime = now;
+        self.raw.ctime_nsec = nsec;
+        self.inode_dirty = true;
+        self.inode_sync = true;
+    }
+
+    /// [`changed`](Self::changed), and the contents too: mtime moves.
+    pub(crate) fn modified(&mut self, (now, nsec): (u64, u32)) {
+        self.raw.mtime = now;
+        self.raw.mtime_nsec = nsec;
+        self.changed((now, nsec));
+    }
+
     /// Whether the file has anything a construction would write.
     pub(crate) fn needs_write(&self) -> bool {
         self.inode_dirty || !self.dirty.is_empty()
@@ -589,11 +605,7 @@ impl<'a> Fs<'a> {
         let now = self.now;
         let nsec = self.now_nsec;
         if self.inodes.contains(i) {
-            let f = self.inodes.loaded_mut(i);
-            f.raw.ctime = now;
-            f.raw.ctime_nsec = nsec;
-            f.inode_dirty = true;
-            f.inode_sync = true;
+            self.inodes.loaded_mut(i).changed((now, nsec));
         }
         self.inodes.touch(i);
     }
@@ -602,13 +614,7 @@ impl<'a> Fs<'a> {
     pub(crate) fn touch_dir(&mut self, d: Ino) {
         let now = self.now;
         let nsec = self.now_nsec;
-        let f = self.inodes.loaded_mut(d);
-        f.raw.mtime = now;
-        f.raw.mtime_nsec = nsec;
-        f.raw.ctime = now;
-        f.raw.ctime_nsec = nsec;
-        f.inode_dirty = true;
-        f.inode_sync = true;
+        self.inodes.loaded_mut(d).modified((now, nsec));
         self.inodes.touch(d);
     }
 }

@@ -46,12 +46,7 @@ impl<'a> Fs<'a> {
         let f = self.inodes.loaded_mut(parent);
         // A directory grows by whole blocks (the kernel's chunk).
         f.raw.size = size;
-        f.raw.mtime = now;
-        f.raw.mtime_nsec = nsec;
-        f.raw.ctime = now;
-        f.raw.ctime_nsec = nsec;
-        f.inode_dirty = true;
-        f.inode_sync = true;
+        f.modified((now, nsec));
         self.inodes.touch(parent);
         Ok(())
     }

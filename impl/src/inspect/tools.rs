@@ -17,8 +17,8 @@ use crate::the_nilfs::Nilfs;
 use crate::{Error, Result};
 
 use super::nilfs_utils::{
-    dumpseg_geometry, dumpseg_read_segment, lscp_with_stat, lssu_with_stat, nilfs_tune_list,
-    tune_select_super_block, CpInfo, CpStat, LscpOptions, LssuOptions, SuInfo, SuStat,
+    dumpseg_geometry, dumpseg_read_segment, lscp_with_stat, lssu_with_stat, nilfs_tune_list_as,
+    tune_select_super_block, CpInfo, CpStat, LscpOptions, LssuOptions, NilfsUtils, SuInfo, SuStat,
 };
 use crate::format::superblock::SuperBlock;
 
@@ -146,7 +146,15 @@ pub fn dumpseg(dev: &dyn BlockDevice, segnums: &[u64]) -> Result<DumpsegOutput> 
     })
 }
 
-/// `nilfs-tune -l` of `dev`.
-pub fn tune_list(dev: &dyn BlockDevice) -> Result<String> {
-    Ok(nilfs_tune_list(&libnilfs_super_block(dev)?))
+/// `nilfs-tune -l` of `dev`, as `version` prints it (uid and gid 0 named
+/// `root`, every other `unknown`, as on a base Debian system).
+pub fn tune_list(dev: &dyn BlockDevice, version: NilfsUtils) -> Result<String> {
+    let user = |uid: u32| (uid == 0).then(|| "root".to_string());
+    let group = |gid: u32| (gid == 0).then(|| "root".to_string());
+    Ok(nilfs_tune_list_as(
+        &libnilfs_super_block(dev)?,
+        version,
+        &user,
+        &group,
+    ))
 }

@@ -231,15 +231,7 @@ impl DatReader {
                 break;
             }
         }
-        if !done_early {
-            bh.wait_on_buffer();
-        }
-        if !bh.test(BufFlag::Uptodate) {
-            return Err(Error::Io {
-                blocknr: blkoff,
-                detail: format!("I/O error reading DAT block {blkoff}"),
-            });
-        }
+        bh.finish_read(done_early, blkoff, "DAT block")?;
         Ok(bh)
     }
 

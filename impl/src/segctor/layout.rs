@@ -94,6 +94,37 @@ pub struct SegBuf {
     pub super_root: bool,
 }
 
+impl SegBuf {
+    /// An empty buffer for a log that starts at `pseg_start` in segment
+    /// `segnum`, which spans `fseg` (first and last block).
+    fn empty(
+        segnum: SegNum,
+        (fseg_start, fseg_end): (BlockNr, BlockNr),
+        pseg_start: BlockNr,
+        seq: Seq,
+        nextnum: SegNum,
+    ) -> SegBuf {
+        SegBuf {
+            segnum,
+            fseg_start,
+            fseg_end,
+            pseg_start,
+            // Saturating: segment 0 holds nothing when a damaged
+            // s_first_data_block lies past it.
+            rest_blocks: (fseg_end.0 + 1).saturating_sub(pseg_start.0),
+            seq,
+            nextnum,
+            flags: 0,
+            nblocks: 0,
+            nsumblk: 0,
+            sumbytes: 0,
+            files: Vec::new(),
+            payload: Vec::new(),
+            super_root: false,
+        }
+    }
+}
+
 /// Where a summary record is written: summary block index and offset.
 #[derive(Clone, Copy, Debug, Default)]
 struct SumPtr {
@@ -183,22 +214,13 @@ impl Layout {
         }
         segs.mark_dirty(cursor.segnum)?;
         let nextnum = if alloc { segs.alloc()? } else { cursor.nextnum };
-        let buf = SegBuf {
-            segnum: cursor.segnum,
-            fseg_start,
-            fseg_end,
-            pseg_start: BlockNr(pseg_start),
-            rest_blocks: (fseg_end.0 + 1).saturating_sub(pseg_start),
-            seq: cursor.seq,
+        let buf = SegBuf::empty(
+            cursor.segnum,
+            (fseg_start, fseg_end),
+            BlockNr(pseg_start),
+            cursor.seq,
             nextnum,
-            flags: 0,
-            nblocks: 0,
-            nsumblk: 0,
-            sumbytes: 0,
-            files: Vec::new(),
-            payload: Vec::new(),
-            super_root: false,
-        };
+        );
         let mut l = Layout {
             geo,
             ctime,
@@ -229,24 +251,13 @@ impl Layout {
             let (fseg_start, fseg_end) = self.geo.range(segnum);
             let seq = Seq(prev.seq.0 + 1);
             let nextnum = segs.alloc()?;
-            self.bufs.push(SegBuf {
+            self.bufs.push(SegBuf::empty(
                 segnum,
+                (fseg_start, fseg_end),
                 fseg_start,
-                fseg_end,
-                pseg_start: fseg_start,
-                // Saturating: segment 0 holds nothing when a damaged
-                // s_first_data_block lies past it.
-                rest_blocks: (fseg_end.0 + 1).saturating_sub(fseg_start.0),
                 seq,
                 nextnum,
-                flags: 0,
-                nblocks: 0,
-                nsumblk: 0,
-                sumbytes: 0,
-                files: Vec::new(),
-                payload: Vec::new(),
-                super_root: false,
-            });
+            ));
         }
         Ok(())
     }

@@ -1,42 +1,15 @@
-//! Shared helpers for the metadata-file write-side tests: images to start
-//! from, and the four metadata files opened on them.
+//! Shared helper of the metadata-file write-side tests: the four metadata
+//! files opened on an image (the images come from nilfs-testkit).
 
 #![allow(dead_code)]
 
-use std::path::Path;
-
 use nilfs::cpfile::Cpfile;
 use nilfs::dat::Dat;
-use nilfs::device::{import_image, MemDevice};
 use nilfs::format::Ino;
 use nilfs::ifile::Ifile;
 use nilfs::mdt::{ImageFile, Mdt};
-use nilfs::mkfs::{mkfs, MkfsOptions};
 use nilfs::sufile::Sufile;
 use nilfs::the_nilfs::Nilfs;
-
-/// The kernel-written fixture (committed in tests/fixtures).
-pub const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/kernel-6.1/scenario-gc-128M.img.xz"
-);
-
-/// A fresh mkfs image of `size` bytes with `block_size`-byte blocks.
-pub fn fresh(size: u64, block_size: u64, blocks_per_segment: u64) -> MemDevice {
-    let dev = MemDevice::new(size);
-    let o = MkfsOptions {
-        block_size,
-        blocks_per_segment,
-        ..MkfsOptions::default()
-    };
-    mkfs(&dev, &o).expect("mkfs");
-    dev
-}
-
-/// The kernel fixture (committed, so always there).
-pub fn fixture() -> Option<MemDevice> {
-    Some(import_image(Path::new(FIXTURE)).expect("import the kernel fixture"))
-}
 
 /// The metadata files of an opened image.
 pub struct Files<'a> {

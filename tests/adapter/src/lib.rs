@@ -508,23 +508,22 @@ impl<'d> ImplUnderTest<'d> {
                 name,
                 follow,
                 at: None,
-            } => self
-                .with(|fs| {
-                    fs.paths()
-                        .xattr(path.as_bytes(), name.as_bytes(), *follow, true)
-                })
-                .map(ok)?,
-            Op::Getxattr {
+            }
+            | Op::Getxattr {
                 path,
                 name,
                 follow,
                 at: None,
-            } => self
-                .with(|fs| {
+            } => {
+                // Only the attribute's checks are modelled: set and remove
+                // write, get reads.
+                let write = !matches!(op, Op::Getxattr { .. });
+                self.with(|fs| {
                     fs.paths()
-                        .xattr(path.as_bytes(), name.as_bytes(), *follow, false)
+                        .xattr(path.as_bytes(), name.as_bytes(), *follow, write)
                 })
-                .map(ok)?,
+                .map(ok)?
+            }
             Op::Listxattr {
                 path,
                 follow,

@@ -57,8 +57,39 @@ pub fn tune_select_super_block(
         })
 }
 
-/// First line of every nilfs-tune run (2.2.9 prints it unconditionally).
+/// First line of every nilfs-tune 2.2.9 run (it prints it
+/// unconditionally; 2.2.10 dropped it).
 pub const NILFS_TUNE_VERSION_LINE: &str = "nilfs-tune 2.2.9\n";
+
+/// The nilfs-utils releases whose printed output differs, as pinned in
+/// tests/peers.toml. 2.2.10 changed nilfs-tune: no version banner, and
+/// `s_bytes` (a 16-bit field) printed as `0x%04x` instead of `0x%08x`;
+/// mkfs.nilfs2 stopped making /.nilfs. lscp, lssu and dumpseg print the
+/// same in both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NilfsUtils {
+    /// Debian 12's nilfs-tools.
+    #[default]
+    V2_2_9,
+    /// Debian 13's nilfs-tools (and 2.2.10's behaviour).
+    V2_2_11,
+}
+
+impl NilfsUtils {
+    /// `2.2.9`, `2.2.11` (and `2.2.10`, which prints as 2.2.11 does).
+    pub fn parse(s: &str) -> Option<NilfsUtils> {
+        match s {
+            "2.2.9" => Some(NilfsUtils::V2_2_9),
+            "2.2.10" | "2.2.11" => Some(NilfsUtils::V2_2_11),
+            _ => None,
+        }
+    }
+
+    /// Whether its mkfs.nilfs2 makes the `.nilfs` file.
+    pub fn makes_dot_nilfs(self) -> bool {
+        self == NilfsUtils::V2_2_9
+    }
+}
 
 /// Name of one feature bit, as `nilfs_feature2string()`: `block_count` for
 /// compat_ro bit 0, otherwise `FEATURE_<C|R|I><bit>`.
@@ -105,7 +136,20 @@ pub fn nilfs_tune_list_with_names(
     user: &dyn Fn(u32) -> Option<String>,
     group: &dyn Fn(u32) -> Option<String>,
 ) -> String {
-    let mut o = String::from(NILFS_TUNE_VERSION_LINE);
+    nilfs_tune_list_as(sb, NilfsUtils::V2_2_9, user, group)
+}
+
+/// The standard output of `nilfs-tune -l DEVICE` as `version` prints it.
+pub fn nilfs_tune_list_as(
+    sb: &SuperBlock,
+    version: NilfsUtils,
+    user: &dyn Fn(u32) -> Option<String>,
+    group: &dyn Fn(u32) -> Option<String>,
+) -> String {
+    let mut o = match version {
+        NilfsUtils::V2_2_9 => String::from(NILFS_TUNE_VERSION_LINE),
+        NilfsUtils::V2_2_11 => String::new(),
+    };
     let name_len = sb
         .volume_name
         .iter()
@@ -197,6 +241,13 @@ pub fn nilfs_tune_list_with_names(
     let _ = writeln!(o, "# of blks to create seg:  {}", sb.c_block_max);
     let _ = writeln!(o, "CRC seed:\t\t  0x{:08x}", sb.crc_seed);
     let _ = writeln!(o, "CRC check sum:\t\t  0x{:08x}", sb.sum);
-    let _ = writeln!(o, "CRC check data size:\t  0x{:08x}", sb.bytes);
+    match version {
+        NilfsUtils::V2_2_9 => {
+            let _ = writeln!(o, "CRC check data size:\t  0x{:08x}", sb.bytes);
+        }
+        NilfsUtils::V2_2_11 => {
+            let _ = writeln!(o, "CRC check data size:\t  0x{:04x}", sb.bytes);
+        }
+    }
     o
 }

@@ -1,0 +1,134 @@
+//! What a campaign found wrong, in one shape for every campaign: the
+//! check that failed, the key shrinking keeps constant, the story.
+
+use nilfs_model::Rejection;
+use serde_json::Value;
+
+/// What went wrong, in a form that shrinking can keep constant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Which check: kernel-rejected, read-path, ours-rejected, runner,
+    /// ours-runner, guest, grub.
+    pub class: &'static str,
+    /// What must stay the same while shrinking (the rejected operation's
+    /// kind and the observed outcome, say).
+    pub key: String,
+    /// The whole story, for the finding's folder.
+    pub detail: String,
+}
+
+impl Problem {
+    /// The key of a rejection: the operation's kind and the observed
+    /// outcome's shape (the errno, or which kind of answer), which stay the
+    /// same while shrinking changes the numbers around them.
+    fn rejected(class: &'static str, r: &Rejection, trace: &str) -> Problem {
+        let op: Value = serde_json::from_str(&r.op).unwrap_or(Value::Null);
+        let kind = op.get("op").and_then(Value::as_str).unwrap_or("?");
+        let observed: Value = serde_json::from_str(&r.observed).unwrap_or(Value::Null);
+        let shape = match &observed {
+            Value::String(s) => s.clone(),
+            Value::Object(o) => match o.iter().next() {
+                Some((k, Value::String(e))) if k == "err" => format!("err {e}"),
+                Some((k, _)) => k.clone(),
+                None => "?".into(),
+            },
+            _ => r.observed.chars().take(40).collect(),
+        };
+        Problem {
+            class,
+            key: format!("{kind} -> {shape}"),
+            detail: format!("{r}\n\ntrace:\n{trace}"),
+        }
+    }
+    pub fn kernel_rejected(r: &Rejection, trace: &str) -> Problem {
+        Problem::rejected("kernel-rejected", r, trace)
+    }
+    pub fn ours_rejected(r: &Rejection, trace: &str) -> Problem {
+        Problem::rejected("ours-rejected", r, trace)
+    }
+    pub fn read_path(detail: impl Into<String>) -> Problem {
+        let detail = detail.into();
+        Problem {
+            class: "read-path",
+            key: detail.split(':').next().unwrap_or("").to_string(),
+            detail,
+        }
+    }
+    pub fn runner(detail: impl Into<String>) -> Problem {
+        Problem {
+            class: "runner",
+            key: String::new(),
+            detail: detail.into(),
+        }
+    }
+    pub fn ours_runner(detail: impl Into<String>) -> Problem {
+        Problem {
+            class: "ours-runner",
+            key: String::new(),
+            detail: detail.into(),
+        }
+    }
+    pub fn guest(detail: impl Into<String>) -> Problem {
+        Problem {
+            class: "guest",
+            key: String::new(),
+            detail: detail.into(),
+        }
+    }
+    /// A dm-log-writes log that cannot be read (the crash campaign).
+    pub fn crash_log(e: &impl std::fmt::Display) -> Problem {
+        Problem {
+            class: "crash-log",
+            key: String::new(),
+            detail: e.to_string(),
+        }
+    }
+    /// One line for tables.
+    pub fn headline(&self) -> String {
+        let first = self.detail.lines().next().unwrap_or("");
+        if self.key.is_empty() {
+            format!("{}: {first}", self.class)
+        } else {
+            format!("{}: {}", self.class, self.key)
+        }
+    }
+}
+
+/// `class: key` (or the class alone).
+pub fn problem_name(p: &Problem) -> String {
+    if p.key.is_empty() {
+        p.class.to_string()
+    } else {
+        format!("{}: {}", p.class, p.key)
+    }
+}
+
+/// Problems as a verdict file has them: a headline, then the story.
+pub fn verdict_text(problems: &[Problem]) -> String {
+    let mut verdict = String::new();
+    for p in problems {
+        verdict.push_str(&format!("== {}\n{}\n\n", p.headline(), p.detail));
+    }
+    verdict
+}
+
+/// Where two listings part: the first line that differs, as
+/// `{what} N: {want_name} "…", {got_name} "…"` (`<end>` past the end).
+pub fn first_difference<S: AsRef<str>>(
+    want: &[S],
+    got: &[S],
+    what: &str,
+    (want_name, got_name): (&str, &str),
+) -> String {
+    let k = want
+        .iter()
+        .zip(got)
+        .take_while(|(a, b)| a.as_ref() == b.as_ref())
+        .count();
+    format!(
+        "{what} {}: {want_name} {:?}, {got_name} {:?}",
+        k + 1,
+        want.get(k).map_or("<end>", AsRef::as_ref),
+        got.get(k).map_or("<end>", AsRef::as_ref)
+    )
+}

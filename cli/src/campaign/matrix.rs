@@ -1,0 +1,559 @@
+//! `nilref campaign matrix`: the same seeds on every pinned version of
+//! each peer (tests/peers.toml), judged as the kernel and GRUB campaigns
+//! judge one, and one table: versions × workloads passed × findings by
+//! problem. Where two versions of a peer answered the same workload
+//! differently, the matrix says so even when the model allows both: a
+//! difference between releases is a fact a maintainer wants to see.
+//!
+//! Outputs, in `--out`: one folder per version (the campaign's own, with
+//! its findings), `traces/<peer>-<version>/` (every workload's observed
+//! trace, for the comparison), `matrix.md` (the table and the
+//! differences, also printed) and `matrix.html` (the same, coloured, for
+//! a person to read at a glance).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::campaign::common::args::{self, Options};
+use crate::campaign::common::findings::Summary;
+use crate::campaign::{grub, kernel};
+use crate::peers::{Installed, Kind, Manifest};
+
+/// `nilref campaign matrix` arguments.
+#[derive(clap::Args, Clone, Debug)]
+pub struct MatrixArgs {
+    /// Seed range, `A..B` (inclusive).
+    #[arg(long, default_value = "1..24")]
+    pub seeds: String,
+    /// Operations per generated workload.
+    #[arg(long, default_value_t = 40)]
+    pub len: usize,
+    /// Kernel versions (comma-separated; default: every pinned one).
+    #[arg(long)]
+    pub kernels: Option<String>,
+    /// GRUB versions (comma-separated; default: every pinned one).
+    #[arg(long)]
+    pub grubs: Option<String>,
+    /// Output folder.
+    #[arg(long, default_value = "target/campaign/matrix")]
+    pub out: PathBuf,
+    /// Shrink failing workloads (slow: every candidate re-runs the peer).
+    #[arg(long)]
+    pub shrink: bool,
+    /// Run only the I-th of N slices of the seeds (for a CI matrix).
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Run nothing: draw the report again from an earlier run's `--out`
+    /// (its rows and kept traces).
+    #[arg(long)]
+    pub report_only: bool,
+}
+
+/// One version's run, as the report needs it (kept in `row-KIND-V.json`
+/// so that `--report-only` can draw the report again).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub kind: Kind,
+    pub version: String,
+    pub workloads: usize,
+    pub passed: usize,
+    pub seconds: f64,
+    /// Each failing workload's label and the name of its first problem.
+    pub findings: Vec<(String, String)>,
+}
+
+impl Row {
+    fn of(kind: Kind, version: String, s: &Summary) -> Row {
+        Row {
+            kind,
+            version,
+            workloads: s.workloads,
+            passed: s.passed,
+            seconds: s.seconds,
+            findings: s
+                .findings
+                .iter()
+                .map(|f| (f.workload.label.clone(), finding_id(f)))
+                .collect(),
+        }
+    }
+
+    fn to_json(&self) -> String {
+        serde_json::json!({
+            "kind": self.kind.name(),
+            "version": self.version,
+            "workloads": self.workloads,
+            "passed": self.passed,
+            "seconds": self.seconds,
+            "findings": self.findings,
+        })
+        .to_string()
+    }
+
+    fn from_json(text: &str) -> Result<Row, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let field = |k: &str| v.get(k).ok_or_else(|| format!("row: no {k}"));
+        Ok(Row {
+            kind: Kind::parse(field("kind")?.as_str().unwrap_or_default())?,
+            version: field("version")?.as_str().unwrap_or_default().to_string(),
+            workloads: field("workloads")?.as_u64().unwrap_or(0) as usize,
+            passed: field("passed")?.as_u64().unwrap_or(0) as usize,
+            seconds: field("seconds")?.as_f64().unwrap_or(0.0),
+            findings: serde_json::from_value(field("findings")?.clone())
+                .map_err(|e| e.to_string())?,
+        })
+    }
+}
+
+/// Two versions of one peer that answered one line of one workload
+/// differently.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Difference {
+    pub kind: Kind,
+    pub workload: String,
+    pub line: usize,
+    pub op: String,
+    /// Version → its answer (normalized: no times).
+    pub answers: BTreeMap<String, String>,
+}
+
+pub fn run(a: &MatrixArgs) -> Result<String, String> {
+    let manifest = Manifest::pinned();
+    let pick = |kind: Kind, list: &Option<String>| -> Result<Vec<String>, String> {
+        match list {
+            None => Ok(manifest
+                .of(kind)
+                .iter()
+                .map(|p| p.version.clone())
+                .collect()),
+            Some(l) => l
+                .split(',')
+                .map(|v| {
+                    manifest
+                        .find(kind, Some(v.trim()))
+                        .map(|p| p.version.clone())
+                })
+                .collect(),
+        }
+    };
+    let mut rows = Vec::new();
+    if a.report_only {
+        return report(a, earlier_rows(&a.out)?);
+    }
+    for (kind, versions) in [
+        (Kind::Kernel, pick(Kind::Kernel, &a.kernels)?),
+        (Kind::Grub, pick(Kind::Grub, &a.grubs)?),
+    ] {
+        for v in versions {
+            // Fail early, before any boot, when a version is not fetched.
+            Installed::get(kind, Some(&v))?;
+            let traces = a.out.join("traces").join(format!("{}-{v}", kind.name()));
+            let _ = std::fs::remove_dir_all(&traces);
+            std::fs::create_dir_all(&traces).map_err(|e| format!("{}: {e}", traces.display()))?;
+            let ca = args::CampaignArgs {
+                seeds: a.seeds.clone(),
+                len: a.len,
+                profile: None,
+                shard: a.shard.clone(),
+                workload: Vec::new(),
+                out: a.out.join(format!("{}-{v}", kind.name())),
+                no_shrink: !a.shrink,
+                max_findings: 0,
+                kernel: (kind == Kind::Kernel).then(|| v.clone()),
+                grub: (kind == Kind::Grub).then(|| v.clone()),
+            };
+            eprintln!("== {} {v}", kind.name());
+            let summary = match kind {
+                Kind::Kernel => {
+                    let w = args::workloads(&ca, nilfs_workload::gen::Features::DEVICE)?;
+                    kernel::campaign(&Options {
+                        traces: Some(traces),
+                        ..Options::of(&ca, w, 12)
+                    })?
+                }
+                _ => {
+                    let w = args::workloads(&ca, grub::features())?;
+                    grub::campaign(&Options {
+                        traces: Some(traces),
+                        ..Options::of(&ca, w, 1)
+                    })?
+                }
+            };
+            let row = Row::of(kind, v, &summary);
+            let p = a
+                .out
+                .join(format!("row-{}-{}.json", kind.name(), row.version));
+            std::fs::write(&p, row.to_json()).map_err(|e| format!("{}: {e}", p.display()))?;
+            rows.push(row);
+        }
+    }
+    report(a, rows)
+}
+
+/// The rows an earlier run left in `out`, kernels first, in version order.
+fn earlier_rows(out: &Path) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    for e in std::fs::read_dir(out).map_err(|e| format!("{}: {e}", out.display()))? {
+        let p = e.map_err(|e| e.to_string())?.path();
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if name.starts_with("row-") && name.ends_with(".json") {
+            let text = std::fs::read_to_string(&p).map_err(|e| e.to_string())?;
+            rows.push(Row::from_json(&text).map_err(|e| format!("{name}: {e}"))?);
+        }
+    }
+    let m = Manifest::pinned();
+    let order = |r: &Row| {
+        let pos = m.of(r.kind).iter().position(|p| p.version == r.version);
+        (r.kind, pos.unwrap_or(usize::MAX), r.version.clone())
+    };
+    rows.sort_by_key(order);
+    if rows.is_empty() {
+        return Err(format!("{}: no rows of an earlier run", out.display()));
+    }
+    Ok(rows)
+}
+
+/// Compares the kept traces, writes matrix.md and matrix.html, and
+/// returns the Markdown (an error when any version had findings).
+fn report(a: &MatrixArgs, rows: Vec<Row>) -> Result<String, String> {
+    let diffs = differences(&a.out.join("traces"), &rows)?;
+    let md = markdown(&rows, &diffs);
+    let write = |name: &str, text: &str| {
+        let p = a.out.join(name);
+        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    write("matrix.md", &md)?;
+    write("matrix.html", &html(&rows, &diffs))?;
+    let failing = rows.iter().any(|r| !r.findings.is_empty());
+    let text = format!(
+        "{md}\nreport: {} and matrix.html\n",
+        a.out.join("matrix.md").display()
+    );
+    if failing {
+        Err(text)
+    } else {
+        Ok(text)
+    }
+}
+
+/// A finding's name in the matrix: its first problem's class and key.
+fn finding_id(f: &crate::campaign::common::findings::Finding) -> String {
+    f.problems
+        .first()
+        .map(|p| {
+            if p.key.is_empty() {
+                p.class.to_string()
+            } else {
+                format!("{}: {}", p.class, p.key)
+            }
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// One trace line's answer with what legitimately varies between runs
+/// removed: the times themselves (the runs happen at different moments),
+/// kept as the one relation the kernel's clock cannot blur: whether a stat
+/// shows mtime equal to ctime (both set by one `current_time()`, or not).
+pub fn normalized(line: &Value) -> String {
+    fn is_time(k: &str) -> bool {
+        k.ends_with("time") || k.ends_with("time_ns") || matches!(k, "t0" | "t1" | "clock")
+    }
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut out: serde_json::Map<String, Value> = m
+                    .iter()
+                    .filter(|(k, _)| !is_time(k))
+                    .map(|(k, v)| (k.clone(), strip(v)))
+                    .collect();
+                if let (Some(mt), Some(ct)) = (m.get("mtime"), m.get("ctime")) {
+                    out.insert("mtime=ctime".into(), Value::Bool(mt == ct));
+                }
+                Value::Object(out)
+            }
+            Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
+            other => other.clone(),
+        }
+    }
+    strip(line.get("out").unwrap_or(&Value::Null)).to_string()
+}
+
+/// Every line where the versions of one peer answered one workload
+/// differently. Workloads a version did not finish (a runner failure) are
+/// compared as far as they go.
+pub fn differences(traces: &Path, rows: &[Row]) -> Result<Vec<Difference>, String> {
+    let mut out = Vec::new();
+    for kind in [Kind::Kernel, Kind::Grub] {
+        let versions: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.kind == kind)
+            .map(|r| r.version.as_str())
+            .collect();
+        if versions.len() < 2 {
+            continue;
+        }
+        let mut per: BTreeMap<String, BTreeMap<&str, Vec<Value>>> = BTreeMap::new();
+        for v in &versions {
+            let dir = traces.join(format!("{}-{v}", kind.name()));
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(label) = name.strip_suffix(".jsonl") else {
+                    continue;
+                };
+                let text = std::fs::read_to_string(e.path()).map_err(|e| e.to_string())?;
+                let lines = text
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                per.entry(label.to_string()).or_default().insert(v, lines);
+            }
+        }
+        for (label, by_version) in per {
+            let n = by_version.values().map(Vec::len).min().unwrap_or(0);
+            for i in 0..n {
+                let answers: BTreeMap<String, String> = by_version
+                    .iter()
+                    .map(|(v, lines)| (v.to_string(), normalized(&lines[i])))
+                    .collect();
+                let distinct: BTreeSet<&String> = answers.values().collect();
+                if distinct.len() > 1 {
+                    let first = by_version.values().next().expect("n > 0");
+                    out.push(Difference {
+                        kind,
+                        workload: label.clone(),
+                        line: i + 1,
+                        op: first[i]
+                            .get("op")
+                            .and_then(Value::as_str)
+                            .unwrap_or("?")
+                            .to_string(),
+                        answers,
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn finding_columns(rows: &[Row]) -> Vec<String> {
+    let mut ids: BTreeSet<String> = BTreeSet::new();
+    for r in rows {
+        for (_, id) in &r.findings {
+            ids.insert(id.clone());
+        }
+    }
+    ids.into_iter().collect()
+}
+
+fn counts(r: &Row) -> BTreeMap<String, usize> {
+    let mut c = BTreeMap::new();
+    for (_, id) in &r.findings {
+        *c.entry(id.clone()).or_default() += 1;
+    }
+    c
+}
+
+/// The table and the differences, as Markdown.
+pub fn markdown(rows: &[Row], diffs: &[Difference]) -> String {
+    let cols = finding_columns(rows);
+    let mut t = String::from("| peer | version | workloads | passed | failing | time |");
+    for c in &cols {
+        let _ = write!(t, " {c} |");
+    }
+    t.push_str("\n|---|---|---|---|---|---|");
+    t.push_str(&"---|".repeat(cols.len()));
+    t.push('\n');
+    for r in rows {
+        let c = counts(r);
+        let _ = write!(
+            t,
+            "| {} | {} | {} | {} | {} | {:.0} s |",
+            r.kind.name(),
+            r.version,
+            r.workloads,
+            r.passed,
+            r.findings.len(),
+            r.seconds
+        );
+        for col in &cols {
+            let _ = write!(t, " {} |", c.get(col).copied().unwrap_or(0));
+        }
+        t.push('\n');
+    }
+    // Which versions show each finding.
+    if !cols.is_empty() {
+        t.push_str("\n| finding | shown by |\n|---|---|\n");
+        for col in &cols {
+            let by: Vec<String> = rows
+                .iter()
+                .filter(|r| counts(r).contains_key(col))
+                .map(|r| {
+                    let labels: Vec<&str> = r
+                        .findings
+                        .iter()
+                        .filter(|(_, id)| id == col)
+                        .map(|(l, _)| l.as_str())
+                        .collect();
+                    format!("{} {} ({})", r.kind.name(), r.version, labels.join(", "))
+                })
+                .collect();
+            let _ = writeln!(t, "| {col} | {} |", by.join(", "));
+        }
+    }
+    if diffs.is_empty() {
+        t.push_str("\nNo two versions of a peer answered any workload differently.\n");
+    } else {
+        let _ = writeln!(
+            t,
+            "\n{} lines where versions of a peer answered differently:\n\n| peer | workload | line | op | answers |\n|---|---|---|---|---|",
+            diffs.len()
+        );
+        for d in diffs {
+            let answers: Vec<String> = d
+                .answers
+                .iter()
+                .map(|(v, a)| format!("{v}: `{a}`"))
+                .collect();
+            let _ = writeln!(
+                t,
+                "| {} | {} | {} | {} | {} |",
+                d.kind.name(),
+                d.workload,
+                d.line,
+                d.op,
+                answers.join("; ")
+            );
+        }
+    }
+    t
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The same report as a page: green where every workload passed, red where
+/// a version has findings, amber for lines where versions differ.
+pub fn html(rows: &[Row], diffs: &[Difference]) -> String {
+    let cols = finding_columns(rows);
+    let mut h = String::from(
+        "<!doctype html><meta charset=\"utf-8\"><title>nilfs-ref version matrix</title>\n\
+         <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
+         td,th{border:1px solid #999;padding:.3em .6em;text-align:right}\
+         td.l,th.l{text-align:left}.ok{background:#cfc}.bad{background:#fbb}.diff{background:#fe9}\
+         code{font-size:90%}</style>\n<h1>nilfs-ref: every pinned version, the same seeds</h1>\n<table>\n<tr><th class=l>peer</th><th class=l>version</th><th>workloads</th><th>passed</th><th>failing</th><th>time (s)</th>",
+    );
+    for c in &cols {
+        let _ = write!(h, "<th>{}</th>", esc(c));
+    }
+    h.push_str("</tr>\n");
+    for r in rows {
+        let class = if r.findings.is_empty() { "ok" } else { "bad" };
+        let c = counts(r);
+        let _ = write!(
+            h,
+            "<tr class={class}><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td>",
+            r.kind.name(),
+            esc(&r.version),
+            r.workloads,
+            r.passed,
+            r.findings.len(),
+            r.seconds
+        );
+        for col in &cols {
+            let _ = write!(h, "<td>{}</td>", c.get(col).copied().unwrap_or(0));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+    if diffs.is_empty() {
+        h.push_str(
+            "<p class=ok>No two versions of a peer answered any workload differently.</p>\n",
+        );
+    } else {
+        let _ = write!(
+            h,
+            "<h2>{} lines where versions differ</h2>\n<table><tr><th class=l>peer</th><th class=l>workload</th><th>line</th><th class=l>op</th><th class=l>answers</th></tr>\n",
+            diffs.len()
+        );
+        for d in diffs {
+            let answers: Vec<String> = d
+                .answers
+                .iter()
+                .map(|(v, a)| format!("<b>{}</b>: <code>{}</code>", esc(v), esc(a)))
+                .collect();
+            let _ = writeln!(
+                h,
+                "<tr class=diff><td class=l>{}</td><td class=l>{}</td><td>{}</td><td class=l>{}</td><td class=l>{}</td></tr>",
+                d.kind.name(),
+                esc(&d.workload),
+                d.line,
+                esc(&d.op),
+                answers.join("<br>")
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    //! The comparison proves it can fail: two versions whose traces differ
+    //! in one answer are reported at that line, and times alone are not a
+    //! difference.
+
+    use super::*;
+
+    #[test]
+    fn differing_answers_are_reported_and_times_are_not() {
+        let dir = std::env::temp_dir().join(format!("nilref-matrix-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let put = |v: &str, text: &str| {
+            let d = dir.join(format!("kernel-{v}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("seed-1.jsonl"), text).unwrap();
+        };
+        // Line 2: other times, the same relation: no difference. Line 3:
+        // another answer. Line 4: mtime kept by one version, set by the
+        // other (a directory renamed within its parent, 6.1 against 7.x).
+        put(
+            "6.1",
+            "{\"op\":\"mkdir\",\"out\":\"ok\"}\n{\"op\":\"stat\",\"out\":{\"stat\":{\"size\":1024,\"mtime\":5,\"ctime\":5}}}\n{\"op\":\"rename\",\"out\":\"ok\"}\n{\"op\":\"stat\",\"out\":{\"stat\":{\"mtime\":7,\"ctime\":7}}}\n",
+        );
+        put(
+            "7.3",
+            "{\"op\":\"mkdir\",\"out\":\"ok\"}\n{\"op\":\"stat\",\"out\":{\"stat\":{\"size\":1024,\"mtime\":9,\"ctime\":9}}}\n{\"op\":\"rename\",\"out\":{\"err\":\"EXDEV\"}}\n{\"op\":\"stat\",\"out\":{\"stat\":{\"mtime\":9,\"ctime\":11}}}\n",
+        );
+        let rows = ["6.1", "7.3"].map(|v| Row {
+            kind: Kind::Kernel,
+            version: v.into(),
+            workloads: 1,
+            passed: 1,
+            seconds: 1.0,
+            findings: Vec::new(),
+        });
+        assert_eq!(Row::from_json(&rows[0].to_json()).unwrap(), rows[0]);
+        let d = differences(&dir, &rows).unwrap();
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert_eq!((d[0].line, d[0].op.as_str()), (3, "rename"));
+        assert_eq!((d[1].line, d[1].op.as_str()), (4, "stat"));
+        assert!(markdown(&rows, &d).contains("| kernel | seed-1 | 3 | rename |"));
+        assert!(html(&rows, &d).contains("class=diff"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
