@@ -6,7 +6,7 @@
 //! - The trace is JSON Lines; each line's `out` field is optional and
 //!   ignored (the output carries the observed outcomes instead). Checkpoint
 //!   references (`{"$mkcp": k}`, `{"$lscp": i}`, see
-//!   `nilfs_model::workload`) are resolved from the outcomes observed so
+//!   `nilfs_workload`) are resolved from the outcomes observed so
 //!   far; a line whose reference cannot be resolved, or that reads a
 //!   snapshot view that is not mounted (its mount failed), is not run and
 //!   leaves no line in the output.
@@ -39,8 +39,8 @@ use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
 use nilfs_adapter::ImplUnderTest;
-use nilfs_model::workload::{self, Resolver, Unresolved};
 use nilfs_model::{Line, Op, Outcome};
+use nilfs_workload::{self as workload, Resolver, Unresolved};
 
 const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
 

@@ -16,8 +16,8 @@ use nilfs::fs::Fs;
 use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::posix::CheckpointView;
 use nilfs::the_nilfs::Nilfs;
-use nilfs_model::gen::{generate, Features, GenConfig, Profile};
 use nilfs_model::{crash, follow_trace, step, Errno, Expect, Op, Outcome, State};
+use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
 use serde_json::Value;
 
 use crate::apply;

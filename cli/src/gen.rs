@@ -1,7 +1,7 @@
 //! `nilref gen`: a workload (a trace without outcomes) generated from a
 //! seed by the model's generator, for `apply` or `exec`.
 
-use nilfs_model::gen::{generate, Features, GenConfig, Profile};
+use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
 
 /// Arguments of `nilref gen`.
 #[derive(clap::Args)]

@@ -104,7 +104,7 @@ fn same_seed_same_image_other_seed_other_image() {
 /// that compiled cli/src/oracle.rs into itself; the binary is the contract.)
 #[test]
 fn oracle_check_names_the_rejected_line_errno_and_operation() {
-    use nilfs_model::state::{Op, Outcome};
+    use nilfs_model::{Op, Outcome};
     let good = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../model/traces/scenario-gc.jsonl"

@@ -15,7 +15,7 @@ use common::fuse::{fuse_available, fuse_or_skip, sh, Mount};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nilfs_model::gen::{generate, Features, GenConfig, Profile};
+use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
 
 const PROFILES: [Profile; 4] = [
     Profile::Attrs,

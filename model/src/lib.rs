@@ -7,29 +7,44 @@
 //! depends on no other crate of this workspace. docs/model.md is its prose
 //! form, rule by rule, with the kernel functions each rule follows.
 //!
-//! - [`fs::Namespace`]: one view's inodes and the POSIX operations on it.
-//! - [`state::State`] and [`state::step`]: the whole file system and its
-//!   transition function, which returns every allowed [`state::Branch`].
+//! - [`op`]: the operations and their outcomes (the trace vocabulary).
+//! - [`fs::Namespace`]: one view's inodes and the POSIX rules on it.
+//! - [`state::State`]: the whole file system: checkpoints, mounts, what is
+//!   not yet durable, the space estimate, the clock.
+//! - [`step()`]: the transition function, which returns every allowed
+//!   [`Branch`]; one guarded action per operation, by area.
+//! - [`durability`]: constructions, the log writer's timer, sync and
+//!   fsync, and the crash envelope ([`crash`]).
+//! - [`space`]: when ENOSPC is allowed.
+//! - [`accept`]: which observed outcomes a branch allows.
+//! - [`laws`]: the model's stated laws, checked on every transition.
 //! - [`trace`]: the oracle interface: JSON Lines traces and their checker;
 //!   [`linearize`]: concurrent histories against a sequential specification.
 //! - [`pattern::Pattern`]: compact descriptions of written data.
 //! - [`manifest::manifest`]: manifest.sh's listing of a namespace.
-//! - [`workload`]: workloads (traces before they run) and their checkpoint
-//!   references; [`gen`]: the workload generator every runner shares;
-//!   [`shrink`]: delta debugging of a failing workload.
+//!
+//! Workloads, their generator and their shrinker are tooling, not
+//! specification: they live in the nilfs-workload crate, which depends on
+//! this one.
 
+pub mod accept;
+pub mod durability;
 pub mod fs;
-pub mod gen;
 pub mod laws;
 pub mod linearize;
 pub mod manifest;
+pub mod op;
 pub mod pattern;
-pub mod shrink;
+pub mod space;
 pub mod state;
+pub mod step;
 pub mod trace;
-pub mod workload;
 
+pub use durability::crash;
 pub use fs::{Errno, FileType, Namespace, StatInfo, LINK_MAX, MAX_FILE_SIZE, NAME_LEN_MAX};
+pub use op::{CpEntry, Op, Outcome, StatfsInfo};
 pub use pattern::Pattern;
-pub use state::{crash, step, Branch, Cno, CpEntry, Expect, Geometry, Op, Outcome, State};
+pub use space::Geometry;
+pub use state::{Cno, State};
+pub use step::{step, Branch, Expect};
 pub use trace::{check_trace, check_trace_str, follow_trace, Line, Rejection, Verdict};

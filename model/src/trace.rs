@@ -14,7 +14,10 @@
 //! run, ENOSPC may leave several) and rejects the trace at the first line
 //! whose observed outcome no state allows.
 
-use crate::state::{step, Expect, Geometry, Op, Outcome, State};
+use crate::op::{Op, Outcome};
+use crate::space::Geometry;
+use crate::state::State;
+use crate::step::{step, Expect};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -3,7 +3,7 @@
 
 use nilfs_model::fs::Namespace;
 use nilfs_model::laws::{check_transition, Promises};
-use nilfs_model::state::{step, Op, State};
+use nilfs_model::{step, Op, State};
 use nilfs_model::{Errno, Geometry, Pattern};
 use proptest::prelude::*;
 

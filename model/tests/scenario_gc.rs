@@ -11,8 +11,8 @@
 //! `set -e`). Regenerate the committed file with
 //! `NILFS_MODEL_BLESS=1 cargo test -p nilfs-model --test scenario_gc`.
 
-use nilfs_model::state::{step, CpEntry, Op, Outcome, State};
 use nilfs_model::{check_trace_str, manifest::manifest, Geometry, Line, Pattern};
+use nilfs_model::{step, CpEntry, Op, Outcome, State};
 use std::path::PathBuf;
 
 fn root() -> PathBuf {

@@ -9,7 +9,7 @@
 //! transition. A mutant run shows that each law catches a broken model.
 
 use nilfs_model::laws::{check_transition, Promises};
-use nilfs_model::state::{step, Op, Outcome, State};
+use nilfs_model::{step, Op, Outcome, State};
 use nilfs_model::{Geometry, Pattern};
 
 const DEPTH: usize = 4;

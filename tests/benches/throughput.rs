@@ -5,7 +5,7 @@
 //! scripts/bench-shuttle.sh (they need `--cfg shuttle`).
 //!
 //! 1. Lockstep: workloads from the generator the lockstep test uses
-//!    (`nilfs_model::gen`, every profile, block sizes 1, 2 and 4 KiB,
+//!    (`nilfs_workload::gen`, every profile, block sizes 1, 2 and 4 KiB,
 //!    1..40 generation steps, drawn as tests/tests/lockstep.rs draws them
 //!    but from a SplitMix64 with a fixed seed), run through
 //!    `lockstep::run_workload` against `ImplUnderTest`. The adapter is
@@ -53,9 +53,9 @@ use nilfs_conformance::lockstep::{
     self, format, model_after_format, model_durable, Case, Durable, ImageSpec, ImplUnderTest,
     ModelManifests, OnInvalid, Sut,
 };
-use nilfs_model::gen::Profile;
 use nilfs_model::laws::{check_transition, Promises};
 use nilfs_model::{step, Errno, Geometry, Op, Outcome, State};
+use nilfs_workload::gen::Profile;
 
 use nilfs_testkit::crash_workload::{self, fresh, latest_manifest, BS};
 

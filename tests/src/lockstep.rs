@@ -41,11 +41,11 @@ use nilfs::device::MemDevice;
 use nilfs::mkfs::{self, MkfsOptions};
 use nilfs::the_nilfs::Nilfs;
 pub use nilfs_adapter::{map_errno, stat_info, Durable, ImplUnderTest, Sut, Unsupported, NS};
-use nilfs_model::gen::{generate, Features, GenConfig, Profile};
 use nilfs_model::laws::{check_transition, Promises};
 use nilfs_model::manifest::FileMemo;
 use nilfs_model::state::Mount;
 use nilfs_model::{step, Geometry, Op, Outcome, State};
+use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
 
 /// The model's side of the abstraction: what [`Sut::durable`] must show
 /// for model state `s`.
@@ -282,7 +282,7 @@ pub fn run(sut: &mut dyn Sut, initial: State, ops: &[Op]) -> Result<Vec<Step>, D
     Ok(l.steps)
 }
 
-/// Runs a workload (`nilfs_model::workload` lines, checkpoint references
+/// Runs a workload (`nilfs_workload` lines, checkpoint references
 /// resolved from what `sut` answers) in lockstep with the model; its
 /// `mkfs` line, if any, is skipped (the device is formatted already).
 pub fn run_workload(
@@ -291,7 +291,7 @@ pub fn run_workload(
     lines: &[serde_json::Value],
     on_invalid: OnInvalid,
 ) -> Result<Vec<Step>, Divergence> {
-    use nilfs_model::workload::{Resolver, Unresolved};
+    use nilfs_workload::{Resolver, Unresolved};
     let mut l = Lockstep::new(initial, on_invalid);
     let mut r = Resolver::default();
     for line in lines {

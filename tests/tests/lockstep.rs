@@ -5,7 +5,7 @@
 //! for the live tree and for every checkpoint (tests/src/lockstep.rs).
 //!
 //! The workloads come from the generator every runner shares
-//! (`nilfs_model::gen`, the one `nilref gen` and the campaigns use), with
+//! (`nilfs_workload::gen`, the one `nilref gen` and the campaigns use), with
 //! nilfs-ref's feature set: namespace operations, writes with holes,
 //! truncates across the direct/B-tree boundary, reads, fsync and
 //! fdatasync, sync, mkcp [-s], chcp, rmcp, lscp, remounts, read-only and
@@ -16,7 +16,7 @@
 //! fixed seed (override with PROPTEST_RNG_SEED=N, and the case count with
 //! PROPTEST_CASES=N). A failing case is shrunk first by proptest (a shorter
 //! prefix: the generator is prefix-stable) and then by delta debugging over
-//! its lines (`nilfs_model::shrink`); the minimal workload is printed as
+//! its lines (`nilfs_workload::shrink`); the minimal workload is printed as
 //! JSON Lines, ready to become a `regress_NNN` test below.
 
 use nilfs::device::MemDevice;
@@ -24,8 +24,8 @@ use nilfs_conformance::lockstep::{
     self, format, model_after_format, Case, Divergence, Durable, ImageSpec, ImplUnderTest,
     OnInvalid, Sut,
 };
-use nilfs_model::gen::Profile;
 use nilfs_model::{Errno, Op, Outcome};
+use nilfs_workload::gen::Profile;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 use serde_json::Value;
@@ -166,7 +166,7 @@ fn minimal(case: &Case) -> String {
         return "(the case passes now)".into();
     };
     let kind = divergence_kind(&first);
-    let min = nilfs_model::shrink::ddmin(
+    let min = nilfs_workload::shrink::ddmin(
         &lines,
         |cands| {
             cands

@@ -3,7 +3,7 @@
 //! name up or refuse a directory, truncate checks the file type first
 //! (EISDIR), creating an existing name is EEXIST, and chmod, chown,
 //! utimensat and mknod look their path up first. The model's rules
-//! (`read_only_first` in model/src/state.rs) and lockstep regressions
+//! (`read_only_first` in model/src/step/namespace.rs) and lockstep regressions
 //! 006-008 rest on this. Peer tier.
 
 mod peer_common;

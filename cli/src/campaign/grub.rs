@@ -76,11 +76,11 @@ pub fn lists_special_files(grub: &Installed) -> bool {
 
 /// What the GRUB campaign's workloads may do: GRUB's reader shows neither
 /// owners nor special files, and reads only a cleanly written image.
-pub fn features() -> nilfs_model::gen::Features {
-    nilfs_model::gen::Features {
+pub fn features() -> nilfs_workload::gen::Features {
+    nilfs_workload::gen::Features {
         crash: false,
         attrs: false,
-        ..nilfs_model::gen::Features::ALL
+        ..nilfs_workload::gen::Features::ALL
     }
 }
 

@@ -31,7 +31,7 @@ use crate::peers::Installed;
 
 /// `nilref campaign kernel`.
 pub fn run(a: &CampaignArgs) -> Result<String, String> {
-    let workloads = args::workloads(a, nilfs_model::gen::Features::DEVICE)?;
+    let workloads = args::workloads(a, nilfs_workload::gen::Features::DEVICE)?;
     let s = campaign(&Options::of(a, workloads, 12))?;
     args::verdict(s.table(), s.findings.is_empty(), &a.out)
 }
@@ -310,7 +310,7 @@ mod tests {
     use super::*;
     use nilfs::device::export_image;
     use nilfs::inspect::manifest::manifest;
-    use nilfs_model::gen::Profile;
+    use nilfs_workload::gen::Profile;
 
     /// Workload 0 of a batch, as the guest would leave it if the kernel
     /// behaved exactly as nilfs-ref does.
@@ -357,7 +357,12 @@ mod tests {
         }
         let grub = Installed::get(crate::peers::Kind::Grub, None).unwrap();
         let work = std::env::temp_dir().join(format!("nilref-judge-{}", std::process::id()));
-        let w = Workload::generated(3, 40, Some(Profile::Data), nilfs_model::gen::Features::ALL);
+        let w = Workload::generated(
+            3,
+            40,
+            Some(Profile::Data),
+            nilfs_workload::gen::Features::ALL,
+        );
         faithful_batch(&work, &w);
         assert_eq!(
             judge(&grub, &work, 0, &w),

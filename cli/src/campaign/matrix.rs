@@ -168,7 +168,7 @@ pub fn run(a: &MatrixArgs) -> Result<String, String> {
             eprintln!("== {} {v}", kind.name());
             let summary = match kind {
                 Kind::Kernel => {
-                    let w = args::workloads(&ca, nilfs_model::gen::Features::DEVICE)?;
+                    let w = args::workloads(&ca, nilfs_workload::gen::Features::DEVICE)?;
                     kernel::campaign(&Options {
                         traces: Some(traces),
                         ..Options::of(&ca, w, 12)

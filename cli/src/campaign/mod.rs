@@ -2,7 +2,7 @@
 //! implementations at scale (docs/ORACLE.md, docs/findings.md).
 //!
 //! A campaign takes a seed range (split across machines with `--shard
-//! I/N`), generates one workload per seed (`nilfs_model::gen`), runs the
+//! I/N`), generates one workload per seed (`nilfs_workload::gen`), runs the
 //! implementation under test on each, judges the outcome, shrinks each
 //! failing workload to a minimal one, and writes a folder per finding:
 //! the minimal workload, what the implementation observed, what nilfs-ref

@@ -275,7 +275,7 @@ pub fn queries(op: &Op) -> Result<Option<Outcome>, Stop> {
     let out = match op {
         Op::Statfs { .. } => {
             let st = rustix::fs::statfs("/")?;
-            Ok(Outcome::Statfs(nilfs_model::state::StatfsInfo {
+            Ok(Outcome::Statfs(nilfs_model::StatfsInfo {
                 bsize: st.f_bsize as u64,
                 blocks: st.f_blocks as u64,
                 bfree: st.f_bfree as u64,

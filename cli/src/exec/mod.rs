@@ -30,7 +30,7 @@
 //!   of DEV at DIR (`-o ro`, remount) and snapshot mounts at a runner-owned
 //!   folder run as the workload says. A crash never does.
 //! - Checkpoint references resolve from the outcomes observed so far
-//!   (`nilfs_model::workload`); a line whose reference cannot be resolved,
+//!   (`nilfs_workload`); a line whose reference cannot be resolved,
 //!   or that reads a snapshot view that is not mounted, is not run.
 //! - With `--mark-log-writes DMNAME` (DIR's device is a dm-log-writes
 //!   target of that name, see `campaign::crash`), the runner puts a mark
@@ -46,8 +46,8 @@ mod runner;
 
 use std::path::PathBuf;
 
-use nilfs_model::workload::{self, Resolver, Unresolved};
 use nilfs_model::{Line, Op, Outcome};
+use nilfs_workload::{self as workload, Resolver, Unresolved};
 
 use crate::exec::calls::Stop;
 pub use crate::exec::runner::ExecOptions;

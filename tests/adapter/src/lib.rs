@@ -443,7 +443,7 @@ impl<'d> ImplUnderTest<'d> {
             }
             Op::Statfs { at: None } => {
                 let st = self.with(|fs| fs.statfs())?;
-                Outcome::Statfs(nilfs_model::state::StatfsInfo {
+                Outcome::Statfs(nilfs_model::StatfsInfo {
                     bsize: st.bsize,
                     blocks: st.blocks,
                     bfree: st.bfree,
@@ -553,7 +553,7 @@ impl<'d> ImplUnderTest<'d> {
                 .with(|fs| nilfs::cleaner::clean(fs, *protection_s, 2))
                 .map(ok)?,
             // To add an operation once `Fs` has it: one arm here and one
-            // line in the generator (nilfs_model::gen).
+            // line in the generator (nilfs_workload::gen).
             _ => return Err(Stop::Unsupported),
         })
     }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use nilfs_model::gen::{Features, Profile};
+use nilfs_workload::gen::{Features, Profile};
 
 use crate::campaign::common::workload::{parse_seeds, shard, Workload};
 use crate::peers::{Installed, Kind};

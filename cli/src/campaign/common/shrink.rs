@@ -1,5 +1,5 @@
 //! The shrink loop every campaign uses: ddmin over a failing workload's
-//! lines (`nilfs_model::shrink`), each candidate judged again, until a
+//! lines (`nilfs_workload::shrink`), each candidate judged again, until a
 //! minimal workload still fails the same way.
 
 use crate::campaign::common::problem::Problem;
@@ -19,7 +19,7 @@ pub fn shrink_each(
     budget: usize,
     mut fails: impl FnMut(&Workload) -> bool,
 ) -> Workload {
-    let lines = nilfs_model::shrink::ddmin(
+    let lines = nilfs_workload::shrink::ddmin(
         &w.lines,
         |cands| {
             cands
@@ -43,7 +43,7 @@ pub fn shrink_batched(
     mut judge: impl FnMut(&[Workload]) -> Result<Vec<bool>, String>,
 ) -> Result<Workload, String> {
     let mut error = None;
-    let lines = nilfs_model::shrink::ddmin(
+    let lines = nilfs_workload::shrink::ddmin(
         &w.lines,
         |cands| {
             let mut out = Vec::new();

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use nilfs_model::gen::{generate, Features, GenConfig, Profile};
 use nilfs_model::{Geometry, Op};
+use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
 use serde_json::Value;
 
 /// A workload to run: its lines and where it came from.
@@ -38,7 +38,7 @@ impl Workload {
     /// A workload read from a file.
     pub fn from_file(path: &Path) -> Result<Workload, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let lines: Vec<Value> = nilfs_model::workload::parse(&text)
+        let lines: Vec<Value> = nilfs_workload::parse(&text)
             .map_err(|(n, m)| format!("{} line {n}: {m}", path.display()))?
             .into_iter()
             .map(|(_, v)| v)

@@ -411,7 +411,7 @@ mod tests {
     use super::*;
     use crate::campaign::crash::record::record_ours;
     use nilfs::device::BlockDevice;
-    use nilfs_model::gen::{Features, Profile};
+    use nilfs_workload::gen::{Features, Profile};
 
     fn workload(seed: u64, len: usize) -> Workload {
         Workload::generated(seed, len, Some(Profile::Crash), Features::DEVICE)

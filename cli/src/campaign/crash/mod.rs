@@ -115,12 +115,17 @@ pub fn run(a: &CrashArgs) -> Result<String, String> {
         let (text, failing) = findings::replay(folder)?;
         return if failing { Err(text) } else { Ok(text) };
     }
-    let profile: nilfs_model::gen::Profile = a.profile.parse()?;
+    let profile: nilfs_workload::gen::Profile = a.profile.parse()?;
     let workloads = if a.workload.is_empty() {
         shard(parse_seeds(&a.seeds)?, a.shard.as_deref())?
             .into_iter()
             .map(|s| {
-                Workload::generated(s, a.len, Some(profile), nilfs_model::gen::Features::DEVICE)
+                Workload::generated(
+                    s,
+                    a.len,
+                    Some(profile),
+                    nilfs_workload::gen::Features::DEVICE,
+                )
             })
             .collect()
     } else {

@@ -19,7 +19,7 @@
 //! the observed trace simply has no line for it. The observed trace always
 //! carries plain numbers, so the oracle never sees a reference.
 
-use crate::state::{Cno, Op, Outcome};
+use nilfs_model::{Cno, Op, Outcome};
 use serde_json::Value;
 
 /// The numbers observed so far that references resolve to.
@@ -162,7 +162,7 @@ pub fn to_value(op: &Op) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::CpEntry;
+    use nilfs_model::CpEntry;
     use serde_json::json;
 
     #[test]
@@ -206,7 +206,7 @@ mod tests {
         let mut r = Resolver::default();
         r.observe(
             &Op::Mkcp { snapshot: true },
-            &Outcome::Err(crate::Errno::ENOSPC),
+            &Outcome::Err(nilfs_model::Errno::ENOSPC),
         );
         r.skipped(&json!({"op": "mkcp"}));
         r.observe(&Op::Mkcp { snapshot: true }, &Outcome::Cno(5));

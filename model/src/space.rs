@@ -1,0 +1,57 @@
+//! The space rule (docs/model.md, "Space"): when ENOSPC is allowed.
+//!
+//! ENOSPC comes from `nilfs_transaction_begin(sb, ti, vacancy_check = 1)`
+//! when `nilfs_near_disk_full` says so, and from a construction that finds
+//! no segment. The model does not know how full the disk is; it keeps an
+//! upper estimate of the blocks written since mkfs, and allows ENOSPC only
+//! once that estimate could exceed what the disk holds.
+
+use crate::state::State;
+use serde::{Deserialize, Serialize};
+
+/// Size and layout parameters that are visible to users (mkfs options).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Geometry {
+    pub block_size: u32,
+    pub blocks_per_segment: u32,
+    pub nsegments: u64,
+    /// `s_r_segments_percentage` (mkfs default 5).
+    pub r_segments_percentage: u32,
+}
+
+impl Geometry {
+    /// `nilfs_nrsvsegs`: max(NILFS_MIN_NRSVSEGS = 8, ceil(nsegs * pct / 100)).
+    pub fn reserved_segments(&self) -> u64 {
+        (self.nsegments * self.r_segments_percentage as u64)
+            .div_ceil(100)
+            .max(8)
+    }
+    /// Blocks that user data and metadata may use before
+    /// `nilfs_near_disk_full` can report the disk full: the non-reserved
+    /// segments less the two the log writer holds (current and next).
+    pub fn usable_blocks(&self) -> u64 {
+        self.nsegments.saturating_sub(self.reserved_segments() + 2) * self.blocks_per_segment as u64
+    }
+}
+
+/// Metadata blocks charged to one namespace operation (a directory block,
+/// the inode's ifile block) and to one checkpoint (summary, super root,
+/// ifile/cpfile/sufile/DAT blocks and B-tree nodes).
+pub(crate) const META_OP_BLOCKS: u64 = 2;
+pub(crate) const CHECKPOINT_BLOCKS: u64 = 32;
+
+impl State {
+    /// Blocks charged to a write of `bytes`: its data blocks, a 32nd more
+    /// for the DAT, the B-tree and the summary, and one.
+    pub(crate) fn blocks_for(&self, bytes: u64) -> u64 {
+        let data = bytes.div_ceil(self.geometry.block_size as u64);
+        data + data.div_ceil(32) + 1
+    }
+
+    /// The space rule: ENOSPC is allowed only when the upper estimate of
+    /// blocks written so far, plus this operation's, exceeds the usable
+    /// blocks.
+    pub fn may_enospc(&self, blocks: u64) -> bool {
+        self.consumed_blocks + blocks > self.geometry.usable_blocks()
+    }
+}

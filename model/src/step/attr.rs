@@ -1,0 +1,70 @@
+//! Attributes: chmod, chown and utimensat (`notify_change` ->
+//! `nilfs_setattr`), and the extended attribute calls, which nilfs2
+//! refuses (it installs no xattr handler).
+
+use super::namespace::{namespace_op, Change};
+use super::query::read_op;
+use super::{fail, invalid, Branch, R};
+use crate::fs::{Errno, Namespace};
+use crate::op::Outcome;
+use crate::state::{Cno, State};
+
+/// chmod, chown and utimensat: `notify_change` -> `nilfs_setattr`, which
+/// ends with `nilfs_mark_inode_dirty` whether or not anything changed, so
+/// even a change to the same values at the same clock dirties the inode
+/// (the next construction makes a checkpoint); the inode it changed needs
+/// an inode sync (none is added when nothing differs). No page is
+/// dirtied: an fsync of the file afterwards writes nothing (the model's
+/// rule for metadata alone, see `Pending::dirty_inodes`). The path is
+/// looked up before `mnt_want_write` (EROFS) is taken; no vacancy check
+/// (`nilfs_transaction_begin(.., 0)`), nothing charged.
+pub(super) fn setattr(
+    s: &State,
+    at: Option<Cno>,
+    f: impl FnOnce(&Namespace) -> R<Namespace>,
+) -> Vec<Branch> {
+    let change = Change {
+        blocks: 0,
+        vacancy_check: false,
+        always_dirties: true,
+    };
+    namespace_op(s, at, change, f, |_| {})
+}
+
+/// setxattr and removexattr (`write`), getxattr: refused, with the errno
+/// `Namespace::xattr_refusal` gives after the path's errors (and, for a
+/// change, EROFS). Linux 6.1 looks the path up (and takes write access)
+/// before it copies the name from user space (`path_setxattr`,
+/// `path_getxattr`), so a bad path or a read-only mount wins over a bad
+/// name; later kernels copy the name first (`import_xattr_name`, seen on
+/// 6.18 under the FUSE tier), so ERANGE wins. Both orders are Linux's.
+pub(super) fn xattr(
+    s: &State,
+    at: Option<Cno>,
+    path: &str,
+    name: &str,
+    follow: bool,
+    write: bool,
+) -> Vec<Branch> {
+    let Some(ns) = s.view(at) else {
+        return invalid(s, "operation on a view that is not mounted");
+    };
+    let e = match ns.lookup(path, follow) {
+        Err(e) => e,
+        Ok(_) if write && !s.writable(at) => Errno::EROFS,
+        Ok(id) => ns.xattr_refusal(id, name, write),
+    };
+    let mut out = fail(s, e);
+    if (name.is_empty() || name.len() > 255) && e != Errno::ERANGE {
+        out.extend(fail(s, Errno::ERANGE));
+    }
+    out
+}
+
+/// listxattr: the path's errors, else no names.
+pub(super) fn listxattr(s: &State, at: Option<Cno>, path: &str, follow: bool) -> Vec<Branch> {
+    read_op(s, at, |ns| {
+        ns.lookup(path, follow)?;
+        Ok(Outcome::Names(Vec::new()))
+    })
+}
