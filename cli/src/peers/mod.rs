@@ -10,7 +10,7 @@
 //! - `debs/`: the downloaded packages, checked against their pinned SHA-256;
 //! - `apt/`: a private apt state for the five suites, on the mirror the
 //!   host's own apt sources name (so nothing here names a host);
-//! - `KIND-VERSION/root/`: the unpacked packages; `bin/`: a wrapper per
+//! - `KIND-VERSION/`: `root` holds the unpacked packages, `bin` a wrapper per
 //!   program that runs it with its runtime's loader and libraries;
 //!   `peer.env`: what the harness scripts read (`KERNEL_ROOT`, `KVER`,
 //!   `GRUB_FSTEST`, `NILFS_UTILS_BIN`, `BLKID`);
