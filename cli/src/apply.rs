@@ -286,6 +286,7 @@ fn format_image(dev: &dyn BlockDevice, op: &Op, label: &str) -> Result<(), Strin
         r_segments_percentage,
         dot_nilfs,
         clock,
+        ..
     } = op
     else {
         unreachable!("called for mkfs lines only");
@@ -336,6 +337,7 @@ fn describe_image(dev: &dyn BlockDevice) -> Result<Op, String> {
         r_segments_percentage: nilfs.sb.r_segments_percentage,
         dot_nilfs: view.resolve(b"/.nilfs", false).is_ok(),
         clock: 0,
+        kernel: None,
     })
 }
 

@@ -20,6 +20,8 @@
 //! - [`laws`]: the model's stated laws, checked on every transition.
 //! - [`trace`]: the oracle interface: JSON Lines traces and their checker;
 //!   [`linearize`]: concurrent histories against a sequential specification.
+//! - [`variant::Variant`]: the Linux releases the model tells apart where
+//!   they differ.
 //! - [`pattern::Pattern`]: compact descriptions of written data.
 //! - [`manifest::manifest`]: manifest.sh's listing of a namespace.
 //!
@@ -39,6 +41,7 @@ pub mod space;
 pub mod state;
 pub mod step;
 pub mod trace;
+pub mod variant;
 
 pub use durability::crash;
 pub use fs::{Errno, FileType, Namespace, StatInfo, LINK_MAX, MAX_FILE_SIZE, NAME_LEN_MAX};
@@ -47,4 +50,7 @@ pub use pattern::Pattern;
 pub use space::Geometry;
 pub use state::{Cno, State};
 pub use step::{step, Branch, Expect};
-pub use trace::{check_trace, check_trace_str, follow_trace, Line, Rejection, Verdict};
+pub use trace::{
+    check_trace, check_trace_as, check_trace_str, follow_trace, Line, Rejection, Verdict,
+};
+pub use variant::Variant;

@@ -26,6 +26,10 @@ pub enum Op {
         /// runner on a real file system reads it from the fresh root.
         #[serde(default, skip_serializing_if = "is_zero")]
         clock: i64,
+        /// The kernel a runner ran on (`uname -r`): the checker judges the
+        /// trace against its [`Variant`](crate::Variant).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernel: Option<String>,
     },
     /// Sets the injected clock (ns); it never goes back.
     Clock {

@@ -6,6 +6,7 @@
 
 use crate::fs::{Id, Namespace};
 use crate::space::Geometry;
+use crate::variant::Variant;
 use imbl::{OrdMap, OrdSet, Vector};
 use std::sync::Arc;
 
@@ -102,6 +103,8 @@ pub struct State {
     /// Upper estimate of blocks written since mkfs (never lowered: the
     /// model cannot know how much a cleaner pass reclaims).
     pub consumed_blocks: u64,
+    /// The Linux release described where releases differ.
+    pub variant: Variant,
 }
 
 impl State {
@@ -130,6 +133,7 @@ impl State {
             snapshot_mounts: OrdSet::new(),
             pending: Pending::default(),
             consumed_blocks: 16,
+            variant: Variant::Any,
         }
     }
 

@@ -18,6 +18,7 @@ use crate::op::{Op, Outcome};
 use crate::space::Geometry;
 use crate::state::State;
 use crate::step::{step, Expect};
+use crate::variant::Variant;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -100,14 +101,20 @@ pub fn check_trace(path: &std::path::Path) -> Result<Verdict, Rejection> {
 
 /// Checks a trace given as text.
 pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
-    walk_trace(text, &mut |_| {}).map(|(v, _)| v)
+    walk_trace(text, None, &mut |_| {}).map(|(v, _)| v)
+}
+
+/// Checks a trace against `variant` rather than the one its first line's
+/// kernel names (a trace from one release judged as another's).
+pub fn check_trace_as(text: &str, variant: Variant) -> Result<Verdict, Rejection> {
+    walk_trace(text, Some(variant), &mut |_| {}).map(|(v, _)| v)
 }
 
 /// Checks a trace and returns, with the verdict, the model states still
 /// consistent with it at its end (for a judge that continues from there,
 /// such as a crash envelope after the trace's last completed line).
 pub fn follow_trace(text: &str) -> Result<(Verdict, Vec<State>), Rejection> {
-    walk_trace(text, &mut |_| {})
+    walk_trace(text, None, &mut |_| {})
 }
 
 /// The model states after each prefix of an accepted trace: entry `k` holds
@@ -116,7 +123,7 @@ pub fn follow_trace(text: &str) -> Result<(Verdict, Vec<State>), Rejection> {
 /// The crash campaign builds its envelopes from them.
 pub fn trace_states(text: &str) -> Result<Vec<Vec<State>>, Rejection> {
     let mut all = vec![Vec::new()];
-    walk_trace(text, &mut |states| all.push(states.to_vec()))?;
+    walk_trace(text, None, &mut |states| all.push(states.to_vec()))?;
     Ok(all)
 }
 
@@ -124,6 +131,7 @@ pub fn trace_states(text: &str) -> Result<Vec<Vec<State>>, Rejection> {
 /// returns the verdict and the states at the end.
 fn walk_trace(
     text: &str,
+    variant: Option<Variant>,
     after_line: &mut dyn FnMut(&[State]),
 ) -> Result<(Verdict, Vec<State>), Rejection> {
     let mut states: Vec<State> = Vec::new();
@@ -156,6 +164,7 @@ fn walk_trace(
                 r_segments_percentage,
                 dot_nilfs,
                 clock,
+                kernel,
             } = &line.op
             else {
                 return Err(reject(vec!["the first line must be mkfs".into()]));
@@ -169,7 +178,13 @@ fn walk_trace(
                 nsegments: *nsegments,
                 r_segments_percentage: *r_segments_percentage,
             };
-            states.push(State::mkfs(g, *dot_nilfs, *clock));
+            let mut first = State::mkfs(g, *dot_nilfs, *clock);
+            first.variant = variant.unwrap_or_else(|| {
+                kernel
+                    .as_deref()
+                    .map_or(Variant::Any, Variant::from_release)
+            });
+            states.push(first);
             after_line(&states);
             continue;
         }

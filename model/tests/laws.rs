@@ -91,7 +91,7 @@ proptest! {
             .unwrap_or(ns);
         }
         let (old, new) = (names[from], names[to]);
-        match ns.rename(old, new, 1) {
+        match ns.rename(old, new, 1, false) {
             Err(_) => {}
             Ok(after) => {
                 let id = ns.lookup(old, false).unwrap();
@@ -191,7 +191,10 @@ fn limits() {
     assert_eq!(many.lstat("/f").unwrap().nlink, nilfs_model::LINK_MAX);
     assert_eq!(many.link("/f", "/one-more", 0).err(), Some(Errno::EMLINK));
     let d = ns.mkdir("/d", 0o755, 0).unwrap();
-    assert_eq!(d.rename("/d", "/d/sub", 0).err(), Some(Errno::EINVAL));
+    assert_eq!(
+        d.rename("/d", "/d/sub", 0, false).err(),
+        Some(Errno::EINVAL)
+    );
 }
 
 #[test]

@@ -138,6 +138,7 @@ pub fn scenario_trace() -> Vec<Line> {
             r_segments_percentage: 5,
             dot_nilfs: true,
             clock: 0,
+            kernel: None,
         },
     );
     ok(

@@ -89,6 +89,10 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
     }
     let mut resolver = Resolver::default();
     let last = lines.len().saturating_sub(1);
+    let mut workload_clock = match lines.first().map(|(_, v)| resolver_free(v)) {
+        Some(Ok(Op::Mkfs { clock, .. })) => clock,
+        _ => 0,
+    };
     let mut skipped = 0usize;
     let mut result = Ok(());
     for (k, (n, line)) in lines.iter().enumerate() {
@@ -106,7 +110,14 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
         };
         match &op {
             Op::Mkfs { .. } if k == 0 => continue,
-            Op::Clock { .. } => continue,
+            Op::Clock { now } => {
+                if opts.sleep_on_clock && *now > workload_clock {
+                    let ns = (*now - workload_clock).min(30_000_000_000);
+                    std::thread::sleep(std::time::Duration::from_nanos(ns as u64));
+                }
+                workload_clock = workload_clock.max(*now);
+                continue;
+            }
             Op::Mount { cp: None, .. } if k <= 1 && runner.mounted => continue,
             Op::Umount { cp: None } if k == last && opts.device.is_none() => continue,
             _ => {}
@@ -177,6 +188,8 @@ fn with_root(op: Op, at: i64, has_dot_nilfs: bool) -> Op {
             r_segments_percentage,
             dot_nilfs: has_dot_nilfs,
             clock: at,
+            // Not the kernel's nilfs2: no release to judge it as.
+            kernel: None,
         },
         other => other,
     }
@@ -200,6 +213,12 @@ pub struct ExecArgs {
     /// `op-K` in its log before the operation of observed line K.
     #[arg(long, value_name = "DMNAME")]
     pub mark_log_writes: Option<String>,
+    /// Let real time pass as the workload's `clock` lines say (each step
+    /// forward slept, at most 30 s): for workloads whose point is that
+    /// time moved between two operations, such as a timestamp a later
+    /// operation must or must not change.
+    #[arg(long)]
+    pub sleep_on_clock: bool,
 }
 
 /// `nilref exec`.
@@ -210,5 +229,6 @@ pub fn run(a: ExecArgs) -> Result<String, String> {
         out: a.out.as_deref(),
         device: a.device.as_deref(),
         mark_log_writes: a.mark_log_writes.as_deref(),
+        sleep_on_clock: a.sleep_on_clock,
     })
 }

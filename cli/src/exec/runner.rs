@@ -25,6 +25,8 @@ pub struct ExecOptions<'a> {
     pub device: Option<&'a Path>,
     /// The dm-log-writes target to mark before each operation.
     pub mark_log_writes: Option<&'a str>,
+    /// Let real time pass as the workload's `clock` lines say.
+    pub sleep_on_clock: bool,
 }
 
 /// One clock line at most this often (ns): the model allows observed
@@ -113,11 +115,31 @@ impl<'a> Runner<'a> {
         let sb = SuperBlock::decode_valid(&buf)
             .map_err(|e| format!("{}: not NILFS2: {e}", self.device.display()))?;
         let block_size = sb.block_size().map_err(|e| e.to_string())?;
+        // Not mounted yet: the root is read from the device with our own
+        // read path (mkfs.nilfs2 2.2.9 makes /.nilfs; 2.2.10 and later
+        // do not), the clock from the root's mtime.
         let (dot_nilfs, clock) = if self.mounted {
             (self.dir.join(".nilfs").exists(), self.root_mtime()?)
         } else {
-            (false, 0)
+            let nilfs = nilfs::the_nilfs::Nilfs::open(&dev)
+                .map_err(|e| format!("{}: {e}", self.device.display()))?;
+            let view = nilfs::posix::CheckpointView::open(&nilfs, None)
+                .map_err(|e| format!("{}: {e}", self.device.display()))?;
+            let root = view
+                .resolve(b"/", false)
+                .map(|(_, inode)| inode.mtime as i64 * 1_000_000_000 + i64::from(inode.mtime_nsec))
+                .unwrap_or(0);
+            (view.resolve(b"/.nilfs", false).is_ok(), root)
         };
+        // The kernel's own nilfs2 (not a FUSE mount or another file
+        // system): its release names the model's variant.
+        let kernel =
+            (mount_fstype(&self.dir).as_deref() == Some("nilfs2") || !self.mounted).then(|| {
+                rustix::system::uname()
+                    .release()
+                    .to_string_lossy()
+                    .into_owned()
+            });
         Ok(Op::Mkfs {
             block_size,
             blocks_per_segment: sb.blocks_per_segment,
@@ -125,6 +147,7 @@ impl<'a> Runner<'a> {
             r_segments_percentage: sb.r_segments_percentage,
             dot_nilfs,
             clock,
+            kernel,
         })
     }
 
@@ -484,6 +507,17 @@ fn mount_entry(dir: &Path) -> Option<(String, bool)> {
         }
         let ro = f.get(5)?.split(',').any(|o| o == "ro");
         Some((f.get(dash + 2)?.to_string(), ro))
+    })
+}
+
+/// The file system type mounted at `dir` (`nilfs2`, `fuse`, ...).
+fn mount_fstype(dir: &Path) -> Option<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = dir.to_str()?;
+    info.lines().rev().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let dash = f.iter().position(|x| *x == "-")?;
+        (f.get(4) == Some(&want)).then(|| f.get(dash + 1).map(|s| s.to_string()))?
     })
 }
 

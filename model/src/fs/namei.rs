@@ -286,6 +286,13 @@ impl Namespace {
         Ok((odir, oname, id, ndir, nname, target))
     }
 
+    /// The inode `rename(old, new)` would move, whether it is a directory,
+    /// and whether it changes parent; `None` where the lookups fail.
+    pub fn rename_subject(&self, old: &str, new: &str) -> Option<(Id, bool, bool)> {
+        let (odir, _, id, ndir, _, _) = self.rename_lookups(old, new).ok()?;
+        Some((id, self.is_dir(id), odir != ndir))
+    }
+
     /// `rename(old, new)`, atomic: afterwards `new` names what `old` named
     /// and `old` is gone, or nothing changed. Check order follows
     /// `do_renameat2`/`vfs_rename` then `nilfs_rename`: a directory moved
@@ -293,7 +300,10 @@ impl Namespace {
     /// the same inode under both names succeeds and does nothing; dir onto
     /// non-dir ENOTDIR; non-dir onto dir EISDIR; onto a non-empty directory
     /// ENOTEMPTY; a directory moved to a parent at `s_max_links` EMLINK.
-    pub fn rename(&self, old: &str, new: &str, now: i64) -> R<Namespace> {
+    ///
+    /// `dir_mtime`: whether a renamed directory's mtime is set too (see
+    /// [`Variant::renamed_dir_mtime`](crate::Variant::renamed_dir_mtime)).
+    pub fn rename(&self, old: &str, new: &str, now: i64, dir_mtime: bool) -> R<Namespace> {
         let (odir, oname, id, ndir, nname, target) = self.rename_lookups(old, new)?;
         let is_dir = self.is_dir(id);
         if is_dir && self.is_ancestor(id, ndir) {
@@ -331,6 +341,9 @@ impl Namespace {
         ino.ctime = now;
         if let Kind::Dir { parent, .. } = &mut ino.kind {
             *parent = ndir;
+            if dir_mtime {
+                ino.mtime = now;
+            }
         }
         if is_dir && odir != ndir {
             ns.get_mut(odir).nlink -= 1;
@@ -355,6 +368,7 @@ impl Namespace {
         noreplace: bool,
         exchange: bool,
         now: i64,
+        dir_mtime: bool,
     ) -> R<Namespace> {
         let (_, _, id, _, _, target) = self.rename_lookups(old, new)?;
         match target {
@@ -362,7 +376,7 @@ impl Namespace {
             None if exchange => Err(Errno::ENOENT),
             Some(t) if exchange && t == id => Ok(self.clone()),
             Some(_) => Err(Errno::EINVAL),
-            None => self.rename(old, new, now),
+            None => self.rename(old, new, now, dir_mtime),
         }
     }
 
@@ -436,9 +450,9 @@ mod tests {
             .create("/a", 0o644, true, 0)
             .unwrap();
         let long = format!("/{}", "n".repeat(300));
-        assert_eq!(ns.rename("/missing", &long, 0), Err(Errno::ENOENT));
-        assert_eq!(ns.rename("/a", &long, 0), Err(Errno::ENAMETOOLONG));
-        assert_eq!(ns.rename(&long, "/b", 0), Err(Errno::ENAMETOOLONG));
+        assert_eq!(ns.rename("/missing", &long, 0, false), Err(Errno::ENOENT));
+        assert_eq!(ns.rename("/a", &long, 0, false), Err(Errno::ENAMETOOLONG));
+        assert_eq!(ns.rename(&long, "/b", 0, false), Err(Errno::ENAMETOOLONG));
         assert_eq!(ns.rename_precheck("/missing", &long), Ok(()));
     }
 }

@@ -5,7 +5,7 @@
 //! and so may find the disk full (unlink and rmdir pass 0).
 
 use super::{enospc, fail, invalid, ok, space_guard, Branch, R};
-use crate::fs::{Errno, FileType, Kind, Namespace};
+use crate::fs::{Errno, FileType, Namespace};
 use crate::op::Outcome;
 use crate::space::META_OP_BLOCKS;
 use crate::state::{Cno, State};
@@ -181,33 +181,42 @@ pub(super) fn rename(
         return fail(s, Errno::EINVAL);
     }
     let now = s.clock;
+    // Whether the renamed inode is a directory, and whether it changes
+    // parent: its mtime follows the variant's rule.
+    let moved = s.view(at).and_then(|ns| ns.rename_subject(old, new));
+    let choices: &[bool] = match moved {
+        Some((_, true, changes_parent)) => s.variant.renamed_dir_mtime(changes_parent),
+        _ => &[false],
+    };
     read_only_first(s, at, |ns| ns.rename_precheck(old, new)).unwrap_or_else(|| {
-        if noreplace || exchange {
-            return namespace_op(
-                s,
-                at,
-                CREATES,
-                |ns| ns.rename_flags(old, new, noreplace, exchange, now),
-                |_| {},
-            );
+        let mut branches: Vec<Branch> = Vec::new();
+        for &dir_mtime in choices {
+            let more = if noreplace || exchange {
+                namespace_op(
+                    s,
+                    at,
+                    CREATES,
+                    |ns| ns.rename_flags(old, new, noreplace, exchange, now, dir_mtime),
+                    |_| {},
+                )
+            } else {
+                namespace_op(
+                    s,
+                    at,
+                    CREATES,
+                    |ns| ns.rename(old, new, now, dir_mtime),
+                    |next| {
+                        if let Some((id, is_dir, _)) = moved {
+                            next.pending.inode_sync.insert(id);
+                            if is_dir {
+                                next.pending.dirty_inodes.insert(id);
+                            }
+                        }
+                    },
+                )
+            };
+            branches.extend(more);
         }
-        let moved = s.view(at).and_then(|ns| {
-            let id = ns.lookup(old, false).ok()?;
-            Some((id, matches!(ns.get(id).kind, Kind::Dir { .. })))
-        });
-        namespace_op(
-            s,
-            at,
-            CREATES,
-            |ns| ns.rename(old, new, now),
-            |next| {
-                if let Some((id, is_dir)) = moved {
-                    next.pending.inode_sync.insert(id);
-                    if is_dir {
-                        next.pending.dirty_inodes.insert(id);
-                    }
-                }
-            },
-        )
+        branches
     })
 }

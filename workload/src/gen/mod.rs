@@ -252,6 +252,7 @@ pub fn generate(cfg: &GenConfig) -> Workload {
         r_segments_percentage: cfg.geometry.r_segments_percentage,
         dot_nilfs: cfg.dot_nilfs,
         clock: cfg.clock,
+        kernel: None,
     };
     g.lines.push(to_value(&mkfs));
     g.emit(Op::Mount {
