@@ -266,37 +266,35 @@ mod tests {
         }
     }
 
+    /// The register history of a write of 1 and a read seeing `seen`,
+    /// each over its (call, return) interval, judged.
+    fn write_and_read(write: (u64, u64), read: (u64, u64), seen: u32) -> Verdict {
+        let h = [
+            ev(0, write.0, Some(write.1), RegOp::Write(1)),
+            ev(1, read.0, Some(read.1), RegOp::Read(seen)),
+        ];
+        check(&Register, &0, &h, 1000).0
+    }
+
     #[test]
     fn overlapping_operations_may_take_effect_in_either_order() {
-        // w(1) overlaps r -> 1: the read may follow the write.
-        let h = [
-            ev(0, 0, Some(10), RegOp::Write(1)),
-            ev(1, 5, Some(8), RegOp::Read(1)),
-        ];
-        let (v, _) = check(&Register, &0, &h, 1000);
+        // w(1) overlaps r -> 1: the read may follow the write ...
+        let v = write_and_read((0, 10), (5, 8), 1);
         assert_eq!(v, Verdict::Linearizable { order: vec![0, 1] });
         // ... or precede it.
-        let h = [
-            ev(0, 0, Some(10), RegOp::Write(1)),
-            ev(1, 5, Some(8), RegOp::Read(0)),
-        ];
-        let (v, _) = check(&Register, &0, &h, 1000);
+        let v = write_and_read((0, 10), (5, 8), 0);
         assert_eq!(v, Verdict::Linearizable { order: vec![1, 0] });
     }
 
     #[test]
     fn a_read_of_a_write_that_began_after_it_returned_is_rejected() {
         // The read returned at 4; the write of 1 began at 5.
-        let h = [
-            ev(1, 0, Some(4), RegOp::Read(1)),
-            ev(0, 5, Some(10), RegOp::Write(1)),
-        ];
-        let (v, _) = check(&Register, &0, &h, 1000);
+        let v = write_and_read((5, 10), (0, 4), 1);
         assert_eq!(
             v,
             Verdict::NotLinearizable {
                 prefix: vec![],
-                stuck: vec![0]
+                stuck: vec![1]
             }
         );
     }
@@ -364,32 +362,21 @@ mod tests {
 
     #[test]
     fn a_count_that_goes_backwards_is_rejected() {
-        let h = [
-            Event {
-                worker: 0,
-                call: 0,
-                ret: Some(5),
-                op: (true, 1),
-            },
-            Event {
-                worker: 1,
-                call: 6,
-                ret: Some(9),
-                op: (false, 1),
-            },
-            Event {
-                worker: 0,
-                call: 10,
-                ret: Some(15),
-                op: (true, 2),
-            },
-            Event {
-                worker: 1,
-                call: 16,
-                ret: Some(19),
-                op: (false, 1),
-            },
-        ];
+        // (worker, call, return, increment?, value seen): 1, 1, 2, then 1.
+        let h: Vec<Event<(bool, u32)>> = [
+            (0, 0, 5, true, 1),
+            (1, 6, 9, false, 1),
+            (0, 10, 15, true, 2),
+            (1, 16, 19, false, 1),
+        ]
+        .into_iter()
+        .map(|(worker, call, ret, inc, v)| Event {
+            worker,
+            call,
+            ret: Some(ret),
+            op: (inc, v),
+        })
+        .collect();
         assert!(matches!(
             check(&Counter, &0, &h, 1000).0,
             Verdict::NotLinearizable { .. }

@@ -13,43 +13,32 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::campaign::common::args::{self, Options};
+use crate::campaign::common::args::{self, CampaignArgs, Options, RunArgs};
 use crate::campaign::common::findings::Summary;
 use crate::campaign::{grub, kernel};
 use crate::peers::{Installed, Kind, Manifest};
 
-/// `nilref campaign matrix` arguments.
+/// `nilref campaign matrix` arguments: a campaign's, where `--kernel` and
+/// `--grub` take comma-separated lists (default: every pinned version).
 #[derive(clap::Args, Clone, Debug)]
 pub struct MatrixArgs {
-    /// Seed range, `A..B` (inclusive).
-    #[arg(long, default_value = "1..24")]
-    pub seeds: String,
-    /// Operations per generated workload.
-    #[arg(long, default_value_t = 40)]
-    pub len: usize,
-    /// Kernel versions (comma-separated; default: every pinned one).
-    #[arg(long)]
-    pub kernels: Option<String>,
-    /// GRUB versions (comma-separated; default: every pinned one).
-    #[arg(long)]
-    pub grubs: Option<String>,
-    /// Output folder.
-    #[arg(long, default_value = "target/campaign/matrix")]
-    pub out: PathBuf,
-    /// Shrink failing workloads (slow: every candidate re-runs the peer).
-    #[arg(long)]
-    pub shrink: bool,
-    /// Run only the I-th of N slices of the seeds (for a CI matrix).
-    #[arg(long)]
-    pub shard: Option<String>,
+    #[command(flatten)]
+    pub campaign: CampaignArgs,
     /// Run nothing: draw the report again from an earlier run's `--out`
     /// (its rows and kept traces).
     #[arg(long)]
     pub report_only: bool,
+}
+
+impl std::ops::Deref for MatrixArgs {
+    type Target = RunArgs;
+    fn deref(&self) -> &RunArgs {
+        &self.campaign.run
+    }
 }
 
 /// One version's run, as the report needs it (kept in `row-KIND-V.json`
@@ -144,8 +133,8 @@ pub fn run(a: &MatrixArgs) -> Result<String, String> {
         return report(a, earlier_rows(&a.out)?);
     }
     for (kind, versions) in [
-        (Kind::Kernel, pick(Kind::Kernel, &a.kernels)?),
-        (Kind::Grub, pick(Kind::Grub, &a.grubs)?),
+        (Kind::Kernel, pick(Kind::Kernel, &a.campaign.kernel)?),
+        (Kind::Grub, pick(Kind::Grub, &a.campaign.grub)?),
     ] {
         for v in versions {
             // Fail early, before any boot, when a version is not fetched.
@@ -154,14 +143,10 @@ pub fn run(a: &MatrixArgs) -> Result<String, String> {
             let _ = std::fs::remove_dir_all(&traces);
             std::fs::create_dir_all(&traces).map_err(|e| format!("{}: {e}", traces.display()))?;
             let ca = args::CampaignArgs {
-                seeds: a.seeds.clone(),
-                len: a.len,
-                profile: None,
-                shard: a.shard.clone(),
-                workload: Vec::new(),
-                out: a.out.join(format!("{}-{v}", kind.name())),
-                no_shrink: !a.shrink,
-                max_findings: 0,
+                run: RunArgs {
+                    out: a.out.join(format!("{}-{v}", kind.name())),
+                    ..a.campaign.run.clone()
+                },
                 kernel: (kind == Kind::Kernel).then(|| v.clone()),
                 grub: (kind == Kind::Grub).then(|| v.clone()),
             };
@@ -368,77 +353,122 @@ fn counts(r: &Row) -> BTreeMap<String, usize> {
     c
 }
 
-/// The table and the differences, as Markdown.
-pub fn markdown(rows: &[Row], diffs: &[Difference]) -> String {
+/// A table of the report, before it is drawn: a heading row, and rows of
+/// cells with the class that colours them on the page.
+struct Table {
+    head: Vec<String>,
+    rows: Vec<(&'static str, Vec<String>)>,
+}
+
+/// The report's tables: the versions, which versions show each finding,
+/// and the lines where versions differ; and the sentence said when no
+/// line differs.
+fn tables(rows: &[Row], diffs: &[Difference]) -> (Vec<Table>, Option<&'static str>) {
     let cols = finding_columns(rows);
-    let mut t = String::from("| peer | version | workloads | passed | failing | time |");
-    for c in &cols {
-        let _ = write!(t, " {c} |");
+    let mut head: Vec<String> = [
+        "peer",
+        "version",
+        "workloads",
+        "passed",
+        "failing",
+        "time (s)",
+    ]
+    .map(String::from)
+    .to_vec();
+    head.extend(cols.iter().cloned());
+    let versions = Table {
+        head,
+        rows: rows
+            .iter()
+            .map(|r| {
+                let c = counts(r);
+                let mut cells = vec![
+                    r.kind.name().to_string(),
+                    r.version.clone(),
+                    r.workloads.to_string(),
+                    r.passed.to_string(),
+                    r.findings.len().to_string(),
+                    format!("{:.0}", r.seconds),
+                ];
+                cells.extend(
+                    cols.iter()
+                        .map(|col| c.get(col).copied().unwrap_or(0).to_string()),
+                );
+                (if r.findings.is_empty() { "ok" } else { "bad" }, cells)
+            })
+            .collect(),
+    };
+    let shown_by = Table {
+        head: vec!["finding".into(), "shown by".into()],
+        rows: cols
+            .iter()
+            .map(|col| {
+                let by: Vec<String> = rows
+                    .iter()
+                    .filter(|r| counts(r).contains_key(col))
+                    .map(|r| {
+                        let labels: Vec<&str> = r
+                            .findings
+                            .iter()
+                            .filter(|(_, id)| id == col)
+                            .map(|(l, _)| l.as_str())
+                            .collect();
+                        format!("{} {} ({})", r.kind.name(), r.version, labels.join(", "))
+                    })
+                    .collect();
+                ("bad", vec![col.clone(), by.join(", ")])
+            })
+            .collect(),
+    };
+    let differing = Table {
+        head: ["peer", "workload", "operation", "op", "answers"]
+            .map(String::from)
+            .to_vec(),
+        rows: diffs
+            .iter()
+            .map(|d| {
+                let answers: Vec<String> =
+                    d.answers.iter().map(|(v, a)| format!("{v}: {a}")).collect();
+                (
+                    "diff",
+                    vec![
+                        d.kind.name().to_string(),
+                        d.workload.clone(),
+                        d.line.to_string(),
+                        d.op.clone(),
+                        answers.join("; "),
+                    ],
+                )
+            })
+            .collect(),
+    };
+    let none = diffs
+        .is_empty()
+        .then_some("No two versions of a peer answered any workload differently.");
+    let mut all = vec![versions];
+    if !cols.is_empty() {
+        all.push(shown_by);
     }
-    t.push_str("\n|---|---|---|---|---|---|");
-    t.push_str(&"---|".repeat(cols.len()));
-    t.push('\n');
-    for r in rows {
-        let c = counts(r);
-        let _ = write!(
-            t,
-            "| {} | {} | {} | {} | {} | {:.0} s |",
-            r.kind.name(),
-            r.version,
-            r.workloads,
-            r.passed,
-            r.findings.len(),
-            r.seconds
-        );
-        for col in &cols {
-            let _ = write!(t, " {} |", c.get(col).copied().unwrap_or(0));
+    if !diffs.is_empty() {
+        all.push(differing);
+    }
+    (all, none)
+}
+
+/// The report as Markdown.
+pub fn markdown(rows: &[Row], diffs: &[Difference]) -> String {
+    let (tables, none) = tables(rows, diffs);
+    let mut t = String::new();
+    for table in &tables {
+        let _ = writeln!(t, "| {} |", table.head.join(" | "));
+        let _ = writeln!(t, "|{}", "---|".repeat(table.head.len()));
+        for (_, cells) in &table.rows {
+            let _ = writeln!(t, "| {} |", cells.join(" | "));
         }
         t.push('\n');
     }
-    // Which versions show each finding.
-    if !cols.is_empty() {
-        t.push_str("\n| finding | shown by |\n|---|---|\n");
-        for col in &cols {
-            let by: Vec<String> = rows
-                .iter()
-                .filter(|r| counts(r).contains_key(col))
-                .map(|r| {
-                    let labels: Vec<&str> = r
-                        .findings
-                        .iter()
-                        .filter(|(_, id)| id == col)
-                        .map(|(l, _)| l.as_str())
-                        .collect();
-                    format!("{} {} ({})", r.kind.name(), r.version, labels.join(", "))
-                })
-                .collect();
-            let _ = writeln!(t, "| {col} | {} |", by.join(", "));
-        }
-    }
-    if diffs.is_empty() {
-        t.push_str("\nNo two versions of a peer answered any workload differently.\n");
-    } else {
-        let _ = writeln!(
-            t,
-            "\n{} lines where versions of a peer answered differently:\n\n| peer | workload | line | op | answers |\n|---|---|---|---|---|",
-            diffs.len()
-        );
-        for d in diffs {
-            let answers: Vec<String> = d
-                .answers
-                .iter()
-                .map(|(v, a)| format!("{v}: `{a}`"))
-                .collect();
-            let _ = writeln!(
-                t,
-                "| {} | {} | {} | {} | {} |",
-                d.kind.name(),
-                d.workload,
-                d.line,
-                d.op,
-                answers.join("; ")
-            );
-        }
+    if let Some(none) = none {
+        let _ = writeln!(t, "{none}");
     }
     t
 }
@@ -453,64 +483,31 @@ fn esc(s: &str) -> String {
 /// The same report as a page: green where every workload passed, red where
 /// a version has findings, amber for lines where versions differ.
 pub fn html(rows: &[Row], diffs: &[Difference]) -> String {
-    let cols = finding_columns(rows);
+    let (tables, none) = tables(rows, diffs);
     let mut h = String::from(
         "<!doctype html><meta charset=\"utf-8\"><title>nilfs-ref version matrix</title>\n\
-         <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
-         td,th{border:1px solid #999;padding:.3em .6em;text-align:right}\
-         td.l,th.l{text-align:left}.ok{background:#cfc}.bad{background:#fbb}.diff{background:#fe9}\
-         code{font-size:90%}</style>\n<h1>nilfs-ref: every pinned version, the same seeds</h1>\n<table>\n<tr><th class=l>peer</th><th class=l>version</th><th>workloads</th><th>passed</th><th>failing</th><th>time (s)</th>",
+         <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:1.5em}\
+         td,th{border:1px solid #999;padding:.3em .6em;text-align:left;vertical-align:top}\
+         .ok{background:#cfc}.bad{background:#fbb}.diff{background:#fe9}</style>\n\
+         <h1>nilfs-ref: every pinned version, the same seeds</h1>\n",
     );
-    for c in &cols {
-        let _ = write!(h, "<th>{}</th>", esc(c));
-    }
-    h.push_str("</tr>\n");
-    for r in rows {
-        let class = if r.findings.is_empty() { "ok" } else { "bad" };
-        let c = counts(r);
-        let _ = write!(
-            h,
-            "<tr class={class}><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td>",
-            r.kind.name(),
-            esc(&r.version),
-            r.workloads,
-            r.passed,
-            r.findings.len(),
-            r.seconds
-        );
-        for col in &cols {
-            let _ = write!(h, "<td>{}</td>", c.get(col).copied().unwrap_or(0));
+    for table in &tables {
+        h.push_str("<table>\n<tr>");
+        for c in &table.head {
+            let _ = write!(h, "<th>{}</th>", esc(c));
         }
         h.push_str("</tr>\n");
-    }
-    h.push_str("</table>\n");
-    if diffs.is_empty() {
-        h.push_str(
-            "<p class=ok>No two versions of a peer answered any workload differently.</p>\n",
-        );
-    } else {
-        let _ = write!(
-            h,
-            "<h2>{} lines where versions differ</h2>\n<table><tr><th class=l>peer</th><th class=l>workload</th><th>line</th><th class=l>op</th><th class=l>answers</th></tr>\n",
-            diffs.len()
-        );
-        for d in diffs {
-            let answers: Vec<String> = d
-                .answers
-                .iter()
-                .map(|(v, a)| format!("<b>{}</b>: <code>{}</code>", esc(v), esc(a)))
-                .collect();
-            let _ = writeln!(
-                h,
-                "<tr class=diff><td class=l>{}</td><td class=l>{}</td><td>{}</td><td class=l>{}</td><td class=l>{}</td></tr>",
-                d.kind.name(),
-                esc(&d.workload),
-                d.line,
-                esc(&d.op),
-                answers.join("<br>")
-            );
+        for (class, cells) in &table.rows {
+            let _ = write!(h, "<tr class={class}>");
+            for c in cells {
+                let _ = write!(h, "<td>{}</td>", esc(c));
+            }
+            h.push_str("</tr>\n");
         }
         h.push_str("</table>\n");
+    }
+    if let Some(none) = none {
+        let _ = writeln!(h, "<p class=ok>{none}</p>");
     }
     h
 }
@@ -557,7 +554,11 @@ mod tests {
         assert_eq!(d.len(), 2, "{d:?}");
         assert_eq!((d[0].line, d[0].op.as_str()), (3, "rename"));
         assert_eq!((d[1].line, d[1].op.as_str()), (4, "stat"));
-        assert!(markdown(&rows, &d).contains("| kernel | seed-1 | 3 | rename |"));
+        assert!(
+            markdown(&rows, &d).contains("| kernel | seed-1 | 3 | rename |"),
+            "{}",
+            markdown(&rows, &d)
+        );
         assert!(html(&rows, &d).contains("class=diff"));
         let _ = std::fs::remove_dir_all(&dir);
     }

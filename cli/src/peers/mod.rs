@@ -77,18 +77,14 @@ pub struct Runtime {
 }
 
 /// tests/peers.toml.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Manifest {
-    #[serde(default)]
     pub kernel: Vec<Peer>,
-    #[serde(default)]
     pub grub: Vec<Peer>,
-    #[serde(default, rename = "nilfs-utils")]
+    #[serde(rename = "nilfs-utils")]
     pub nilfs_utils: Vec<Peer>,
-    #[serde(default)]
     pub blkid: Vec<Peer>,
-    #[serde(default)]
     pub runtime: Vec<Runtime>,
 }
 

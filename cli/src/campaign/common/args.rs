@@ -8,8 +8,10 @@ use nilfs_workload::gen::{Features, Profile};
 use crate::campaign::common::workload::{parse_seeds, shard, Workload};
 use crate::peers::{Installed, Kind};
 
-#[derive(clap::Args)]
-pub struct CampaignArgs {
+/// The workloads a campaign runs and what becomes of its findings: every
+/// campaign's arguments but the versions it judges.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
     /// Seeds, `A..B` (both included) or one number.
     #[arg(long, default_value = "1..12")]
     pub seeds: String,
@@ -36,12 +38,29 @@ pub struct CampaignArgs {
     /// Stop after this many failing workloads (0: never).
     #[arg(long, default_value_t = 0)]
     pub max_findings: usize,
-    /// The Linux version to judge (tests/peers.toml; default: its default).
+}
+
+/// The kernel and GRUB campaigns' arguments: the run, and the version
+/// judged.
+#[derive(clap::Args, Clone, Debug)]
+pub struct CampaignArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The Linux version to judge (tests/peers.toml; default: its
+    /// default). `matrix`: a comma-separated list (default: every one).
     #[arg(long)]
     pub kernel: Option<String>,
-    /// The GRUB version to judge (tests/peers.toml; default: its default).
+    /// The GRUB version to judge (tests/peers.toml; default: its
+    /// default). `matrix`: a comma-separated list (default: every one).
     #[arg(long)]
     pub grub: Option<String>,
+}
+
+impl std::ops::Deref for CampaignArgs {
+    type Target = RunArgs;
+    fn deref(&self) -> &RunArgs {
+        &self.run
+    }
 }
 
 /// What a campaign is asked to do.
