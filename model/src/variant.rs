@@ -86,6 +86,37 @@ impl Variant {
     }
 }
 
+/// The extended-attribute calls whose checks' order changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XattrCall {
+    Set,
+    Get,
+    Remove,
+}
+
+impl Variant {
+    /// Whether the attribute's name is copied from user space (ERANGE for
+    /// an empty one or one over 255 bytes) before the path is looked up,
+    /// as the allowed choices. Linux 6.1 looks the path up first
+    /// (`path_getxattr`, `path_removexattr`: `user_path_at` then the name),
+    /// so a missing path or a symlink loop wins over a bad name. The xattr
+    /// system calls' rework copies the name first: removexattr from 6.12
+    /// on, getxattr from 6.13 on (with the `*xattrat` calls). Seen on
+    /// Debian's 6.1.176, 6.12.117 and 7.3.4 (model/traces/kernel-*,
+    /// `xattr-name-order.jsonl`, found by the version matrix on generated
+    /// workloads). setxattr was not seen to differ: both orders stay
+    /// allowed.
+    pub fn xattr_name_first(self, call: XattrCall) -> &'static [bool] {
+        match (self, call) {
+            (_, XattrCall::Set) | (Variant::Any, _) => &[false, true],
+            (Variant::Linux6_1, _) => &[false],
+            (Variant::Linux6_12, XattrCall::Remove) => &[true],
+            (Variant::Linux6_12, XattrCall::Get) => &[false],
+            (Variant::Linux7, _) => &[true],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

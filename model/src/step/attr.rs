@@ -8,6 +8,7 @@ use super::{fail, invalid, Branch, R};
 use crate::fs::{Errno, Namespace};
 use crate::op::Outcome;
 use crate::state::{Cno, State};
+use crate::variant::XattrCall;
 
 /// chmod, chown and utimensat: `notify_change` -> `nilfs_setattr`, which
 /// ends with `nilfs_mark_inode_dirty` whether or not anything changed, so
@@ -31,32 +32,35 @@ pub(super) fn setattr(
     namespace_op(s, at, change, f, |_| {})
 }
 
-/// setxattr and removexattr (`write`), getxattr: refused, with the errno
+/// setxattr, removexattr and getxattr: refused, with the errno
 /// `Namespace::xattr_refusal` gives after the path's errors (and, for a
-/// change, EROFS). Linux 6.1 looks the path up (and takes write access)
-/// before it copies the name from user space (`path_setxattr`,
-/// `path_getxattr`), so a bad path or a read-only mount wins over a bad
-/// name; later kernels copy the name first (`import_xattr_name`, seen on
-/// 6.18 under the FUSE tier), so ERANGE wins. Both orders are Linux's.
+/// change, EROFS). Whether a bad name (ERANGE, copied from user space) or
+/// the path's errors come first is the variant's
+/// ([`Variant::xattr_name_first`](crate::Variant::xattr_name_first)):
+/// Linux 6.1 looks the path up first, later releases copy the name first.
 pub(super) fn xattr(
     s: &State,
     at: Option<Cno>,
     path: &str,
     name: &str,
     follow: bool,
-    write: bool,
+    call: XattrCall,
 ) -> Vec<Branch> {
     let Some(ns) = s.view(at) else {
         return invalid(s, "operation on a view that is not mounted");
     };
+    let write = call != XattrCall::Get;
     let e = match ns.lookup(path, follow) {
         Err(e) => e,
         Ok(_) if write && !s.writable(at) => Errno::EROFS,
         Ok(id) => ns.xattr_refusal(id, name, write),
     };
-    let mut out = fail(s, e);
-    if (name.is_empty() || name.len() > 255) && e != Errno::ERANGE {
-        out.extend(fail(s, Errno::ERANGE));
+    if !(name.is_empty() || name.len() > 255) || e == Errno::ERANGE {
+        return fail(s, e);
+    }
+    let mut out = Vec::new();
+    for &name_first in s.variant.xattr_name_first(call) {
+        out.extend(fail(s, if name_first { Errno::ERANGE } else { e }));
     }
     out
 }

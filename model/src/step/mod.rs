@@ -22,6 +22,7 @@ use crate::fs::Errno;
 use crate::op::{Op, Outcome};
 use crate::pattern::Pattern;
 use crate::state::{Cno, State};
+use crate::variant::XattrCall;
 
 /// The set of outcomes one branch allows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,19 +231,19 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             follow,
             at,
             ..
-        }
-        | Op::Removexattr {
+        } => attr::xattr(s, *at, path, name, *follow, XattrCall::Set),
+        Op::Removexattr {
             path,
             name,
             follow,
             at,
-        } => attr::xattr(s, *at, path, name, *follow, true),
+        } => attr::xattr(s, *at, path, name, *follow, XattrCall::Remove),
         Op::Getxattr {
             path,
             name,
             follow,
             at,
-        } => attr::xattr(s, *at, path, name, *follow, false),
+        } => attr::xattr(s, *at, path, name, *follow, XattrCall::Get),
         Op::Listxattr { path, follow, at } => attr::listxattr(s, *at, path, *follow),
         Op::Lstat { path, at } => query::lstat(s, *at, path),
         Op::Readdir { path, at } => query::readdir(s, *at, path),
