@@ -308,24 +308,61 @@ pub fn differences(traces: &Path, rows: &[Row]) -> Result<Vec<Difference>, Strin
             }
         }
         for (label, by_version) in per {
+            // GRUB's listings are compared entry by entry, by path (a
+            // release that lists more entries shifts every line after).
+            let listing = by_version
+                .values()
+                .flatten()
+                .any(|l| l.get("op").and_then(Value::as_str) == Some("grub-ls"));
+            let keyed: BTreeMap<&str, BTreeMap<String, (String, String)>> = by_version
+                .iter()
+                .map(|(v, lines)| {
+                    let entries = lines
+                        .iter()
+                        .enumerate()
+                        .map(|(i, l)| {
+                            let op = l.get("op").and_then(Value::as_str).unwrap_or("?");
+                            let key = match l.get("out").and_then(Value::as_str) {
+                                Some(entry) if listing => {
+                                    entry.rsplit("  ").next().unwrap_or(entry).to_string()
+                                }
+                                _ => format!("{:08}", i + 1),
+                            };
+                            (key, (op.to_string(), normalized(l)))
+                        })
+                        .collect();
+                    (*v, entries)
+                })
+                .collect();
+            // Operations are compared as far as every version got; listing
+            // entries wherever any version has one ("-": not listed).
             let n = by_version.values().map(Vec::len).min().unwrap_or(0);
-            for i in 0..n {
-                let answers: BTreeMap<String, String> = by_version
+            let keys: BTreeSet<&String> = keyed
+                .values()
+                .flat_map(|m| m.keys())
+                .filter(|k| listing || k.parse::<usize>().is_ok_and(|i| i <= n))
+                .collect();
+            for key in keys {
+                let answers: BTreeMap<String, String> = keyed
                     .iter()
-                    .map(|(v, lines)| (v.to_string(), normalized(&lines[i])))
+                    .map(|(v, m)| {
+                        (
+                            v.to_string(),
+                            m.get(key).map_or("-".into(), |e| e.1.clone()),
+                        )
+                    })
                     .collect();
                 let distinct: BTreeSet<&String> = answers.values().collect();
                 if distinct.len() > 1 {
-                    let first = by_version.values().next().expect("n > 0");
+                    let op = keyed
+                        .values()
+                        .find_map(|m| m.get(key).map(|e| e.0.clone()))
+                        .unwrap_or_default();
                     out.push(Difference {
                         kind,
                         workload: label.clone(),
-                        line: i + 1,
-                        op: first[i]
-                            .get("op")
-                            .and_then(Value::as_str)
-                            .unwrap_or("?")
-                            .to_string(),
+                        line: if listing { 0 } else { key.parse().unwrap_or(0) },
+                        op: if listing { format!("{op} {key}") } else { op },
                         answers,
                     });
                 }
@@ -560,6 +597,32 @@ mod tests {
             markdown(&rows, &d)
         );
         assert!(html(&rows, &d).contains("class=diff"));
+
+        // GRUB listings are compared by path: one more entry in one
+        // release is one difference, not a shift of every line after it.
+        let put_grub = |v: &str, entries: &[&str]| {
+            let d = dir.join(format!("grub-{v}"));
+            std::fs::create_dir_all(&d).unwrap();
+            let text: String = entries
+                .iter()
+                .map(|e| serde_json::json!({"op": "grub-ls", "out": e}).to_string() + "\n")
+                .collect();
+            std::fs::write(d.join("seed-2.jsonl"), text).unwrap();
+        };
+        put_grub("2.06", &["DIR  -  /d/", "e3b0  0  /f"]);
+        put_grub("2.12", &["DIR  -  /d/", "SPECIAL  -  /d/s", "e3b0  0  /f"]);
+        let rows = ["2.06", "2.12"].map(|v| Row {
+            kind: Kind::Grub,
+            version: v.into(),
+            workloads: 1,
+            passed: 1,
+            seconds: 1.0,
+            findings: Vec::new(),
+        });
+        let d = differences(&dir, &rows).unwrap();
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].op, "grub-ls /d/s");
+        assert_eq!(d[0].answers["2.06"], "-");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
