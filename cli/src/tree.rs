@@ -233,6 +233,27 @@ pub struct ManifestArgs {
     /// Checkpoint number.
     #[arg(long)]
     pub cp: Option<u64>,
+    /// The most file bytes to hash, holes included (manifest.sh's format
+    /// hashes every byte a file's size declares): a bigger checkpoint is
+    /// refused before any hashing, naming its largest file. Suffixes K,
+    /// M, G, T (binary).
+    #[arg(long, default_value = "64G", value_parser = parse_bytes)]
+    pub max_bytes: u64,
+}
+
+/// `64G`, `512M`, `1T` or a plain number of bytes.
+fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let (num, shift) = match s.as_bytes().last() {
+        Some(b'K' | b'k') => (&s[..s.len() - 1], 10),
+        Some(b'M' | b'm') => (&s[..s.len() - 1], 20),
+        Some(b'G' | b'g') => (&s[..s.len() - 1], 30),
+        Some(b'T' | b't') => (&s[..s.len() - 1], 40),
+        _ => (s, 0),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .ok_or_else(|| format!("`{s}` is not a byte count (e.g. 64G)"))
 }
 
 /// Arguments of `nilref export`.
@@ -271,7 +292,41 @@ pub fn run_cat(a: CatArgs) -> std::result::Result<String, String> {
 
 /// `nilref manifest`.
 pub fn run_manifest(a: ManifestArgs) -> std::result::Result<String, String> {
-    manifest(open_image(&a.image).map_err(e)?.as_ref(), a.cp).map_err(e)
+    let dev = open_image(&a.image).map_err(e)?;
+    // What hashing will read, summed first: a sparse file that declares a
+    // terabyte is a valid file, and hashing it would look like a hang.
+    let (total, largest) = with_view(dev.as_ref(), a.cp, |v| {
+        let mut total = 0u64;
+        let mut largest: (u64, Vec<u8>) = (0, Vec::new());
+        v.walk_tree(&mut |path, _, inode| {
+            if inode.file_type() == nilfs::format::inode::S_IFREG {
+                total = total.saturating_add(inode.size);
+                if inode.size > largest.0 {
+                    largest = (inode.size, path.to_vec());
+                }
+            }
+            Ok(())
+        })?;
+        Ok((total, largest))
+    })
+    .map_err(e)?;
+    if total > a.max_bytes {
+        return Err(format!(
+            "the checkpoint's files declare {total} bytes (the largest, {}, {} bytes), and \
+             the manifest hashes every byte, holes as zeros; that is more than --max-bytes \
+             {} (raise it to hash them all)",
+            String::from_utf8_lossy(&largest.1),
+            largest.0,
+            a.max_bytes
+        ));
+    }
+    if total > 1 << 30 && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!(
+            "nilref manifest: hashing {:.1} GiB, holes as zeros, as manifest.sh does",
+            total as f64 / f64::from(1u32 << 30)
+        );
+    }
+    manifest(dev.as_ref(), a.cp).map_err(e)
 }
 
 /// `nilref export`.

@@ -353,6 +353,46 @@ fn manifest_reads_one_page_of_a_huge_symlink() {
     assert!(out.contains("LNK  -  /l -> target"), "{out}");
 }
 
+// postmortem: a regular file whose i_size says 2^40 (a valid, sparse
+// 1 TiB file) made manifest hash a terabyte of zeros for minutes, as
+// manifest.sh's format asks, with nothing on the screen (issue 34.4). The
+// sizes are summed first: past --max-bytes (64 GiB by default) manifest
+// refuses at once, naming the file and the option; under it, it hashes.
+#[test]
+fn manifest_of_a_terabyte_sparse_file_stops_at_its_limit() {
+    let d = scratch("file-big");
+    let dev = image(|fs| {
+        let f = fs.create(ROOT, b"big", 0o644).unwrap();
+        fs.write(f, 0, b"head").unwrap();
+    });
+    corrupt::apply(
+        &dev,
+        &corrupt::Recipe::parse("inode[/big].i_size = 0x10000000000").unwrap(),
+    )
+    .unwrap();
+    let img = save(&dev, &d);
+    let (code, out, err) = bounded("\"$NILREF\" manifest \"$1\"", &img);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("1099511627776 bytes") && err.contains("/big") && err.contains("--max-bytes"),
+        "{err}"
+    );
+    // The same limit lets a small image through, and a lower one stops it.
+    let d_small = scratch("file-small");
+    let small = save(
+        &image(|fs| {
+            let f = fs.create(ROOT, b"f", 0o644).unwrap();
+            fs.write(f, 0, &[7u8; 5000]).unwrap();
+        }),
+        &d_small,
+    );
+    let (code, out, err) = bounded("\"$NILREF\" manifest \"$1\"", &small);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  5000  /f"), "{out}");
+    let (code, _, err) = bounded("\"$NILREF\" manifest --max-bytes 4K \"$1\"", &small);
+    assert_eq!(code, 1, "{err}");
+}
+
 // postmortem: readdir looped over 0..i_size/block_size, so a root with
 // i_size 2^63 made manifest spin 2^53 times (issue 13.4); it now visits the
 // directory's mapped blocks only. (A size past i64::MAX is now refused at
