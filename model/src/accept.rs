@@ -13,9 +13,7 @@ use crate::state::{Checkpoint, Cno, State};
 use crate::step::data::{size_of, KERNEL_PAGE};
 use crate::step::{Branch, Expect};
 
-/// Observed times may trail the model's clock by the time an operation
-/// takes; they must not precede it. One second of slack.
-pub const TIME_SLACK_NS: i64 = 1_000_000_000;
+pub use crate::state::TIME_SLACK_NS;
 
 impl Branch {
     /// Every state in which `observed` leaves the file system along this

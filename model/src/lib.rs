@@ -13,7 +13,7 @@
 //!   not yet durable, the space estimate, the clock.
 //! - [`step()`]: the transition function, which returns every allowed
 //!   [`Branch`]; one guarded action per operation, by area.
-//! - [`durability`]: constructions, the log writer's timer, sync and
+//! - [`step::durability`]: constructions, the log writer's timer, sync and
 //!   fsync, and the crash envelope ([`crash`]).
 //! - [`space`]: when ENOSPC is allowed.
 //! - [`accept`]: which observed outcomes a branch allows.
@@ -30,7 +30,6 @@
 //! this one.
 
 pub mod accept;
-pub mod durability;
 pub mod fs;
 pub mod laws;
 pub mod linearize;
@@ -43,12 +42,12 @@ pub mod step;
 pub mod trace;
 pub mod variant;
 
-pub use durability::crash;
 pub use fs::{Errno, FileType, Namespace, StatInfo, LINK_MAX, MAX_FILE_SIZE, NAME_LEN_MAX};
 pub use op::{CpEntry, Op, Outcome, StatfsInfo};
 pub use pattern::Pattern;
 pub use space::Geometry;
 pub use state::{Cno, State};
+pub use step::durability::crash;
 pub use step::{step, Branch, Expect};
 pub use trace::{
     check_trace, check_trace_as, check_trace_str, follow_trace, Line, Rejection, Verdict,

@@ -6,7 +6,6 @@
 //! upper estimate of the blocks written since mkfs, and allows ENOSPC only
 //! once that estimate could exceed what the disk holds.
 
-use crate::state::State;
 use serde::{Deserialize, Serialize};
 
 /// Size and layout parameters that are visible to users (mkfs options).
@@ -40,18 +39,18 @@ impl Geometry {
 pub(crate) const META_OP_BLOCKS: u64 = 2;
 pub(crate) const CHECKPOINT_BLOCKS: u64 = 32;
 
-impl State {
+impl Geometry {
     /// Blocks charged to a write of `bytes`: its data blocks, a 32nd more
     /// for the DAT, the B-tree and the summary, and one.
-    pub(crate) fn blocks_for(&self, bytes: u64) -> u64 {
-        let data = bytes.div_ceil(self.geometry.block_size as u64);
+    pub fn blocks_for(&self, bytes: u64) -> u64 {
+        let data = bytes.div_ceil(self.block_size as u64);
         data + data.div_ceil(32) + 1
     }
 
     /// The space rule: ENOSPC is allowed only when the upper estimate of
-    /// blocks written so far, plus this operation's, exceeds the usable
-    /// blocks.
-    pub fn may_enospc(&self, blocks: u64) -> bool {
-        self.consumed_blocks + blocks > self.geometry.usable_blocks()
+    /// blocks written so far (`consumed`), plus this operation's
+    /// (`blocks`), exceeds the usable blocks.
+    pub fn may_enospc(&self, consumed: u64, blocks: u64) -> bool {
+        consumed + blocks > self.usable_blocks()
     }
 }

@@ -88,6 +88,11 @@ pub struct Pending {
     pub table_at_construction: Option<OrdMap<Cno, Checkpoint>>,
 }
 
+/// Observed times may trail the model's clock by the time an operation
+/// takes; they must not precede it. One second of slack (the acceptance
+/// rules' and the log writer's timer's).
+pub const TIME_SLACK_NS: i64 = 1_000_000_000;
+
 /// The abstract state of one NILFS2 file system.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct State {
@@ -135,6 +140,16 @@ impl State {
             consumed_blocks: 16,
             variant: Variant::Any,
         }
+    }
+
+    /// Blocks charged to a write of `bytes` ([`Geometry::blocks_for`]).
+    pub(crate) fn blocks_for(&self, bytes: u64) -> u64 {
+        self.geometry.blocks_for(bytes)
+    }
+
+    /// The space rule ([`Geometry::may_enospc`]) on this state's estimate.
+    pub fn may_enospc(&self, blocks: u64) -> bool {
+        self.geometry.may_enospc(self.consumed_blocks, blocks)
     }
 
     /// The latest checkpoint (there is always one).

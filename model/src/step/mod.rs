@@ -13,11 +13,11 @@
 mod attr;
 mod checkpoint;
 pub(crate) mod data;
+pub mod durability;
 mod mount;
 mod namespace;
 mod query;
 
-use crate::durability;
 use crate::fs::Errno;
 use crate::op::{Op, Outcome};
 use crate::pattern::Pattern;

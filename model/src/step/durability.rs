@@ -8,12 +8,12 @@
 //! (`Pending::inode_sync`), and which states recovery may leave. The
 //! kernel's flags are named where the rule follows them.
 
-use crate::accept::TIME_SLACK_NS;
+use super::{enospc, fail, invalid, ok, space_guard, Branch};
 use crate::fs::{FileData, Id, Inode, Kind, Namespace, PAGE};
 use crate::op::Outcome;
 use crate::space::CHECKPOINT_BLOCKS;
+use crate::state::TIME_SLACK_NS;
 use crate::state::{Checkpoint, Cno, DsyncLog, Mount, Pending, State};
-use crate::step::{fail, invalid, ok, space_guard, Branch};
 use imbl::{OrdMap, OrdSet, Vector};
 use std::sync::Arc;
 
@@ -133,7 +133,7 @@ fn construct_branches(s: &State, outcome: Outcome) -> Vec<Branch> {
         s,
         s.pending.dirty.then_some(CHECKPOINT_BLOCKS),
         Branch::exact(outcome, n),
-        || crate::step::enospc(s),
+        || enospc(s),
     )
 }
 
