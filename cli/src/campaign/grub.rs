@@ -94,6 +94,8 @@ pub fn run(a: &CampaignArgs) -> Result<String, String> {
 /// The GRUB campaign: our images through GRUB's reader.
 pub fn campaign(opts: &Options) -> Result<Summary, String> {
     let peer = opts.grub_peer()?;
+    // A finding replays on the GRUB it was found on.
+    let command = format!("grub --grub {}", peer.version);
     let t0 = Instant::now();
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     let progress = bar(opts.workloads.len(), "grub");
@@ -125,7 +127,7 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
         };
         let image = image_path(&work);
         let evidence = Evidence::new(None, Some(&image));
-        findings.push(evidence.write(&opts.out, "grub", w, minimal, problems)?);
+        findings.push(evidence.write(&opts.out, &command, w, minimal, problems)?);
         if opts.enough(findings.len()) {
             break;
         }
@@ -144,7 +146,14 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
                 .join(", ")
         }
     );
-    Ok(Summary::new("GRUB reader", "grub", passed, findings, t0, 0))
+    Ok(Summary::new(
+        "GRUB reader",
+        command,
+        passed,
+        findings,
+        t0,
+        0,
+    ))
 }
 
 /// Writes `workload` through our file system and compares what GRUB reads.

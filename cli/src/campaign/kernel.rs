@@ -39,6 +39,11 @@ pub fn run(a: &CampaignArgs) -> Result<String, String> {
 /// The behaviour campaign against the kernel (see the module documentation).
 pub fn campaign(opts: &Options) -> Result<Summary, String> {
     let harness = Harness::new(opts.kernel_peer()?, opts.grub_peer()?)?;
+    // A finding replays on the versions it was found on.
+    let command = format!(
+        "kernel --kernel {} --grub {}",
+        harness.kernel.version, harness.grub.version
+    );
     let t0 = Instant::now();
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     let progress = bar(opts.workloads.len(), "kernel");
@@ -76,7 +81,7 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
                 w.clone()
             };
             let evidence = Evidence::new(kernel_trace.as_deref(), Some(&image));
-            findings.push(evidence.write(&opts.out, "kernel", w, minimal, problems)?);
+            findings.push(evidence.write(&opts.out, &command, w, minimal, problems)?);
         }
         if opts.enough(findings.len()) {
             break;
@@ -85,7 +90,7 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
     progress.finish_and_clear();
     let _ = std::fs::remove_dir_all(&work);
     let kind = "kernel behaviour";
-    Ok(Summary::new(kind, "kernel", passed, findings, t0, boots))
+    Ok(Summary::new(kind, command, passed, findings, t0, boots))
 }
 
 /// ddmin on the kernel: candidates judged a batch per boot; a candidate

@@ -22,8 +22,9 @@ pub struct Finding {
 /// The end of a kernel or GRUB campaign.
 pub struct Summary {
     pub kind: &'static str,
-    /// The `nilref campaign` subcommand that replays a finding.
-    pub command: &'static str,
+    /// The `nilref campaign` subcommand, with the peer versions it judged
+    /// (`kernel --kernel 6.12 --grub 2.06`), that replays a finding.
+    pub command: String,
     pub workloads: usize,
     pub passed: usize,
     pub findings: Vec<Finding>,
@@ -36,7 +37,7 @@ impl Summary {
     /// passed and those that became findings.
     pub fn new(
         kind: &'static str,
-        command: &'static str,
+        command: String,
         passed: usize,
         findings: Vec<Finding>,
         t0: Instant,
@@ -60,10 +61,11 @@ impl Summary {
             0.0
         };
         let mut t = format!(
-            "| campaign | workloads | passed | failing | boots | time | workloads/min |\n\
-             |---|---|---|---|---|---|---|\n\
-             | {} | {} | {} | {} | {} | {:.0} s | {:.1} |\n",
+            "| campaign | judged | workloads | passed | failing | boots | time | workloads/min |\n\
+             |---|---|---|---|---|---|---|---|\n\
+             | {} | `{}` | {} | {} | {} | {} | {:.0} s | {:.1} |\n",
             self.kind,
+            self.command,
             self.workloads,
             self.passed,
             self.findings.len(),
@@ -72,7 +74,7 @@ impl Summary {
             per_min
         );
         t.push_str(&findings_table(&self.findings, |f| {
-            replay_command(self.command, &f.folder.join("workload.jsonl"))
+            replay_command(&self.command, &f.folder.join("workload.jsonl"))
         }));
         t
     }

@@ -39,14 +39,16 @@ fn raw_bytes(dev: &MemDevice) -> Vec<u8> {
     b
 }
 
-/// The finding's folder: `OUT/findings/<label>-<class>/`.
+/// The finding's folder: `OUT/findings/<label>-<class>/`. `kernel`: the
+/// pinned Linux version recorded (None: nilfs-ref's own write path), named
+/// in its README and in the command that records the workload again.
 pub fn write_finding(
     out: &Path,
     w: &Workload,
     minimal: &Workload,
     recorded: Option<&Recorded>,
     v: &LogVerdict,
-    ours: bool,
+    kernel: Option<&str>,
 ) -> Result<PathBuf, String> {
     let folder = FindingFolder::create(out, "crash-", w, minimal, &v.problems)?;
     let dir = folder.dir.clone();
@@ -112,7 +114,7 @@ pub fn write_finding(
              Record the minimal workload again (the kernel's timing may differ): \
              `nilref campaign crash --workload {}{}`\n\n{}\n",
             v.problems[0].headline(),
-            if ours { "nilfs-ref" } else { "Linux" },
+            kernel.map_or("nilfs-ref".to_string(), |k| format!("Linux {k}")),
             w.label,
             w.lines.len(),
             minimal.lines.len(),
@@ -120,7 +122,7 @@ pub fn write_finding(
             states.join(", "),
             dir.display(),
             dir.join("workload.jsonl").display(),
-            if ours { " --ours" } else { "" },
+            kernel.map_or(" --ours".to_string(), |k| format!(" --kernel {k}")),
             headlines(&v.problems)
         ),
     )?;

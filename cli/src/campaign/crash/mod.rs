@@ -238,12 +238,14 @@ pub fn campaign(o: &CrashOptions) -> Result<CrashSummary, String> {
             Installed::get(Kind::Grub, None)?,
         )?)
     };
+    // The version judged, for the findings' READMEs and replay commands.
+    let kernel = harness.as_ref().map(|h| h.kernel.version.as_str());
     let t0 = Instant::now();
     std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
     let work = o.out.join("work");
     let progress = bar(o.workloads.len(), "crash");
     let mut sum = CrashSummary {
-        target: if o.ours { "nilfs-ref" } else { "Linux" },
+        target: kernel.map_or("nilfs-ref".to_string(), |k| format!("Linux {k}")),
         ..CrashSummary::default()
     };
     let mut shrunk: BTreeSet<String> = BTreeSet::new();
@@ -308,7 +310,7 @@ pub fn campaign(o: &CrashOptions) -> Result<CrashSummary, String> {
                 w.clone()
             };
             let folder =
-                findings::write_finding(&o.out, &w, &minimal, j.recorded.as_ref(), v, o.ours)?;
+                findings::write_finding(&o.out, &w, &minimal, j.recorded.as_ref(), v, kernel)?;
             sum.findings.push(Finding {
                 workload: w.clone(),
                 minimal,

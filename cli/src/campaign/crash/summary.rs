@@ -11,7 +11,7 @@ use crate::campaign::common::Finding;
 /// The end of a crash campaign.
 #[derive(Default)]
 pub struct CrashSummary {
-    pub target: &'static str,
+    pub target: String,
     pub workloads: usize,
     pub passed: usize,
     pub points: usize,
