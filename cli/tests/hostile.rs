@@ -353,6 +353,17 @@ fn manifest_reads_one_page_of_a_huge_symlink() {
     assert!(out.contains("LNK  -  /l -> target"), "{out}");
 }
 
+/// An image holding one file `name` with `data`, damaged by `recipe` and
+/// saved in `d`.
+fn one_file_damaged(d: &Path, name: &[u8], data: &[u8], recipe: &str) -> String {
+    let dev = image(|fs| {
+        let f = fs.create(ROOT, name, 0o644).unwrap();
+        fs.write(f, 0, data).unwrap();
+    });
+    corrupt::apply(&dev, &corrupt::Recipe::parse(recipe).unwrap()).unwrap();
+    save(&dev, d)
+}
+
 // postmortem: a regular file whose i_size says 2^40 (a valid, sparse
 // 1 TiB file) made manifest hash a terabyte of zeros for minutes, as
 // manifest.sh's format asks, with nothing on the screen (issue 34.4). The
@@ -361,16 +372,7 @@ fn manifest_reads_one_page_of_a_huge_symlink() {
 #[test]
 fn manifest_of_a_terabyte_sparse_file_stops_at_its_limit() {
     let d = scratch("file-big");
-    let dev = image(|fs| {
-        let f = fs.create(ROOT, b"big", 0o644).unwrap();
-        fs.write(f, 0, b"head").unwrap();
-    });
-    corrupt::apply(
-        &dev,
-        &corrupt::Recipe::parse("inode[/big].i_size = 0x10000000000").unwrap(),
-    )
-    .unwrap();
-    let img = save(&dev, &d);
+    let img = one_file_damaged(&d, b"big", b"head", "inode[/big].i_size = 0x10000000000");
     let (code, out, err) = bounded("\"$NILREF\" manifest \"$1\"", &img);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
@@ -400,16 +402,7 @@ fn manifest_of_a_terabyte_sparse_file_stops_at_its_limit() {
 #[test]
 fn manifest_of_a_root_with_a_huge_size_ends() {
     let d = scratch("dir-big");
-    let dev = image(|fs| {
-        let f = fs.create(ROOT, b"f", 0o644).unwrap();
-        fs.write(f, 0, b"f\n").unwrap();
-    });
-    corrupt::apply(
-        &dev,
-        &corrupt::Recipe::parse("inode[/].i_size = 0x4000000000000000").unwrap(),
-    )
-    .unwrap();
-    let img = save(&dev, &d);
+    let img = one_file_damaged(&d, b"f", b"f\n", "inode[/].i_size = 0x4000000000000000");
     let (code, out, err) = bounded("\"$NILREF\" manifest \"$1\"", &img);
     assert_ne!(code, 124, "manifest did not end within 60 s");
     assert_eq!(code, 0, "{err}");
@@ -572,12 +565,9 @@ fn apply_gives_the_kernels_errors_for_huge_offsets() {
     assert!(ok, "{out}{err}");
 }
 
-// postmortem: apply exited 0 and wrote the image back after a sync that
-// failed (issue 13.6); now the observed trace is kept for the oracle and
-// the image is left as it was.
-#[test]
-fn apply_does_not_write_back_after_a_failed_sync() {
-    let d = scratch("apply-enospc");
+/// A 1 MiB image (1 KiB blocks, 16-block segments) that a 2 MB write
+/// fills, saved in `d`, with its bytes as saved.
+fn one_mib_image(d: &Path) -> (String, Vec<u8>) {
     let dev = MemDevice::new(1 << 20);
     mkfs(
         &dev,
@@ -588,8 +578,18 @@ fn apply_does_not_write_back_after_a_failed_sync() {
         },
     )
     .unwrap();
-    let img = save(&dev, &d);
+    let img = save(&dev, d);
     let before = std::fs::read(&img).unwrap();
+    (img, before)
+}
+
+// postmortem: apply exited 0 and wrote the image back after a sync that
+// failed (issue 13.6); now the observed trace is kept for the oracle and
+// the image is left as it was.
+#[test]
+fn apply_does_not_write_back_after_a_failed_sync() {
+    let d = scratch("apply-enospc");
+    let (img, before) = one_mib_image(&d);
     let (ok, out, err) = apply_trace(
         &d,
         &img,
@@ -618,18 +618,7 @@ fn apply_does_not_write_back_after_a_failed_sync() {
 #[test]
 fn apply_writes_back_when_the_last_sync_succeeds_after_an_enospc() {
     let d = scratch("apply-enospc-recovered");
-    let dev = MemDevice::new(1 << 20);
-    mkfs(
-        &dev,
-        &MkfsOptions {
-            block_size: 1024,
-            blocks_per_segment: 16,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let img = save(&dev, &d);
-    let before = std::fs::read(&img).unwrap();
+    let (img, before) = one_mib_image(&d);
     let (ok, out, err) = apply_trace(
         &d,
         &img,

@@ -106,21 +106,22 @@ fn install(
             env.push(("KVER".into(), kver));
         }
         Kind::Grub | Kind::NilfsUtils | Kind::Blkid => {
-            let programs = wrap_programs(&root, &bin, runtime)?;
+            let lib_path = library_path(&root, runtime);
+            let programs = wrap_programs(&root, &bin, runtime, &lib_path)?;
             let need: &[&str] = match kind {
                 Kind::Grub => &["grub-fstest"],
                 Kind::NilfsUtils => &["mkfs.nilfs2", "lscp", "lssu", "dumpseg", "nilfs-tune"],
                 _ => &["blkid"],
             };
             for n in need {
-                if !programs.iter().any(|p| p == n) {
+                let Some((_, prog)) = programs.iter().find(|(p, _)| p == n) else {
                     return Err(format!(
                         "{} {}: the packages hold no `{n}`",
                         kind.name(),
                         peer.version
                     ));
-                }
-                check_resolves(&bin.join(n), &root, runtime)?;
+                };
+                check_resolves(prog, &lib_path, runtime)?;
             }
             match kind {
                 Kind::Grub => env.push((
@@ -165,27 +166,26 @@ fn kernel_layout(root: &Path, kver: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A wrapper in `bin` for every executable of the package's bin and sbin
-/// folders; returns their names.
-fn wrap_programs(root: &Path, bin: &Path, runtime: Option<&Path>) -> Result<Vec<String>, String> {
-    let mut libs: Vec<PathBuf> = ["usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu"]
-        .iter()
-        .map(|d| root.join(d))
+/// The library folders a peer's programs load from, `:`-separated: its
+/// own packages' first, then its runtime's.
+fn library_path(root: &Path, runtime: Option<&Path>) -> String {
+    std::iter::once(root)
+        .chain(runtime)
+        .flat_map(|r| ["usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu"].map(|d| r.join(d)))
         .filter(|d| d.is_dir())
-        .collect();
-    if let Some(rt) = runtime {
-        libs.extend(
-            ["usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu"]
-                .iter()
-                .map(|d| rt.join(d))
-                .filter(|d| d.is_dir()),
-        );
-    }
-    let lib_path = libs
-        .iter()
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
-        .join(":");
+        .join(":")
+}
+
+/// A wrapper in `bin` for every executable of the package's bin and sbin
+/// folders, loading from `lib_path`; returns their names and programs.
+fn wrap_programs(
+    root: &Path,
+    bin: &Path,
+    runtime: Option<&Path>,
+    lib_path: &str,
+) -> Result<Vec<(String, PathBuf)>, String> {
     let mut names = Vec::new();
     for sub in ["usr/bin", "usr/sbin", "bin", "sbin"] {
         let Ok(rd) = std::fs::read_dir(root.join(sub)) else {
@@ -215,7 +215,7 @@ fn wrap_programs(root: &Path, bin: &Path, runtime: Option<&Path>) -> Result<Vec<
             let w = bin.join(&name);
             std::fs::write(&w, script).map_err(|e| io_err(&w, &e))?;
             set_mode(&w, 0o755)?;
-            names.push(name);
+            names.push((name, prog));
         }
     }
     Ok(names)
@@ -241,36 +241,19 @@ fn is_elf_executable(p: &Path) -> bool {
 /// peer's and its runtime's roots (or, for a host-runtime peer, on the
 /// host): a missing one would otherwise surface as a confusing failure in
 /// the middle of a campaign.
-fn check_resolves(wrapper: &Path, root: &Path, runtime: Option<&Path>) -> Result<(), String> {
-    let script = std::fs::read_to_string(wrapper).map_err(|e| io_err(wrapper, &e))?;
+fn check_resolves(prog: &Path, lib_path: &str, runtime: Option<&Path>) -> Result<(), String> {
+    // The same loader and libraries as the wrapper, asked to list.
     let out = match runtime {
-        Some(rt) => {
-            // Same loader and library path as the wrapper, asked to list.
-            let lib_path = script
-                .split("--library-path '")
-                .nth(1)
-                .and_then(|s| s.split('\'').next())
-                .unwrap_or_default()
-                .to_string();
-            let prog = script.rsplit('\'').nth(1).unwrap_or_default().to_string();
-            Command::new(rt.join(LOADER))
-                .args(["--library-path", &lib_path, "--list", &prog])
-                .output()
-        }
-        None => {
-            let prog = script.rsplit('\'').nth(1).unwrap_or_default().to_string();
-            let libs = ["usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu"]
-                .iter()
-                .map(|d| root.join(d).display().to_string())
-                .collect::<Vec<_>>()
-                .join(":");
-            Command::new("ldd")
-                .arg(&prog)
-                .env("LD_LIBRARY_PATH", libs)
-                .output()
-        }
+        Some(rt) => Command::new(rt.join(LOADER))
+            .args(["--library-path", lib_path, "--list"])
+            .arg(prog)
+            .output(),
+        None => Command::new("ldd")
+            .arg(prog)
+            .env("LD_LIBRARY_PATH", lib_path)
+            .output(),
     }
-    .map_err(|e| format!("{}: cannot list its libraries: {e}", wrapper.display()))?;
+    .map_err(|e| format!("{}: cannot list its libraries: {e}", prog.display()))?;
     let listing = String::from_utf8_lossy(&out.stdout);
     let missing: Vec<&str> = listing
         .lines()
@@ -279,7 +262,7 @@ fn check_resolves(wrapper: &Path, root: &Path, runtime: Option<&Path>) -> Result
     if !out.status.success() || !missing.is_empty() {
         return Err(format!(
             "{}: its libraries do not resolve:\n{}{}",
-            wrapper.display(),
+            prog.display(),
             missing.join("\n"),
             String::from_utf8_lossy(&out.stderr)
         ));
