@@ -213,9 +213,16 @@ pub fn apply_lines_on(
     let rest = match first {
         Ok(op @ Op::Mkfs { .. }) => {
             format_image(mem, &op, label).map_err(|m| (first_n, m))?;
+            // nilfs-ref stamps inodes with the workload's own clock: the
+            // trace is judged with exact times from its first line on.
+            let t = match &op {
+                Op::Mkfs { clock, .. } => Some([*clock, *clock]),
+                _ => None,
+            };
             observed_lines.push(Line {
                 op,
                 out: Outcome::Ok,
+                t,
             });
             &lines[1..]
         }
@@ -228,6 +235,7 @@ pub fn apply_lines_on(
                     )
                 })?,
                 out: Outcome::Ok,
+                t: None,
             });
             lines
         }
@@ -266,7 +274,11 @@ pub fn apply_lines_on(
             (Op::Crash, _) => views.clear(),
             _ => {}
         }
-        observed_lines.push(Line { op, out: observed });
+        observed_lines.push(Line {
+            op,
+            out: observed,
+            t: None,
+        });
     }
     Ok(Applied {
         lines: observed_lines,

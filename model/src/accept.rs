@@ -12,8 +12,7 @@ use crate::space::Geometry;
 use crate::state::{Checkpoint, Cno, State};
 use crate::step::data::{size_of, KERNEL_PAGE};
 use crate::step::{Branch, Expect};
-
-pub use crate::state::TIME_SLACK_NS;
+use crate::time::Stamp;
 
 impl Branch {
     /// Every state in which `observed` leaves the file system along this
@@ -103,6 +102,35 @@ impl Branch {
             (Expect::Statfs { inodes, held }, Outcome::Statfs(got)) => {
                 statfs_accepts(&self.next.geometry, *inodes, *held, got).then(|| self.next.clone())
             }
+            (
+                Expect::Stat {
+                    info,
+                    mtime,
+                    ctime,
+                    at,
+                    id,
+                },
+                Outcome::Stat(got),
+            ) => {
+                let untimed = StatInfo {
+                    mtime: None,
+                    ctime: None,
+                    ..info.clone()
+                };
+                let within =
+                    |stamp: &Stamp, seen: Option<i64>| seen.is_none_or(|t| stamp.contains(t));
+                if !(within(mtime, got.mtime)
+                    && within(ctime, got.ctime)
+                    && outcome_matches(
+                        &Outcome::Stat(untimed),
+                        observed,
+                        self.next.geometry.block_size,
+                    ))
+                {
+                    return None;
+                }
+                Some(self.next.bind_times(*at, *id, got.mtime, got.ctime))
+            }
             (Expect::Unjudged(_), _) => Some(self.next.clone()),
             (Expect::ShortWrite { path, offset, data }, Outcome::Written(k)) => {
                 let s = &self.next;
@@ -111,7 +139,7 @@ impl Branch {
                 }
                 let ns = s.live.clone();
                 let id = ns.lookup(path, true).ok()?;
-                let (next_ns, _) = ns.write_prefix(path, *offset, data, *k, s.clock).ok()?;
+                let (next_ns, _) = ns.write_prefix(path, *offset, data, *k, s.now()).ok()?;
                 let grew = size_of(&next_ns, id) != size_of(&ns, id);
                 let blocks = s.blocks_for(*k);
                 let mut n = s.clone().modified(next_ns, blocks);
@@ -128,6 +156,12 @@ impl Branch {
     pub fn predicted(&self) -> Option<(Outcome, State)> {
         match &self.expect {
             Expect::Exact(o) => Some((o.clone(), self.next.clone())),
+            Expect::Stat { info, .. } => {
+                // The earliest instants (`stat_of`): exact for the model's
+                // own injected clock.
+                let o = Outcome::Stat(info.clone());
+                self.accept(&o).map(|n| (o, n))
+            }
             Expect::NewCno {
                 latest,
                 must_be_new,
@@ -227,8 +261,8 @@ fn unreported(s: &StatInfo) -> StatInfo {
     }
 }
 
-/// Exact outcome comparison with the allowed freedoms: readdir order, stat
-/// times within [`TIME_SLACK_NS`] after the model's, and a directory's size,
+/// Exact outcome comparison with the allowed freedoms: readdir order, a stat
+/// time or id that one side does not report, and a directory's size,
 /// which is whole blocks (`nilfs_make_empty` starts it at one block, and it
 /// grows a block at a time: `nilfs_add_link`), as many as its entries' layout
 /// needs — the model states only that it is a non-zero multiple of
@@ -242,17 +276,14 @@ pub fn outcome_matches(want: &Outcome, got: &Outcome, block_size: u32) -> bool {
             a == b
         }
         (Outcome::Stat(a), Outcome::Stat(b)) => {
-            let time_ok = |m: Option<i64>, o: Option<i64>| match (m, o) {
-                (Some(m), Some(o)) => o >= m && o - m <= TIME_SLACK_NS,
-                _ => true,
-            };
-            // An id or device number is compared when both sides report it
-            // (traces recorded before they were reported have none).
+            // A time, id or device number is compared when both sides
+            // report it (traces recorded before they were reported have
+            // none; `Expect::Stat` judges times against stamps).
             fn same<T: PartialEq>(m: Option<T>, o: Option<T>) -> bool {
                 m.is_none() || o.is_none() || m == o
             }
-            let times_ok = time_ok(a.mtime, b.mtime)
-                && time_ok(a.ctime, b.ctime)
+            let times_ok = same(a.mtime, b.mtime)
+                && same(a.ctime, b.ctime)
                 && same(a.uid, b.uid)
                 && same(a.gid, b.gid)
                 && same(a.rdev, b.rdev);

@@ -18,6 +18,8 @@
 //! - [`space`]: when ENOSPC is allowed.
 //! - [`accept`]: which observed outcomes a branch allows.
 //! - [`laws`]: the model's stated laws, checked on every transition.
+//! - [`time::Stamp`]: an inode time known within the interval of the call
+//!   that set it.
 //! - [`trace`]: the oracle interface: JSON Lines traces and their checker;
 //!   [`linearize`]: concurrent histories against a sequential specification.
 //! - [`variant::Variant`]: the Linux releases the model tells apart where
@@ -39,6 +41,7 @@ pub mod pattern;
 pub mod space;
 pub mod state;
 pub mod step;
+pub mod time;
 pub mod trace;
 pub mod variant;
 
@@ -49,6 +52,7 @@ pub use space::Geometry;
 pub use state::{Cno, State};
 pub use step::durability::crash;
 pub use step::{step, Branch, Expect};
+pub use time::Stamp;
 pub use trace::{
     check_trace, check_trace_as, check_trace_str, follow_trace, Line, Rejection, Verdict,
 };

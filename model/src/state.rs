@@ -6,6 +6,7 @@
 
 use crate::fs::{Id, Namespace};
 use crate::space::Geometry;
+use crate::time::Stamp;
 use crate::variant::Variant;
 use imbl::{OrdMap, OrdSet, Vector};
 use std::sync::Arc;
@@ -88,17 +89,22 @@ pub struct Pending {
     pub table_at_construction: Option<OrdMap<Cno, Checkpoint>>,
 }
 
-/// Observed times may trail the model's clock by the time an operation
-/// takes; they must not precede it. One second of slack (the acceptance
-/// rules' and the log writer's timer's).
-pub const TIME_SLACK_NS: i64 = 1_000_000_000;
-
 /// The abstract state of one NILFS2 file system.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct State {
     pub geometry: Geometry,
-    /// The injected clock, in nanoseconds.
+    /// The clock, in nanoseconds: the earliest the current operation can
+    /// have read it (a `clock` line's time, or the start of the interval
+    /// the trace line records).
     pub clock: i64,
+    /// The latest the current operation can have read the clock (`clock`
+    /// itself when the model's own clock is injected).
+    pub clock_hi: i64,
+    /// How far past a `clock` line an operation without an interval of
+    /// its own may stamp an inode: 0 for an injected clock, which stamps
+    /// exactly; [`LEGACY_WINDOW_NS`](crate::time::LEGACY_WINDOW_NS) for a
+    /// trace whose lines record no intervals.
+    pub time_window: i64,
     pub live: Namespace,
     pub checkpoints: OrdMap<Cno, Checkpoint>,
     pub next_cno: Cno,
@@ -131,6 +137,8 @@ impl State {
         State {
             geometry,
             clock: now,
+            clock_hi: now,
+            time_window: 0,
             live,
             checkpoints,
             next_cno: 2,
@@ -140,6 +148,45 @@ impl State {
             consumed_blocks: 16,
             variant: Variant::Any,
         }
+    }
+
+    /// The stamp an operation sets now: somewhere in the current
+    /// operation's interval (`time`).
+    pub fn now(&self) -> Stamp {
+        Stamp::between(self.clock, self.clock_hi)
+    }
+
+    /// The state with the clock read at `[lo, hi]` for the next operation
+    /// (a trace line's interval); `None` if that goes back in time.
+    pub fn at_time(&self, lo: i64, hi: i64) -> Option<State> {
+        if lo < self.clock {
+            return None;
+        }
+        let mut n = self.clone();
+        n.clock = lo;
+        n.clock_hi = hi.max(lo);
+        Some(n)
+    }
+
+    /// The state after a stat of inode `id` in view `at` observed these
+    /// times: each becomes its stamp's exact value.
+    pub(crate) fn bind_times(
+        &self,
+        at: Option<Cno>,
+        id: Id,
+        mtime: Option<i64>,
+        ctime: Option<i64>,
+    ) -> State {
+        let mut n = self.clone();
+        match at {
+            None => n.live = n.live.bind_times(id, mtime, ctime),
+            Some(c) => {
+                if let Some(ns) = n.checkpoints.get_mut(&c).and_then(|cp| cp.ns.as_mut()) {
+                    *ns = ns.bind_times(id, mtime, ctime);
+                }
+            }
+        }
+        n
     }
 
     /// Blocks charged to a write of `bytes` ([`Geometry::blocks_for`]).

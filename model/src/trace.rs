@@ -14,10 +14,12 @@
 //! run, ENOSPC may leave several) and rejects the trace at the first line
 //! whose observed outcome no state allows.
 
+use crate::fs::StatInfo;
 use crate::op::{Op, Outcome};
 use crate::space::Geometry;
 use crate::state::State;
 use crate::step::{step, Expect};
+use crate::time::LEGACY_WINDOW_NS;
 use crate::variant::Variant;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -28,9 +30,21 @@ pub struct Line {
     #[serde(flatten)]
     pub op: Op,
     pub out: Outcome,
+    /// The real-time clock just before the call and just after it (ns):
+    /// the interval any time stamp the call sets lies in (`time`). A
+    /// trace whose first line records one is judged with exact times;
+    /// one whose first line records none is judged by the older rule, a
+    /// stamp up to [`LEGACY_WINDOW_NS`] after the last `clock` line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t: Option<[i64; 2]>,
 }
 
 impl Line {
+    /// A line without a clock interval.
+    pub fn new(op: Op, out: Outcome) -> Line {
+        Line { op, out, t: None }
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a line always serialises")
     }
@@ -153,7 +167,10 @@ fn walk_trace(
             line: lineno,
             op: serde_json::to_string(&line.op).expect("serialises"),
             allowed,
-            observed: describe(&line.out),
+            observed: match line.t {
+                Some([lo, hi]) => format!("{} (clock {lo}..={hi})", describe(&line.out)),
+                None => describe(&line.out),
+            },
             states: states.iter().take(4).map(describe_state).collect(),
         };
         if states.is_empty() {
@@ -179,6 +196,10 @@ fn walk_trace(
                 r_segments_percentage: *r_segments_percentage,
             };
             let mut first = State::mkfs(g, *dot_nilfs, *clock);
+            if line.t.is_none() {
+                first.time_window = LEGACY_WINDOW_NS;
+                first.clock_hi = first.clock + LEGACY_WINDOW_NS;
+            }
             first.variant = variant.unwrap_or_else(|| {
                 kernel
                     .as_deref()
@@ -191,6 +212,26 @@ fn walk_trace(
         let mut next: Vec<State> = Vec::new();
         let mut allowed: Vec<String> = Vec::new();
         for s in &states {
+            let timed;
+            let s = match line.t {
+                None => s,
+                Some([lo, hi]) => match s.at_time(lo, hi) {
+                    Some(t) => {
+                        timed = t;
+                        &timed
+                    }
+                    None => {
+                        let d = format!(
+                            "a clock interval from {} on: the clock never goes back",
+                            s.clock
+                        );
+                        if !allowed.contains(&d) {
+                            allowed.push(d);
+                        }
+                        continue;
+                    }
+                },
+            };
             for b in step(s, &line.op) {
                 let accepted = b.accept_all(&line.out);
                 match accepted.is_empty() {
@@ -296,6 +337,19 @@ fn describe_expect(e: &Expect, observed: &Outcome) -> String {
             format!("manifest of {} lines; first difference at manifest line {}: model {w}, observed {g}", want.len(), k + 1)
         }
         Expect::Exact(o) => describe(o),
+        Expect::Stat {
+            info, mtime, ctime, ..
+        } => {
+            let untimed = StatInfo {
+                mtime: None,
+                ctime: None,
+                ..info.clone()
+            };
+            format!(
+                "{} with mtime in {mtime} and ctime in {ctime}",
+                describe(&Outcome::Stat(untimed))
+            )
+        }
         Expect::NewCno {
             latest,
             must_be_new: true,

@@ -3,7 +3,7 @@
 
 use nilfs_model::fs::Namespace;
 use nilfs_model::laws::{check_transition, Promises};
-use nilfs_model::{step, Op, State};
+use nilfs_model::{step, Op, Stamp, State};
 use nilfs_model::{Errno, Geometry, Pattern};
 use proptest::prelude::*;
 
@@ -28,7 +28,7 @@ fn fresh() -> State {
 
 fn with_file(bytes: u64) -> Namespace {
     let ns = Namespace::mkfs(false, 0)
-        .create("/f", 0o644, true, 0)
+        .create("/f", 0o644, true, Stamp::exact(0))
         .unwrap();
     ns.write(
         "/f",
@@ -37,7 +37,7 @@ fn with_file(bytes: u64) -> Namespace {
             seed: 7,
             len: bytes,
         },
-        0,
+        Stamp::exact(0),
     )
     .unwrap()
     .0
@@ -50,7 +50,7 @@ proptest! {
     fn write_then_read(initial in 0u64..20_000, offset in 0u64..30_000, len in 0u64..9_000, seed: u64) {
         let ns = with_file(initial);
         let data = Pattern::Seeded { seed, len };
-        let (ns2, n) = ns.write("/f", offset, &data, 1).unwrap();
+        let (ns2, n) = ns.write("/f", offset, &data, Stamp::exact(1)).unwrap();
         prop_assert_eq!(n, len);
         prop_assert_eq!(ns2.read("/f", offset, len).unwrap(), data.to_bytes());
         if offset > initial {
@@ -67,7 +67,7 @@ proptest! {
         let ns = with_file(len);
         let cut = len * cut_frac / 100;
         let grown = cut + up;
-        let ns2 = ns.truncate("/f", cut, 1).unwrap().truncate("/f", grown, 2).unwrap();
+        let ns2 = ns.truncate("/f", cut, Stamp::exact(1)).unwrap().truncate("/f", grown, Stamp::exact(2)).unwrap();
         prop_assert_eq!(ns2.lstat("/f").unwrap().size, grown);
         prop_assert_eq!(ns2.read("/f", 0, cut).unwrap(), ns.read("/f", 0, cut).unwrap());
         prop_assert!(ns2.read("/f", cut, up).unwrap().iter().all(|&b| b == 0));
@@ -81,17 +81,17 @@ proptest! {
         let mut ns = Namespace::mkfs(false, 0);
         for s in setup {
             ns = match s {
-                0 => ns.create("/a", 0o644, false, 0),
-                1 => ns.create("/d/a", 0o644, false, 0),
-                2 => ns.mkdir("/d", 0o755, 0),
-                3 => ns.mkdir("/d/e", 0o755, 0),
-                4 => ns.link("/a", "/b", 0),
-                _ => ns.write("/a", 0, &Pattern::Text("hello".into()), 0).map(|x| x.0),
+                0 => ns.create("/a", 0o644, false, Stamp::exact(0)),
+                1 => ns.create("/d/a", 0o644, false, Stamp::exact(0)),
+                2 => ns.mkdir("/d", 0o755, Stamp::exact(0)),
+                3 => ns.mkdir("/d/e", 0o755, Stamp::exact(0)),
+                4 => ns.link("/a", "/b", Stamp::exact(0)),
+                _ => ns.write("/a", 0, &Pattern::Text("hello".into()), Stamp::exact(0)).map(|x| x.0),
             }
             .unwrap_or(ns);
         }
         let (old, new) = (names[from], names[to]);
-        match ns.rename(old, new, 1, false) {
+        match ns.rename(old, new, Stamp::exact(1), false) {
             Err(_) => {}
             Ok(after) => {
                 let id = ns.lookup(old, false).unwrap();
@@ -164,35 +164,48 @@ fn limits() {
     let ns = Namespace::mkfs(false, 0);
     let long = format!("/{}", "n".repeat(256));
     assert_eq!(
-        ns.create(&long, 0o644, true, 0).err(),
+        ns.create(&long, 0o644, true, Stamp::exact(0)).err(),
         Some(Errno::ENAMETOOLONG)
     );
     assert!(ns
-        .create(&format!("/{}", "n".repeat(255)), 0o644, true, 0)
+        .create(
+            &format!("/{}", "n".repeat(255)),
+            0o644,
+            true,
+            Stamp::exact(0)
+        )
         .is_ok());
-    let f = ns.create("/f", 0o644, true, 0).unwrap();
+    let f = ns.create("/f", 0o644, true, Stamp::exact(0)).unwrap();
     let one = Pattern::Text("x".into());
     assert_eq!(
-        f.write("/f", nilfs_model::MAX_FILE_SIZE, &one, 0).err(),
+        f.write("/f", nilfs_model::MAX_FILE_SIZE, &one, Stamp::exact(0))
+            .err(),
         Some(Errno::EFBIG)
     );
     // postmortem: the model answered EFBIG for a truncate to 2^63 and
     // nothing special for a write at offset 2^63; both are a negative
     // loff_t, EINVAL in do_sys_truncate and ksys_pwrite64 (issue 13.6).
     assert_eq!(
-        f.truncate("/f", nilfs_model::MAX_FILE_SIZE + 1, 0).err(),
+        f.truncate("/f", nilfs_model::MAX_FILE_SIZE + 1, Stamp::exact(0))
+            .err(),
         Some(Errno::EINVAL)
     );
-    assert_eq!(f.write("/f", 1 << 63, &one, 0).err(), Some(Errno::EINVAL));
+    assert_eq!(
+        f.write("/f", 1 << 63, &one, Stamp::exact(0)).err(),
+        Some(Errno::EINVAL)
+    );
     let mut many = f.clone();
     for i in 1..nilfs_model::LINK_MAX {
-        many = many.link("/f", &format!("/l{i}"), 0).unwrap();
+        many = many.link("/f", &format!("/l{i}"), Stamp::exact(0)).unwrap();
     }
     assert_eq!(many.lstat("/f").unwrap().nlink, nilfs_model::LINK_MAX);
-    assert_eq!(many.link("/f", "/one-more", 0).err(), Some(Errno::EMLINK));
-    let d = ns.mkdir("/d", 0o755, 0).unwrap();
     assert_eq!(
-        d.rename("/d", "/d/sub", 0, false).err(),
+        many.link("/f", "/one-more", Stamp::exact(0)).err(),
+        Some(Errno::EMLINK)
+    );
+    let d = ns.mkdir("/d", 0o755, Stamp::exact(0)).unwrap();
+    assert_eq!(
+        d.rename("/d", "/d/sub", Stamp::exact(0), false).err(),
         Some(Errno::EINVAL)
     );
 }

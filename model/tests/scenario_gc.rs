@@ -90,6 +90,7 @@ fn reads(m: &[String], at: Option<u64>, t: &mut Vec<Line>) {
                     len,
                     sha256: f[0].to_string(),
                 },
+                t: None,
             });
         }
     }
@@ -102,6 +103,7 @@ pub fn scenario_trace() -> Vec<Line> {
         t.push(Line {
             op,
             out: Outcome::Ok,
+            t: None,
         })
     };
     let create = |t: &mut Vec<Line>, p: &str| {
@@ -113,6 +115,7 @@ pub fn scenario_trace() -> Vec<Line> {
                 at: None,
             },
             out: Outcome::Ok,
+            t: None,
         })
     };
     let write = |t: &mut Vec<Line>, p: &str, offset: u64, data: Pattern| {
@@ -126,6 +129,7 @@ pub fn scenario_trace() -> Vec<Line> {
                 at: None,
             },
             out: Outcome::Written(n),
+            t: None,
         })
     };
     // mkimage.sh x.img 128M -B 512 (mkfs.nilfs2 -b 4096 -B 512, nilfs-utils 2.2.9)
@@ -238,10 +242,12 @@ pub fn scenario_trace() -> Vec<Line> {
     t.push(Line {
         op: Op::Mkcp { snapshot: true },
         out: Outcome::Cno(4),
+        t: None,
     });
     t.push(Line {
         op: Op::Manifest { at: None },
         out: Outcome::Manifest(snapshot_manifest()),
+        t: None,
     });
     // --- churn
     ok(
@@ -329,10 +335,12 @@ pub fn scenario_trace() -> Vec<Line> {
     t.push(Line {
         op: Op::Lscp,
         out: Outcome::Checkpoints(lscp_entries(&before)),
+        t: None,
     });
     t.push(Line {
         op: Op::Manifest { at: None },
         out: Outcome::Manifest(latest_manifest()),
+        t: None,
     });
     // --- garbage collection (nilfs_cleanerd -p 0; nilfs-clean -p 0)
     ok(&mut t, Op::Clean { protection_s: 0 });
@@ -341,10 +349,12 @@ pub fn scenario_trace() -> Vec<Line> {
     t.push(Line {
         op: Op::Lscp,
         out: Outcome::Checkpoints(lscp_entries(&after)),
+        t: None,
     });
     t.push(Line {
         op: Op::Manifest { at: None },
         out: Outcome::Manifest(latest_manifest()),
+        t: None,
     });
     reads(&latest_manifest(), None, &mut t);
     ok(
@@ -357,6 +367,7 @@ pub fn scenario_trace() -> Vec<Line> {
     t.push(Line {
         op: Op::Manifest { at: Some(4) },
         out: Outcome::Manifest(snapshot_manifest()),
+        t: None,
     });
     reads(&snapshot_manifest()[..3], Some(4), &mut t);
     ok(&mut t, Op::Umount { cp: Some(4) });

@@ -162,7 +162,7 @@ fn run(m: Mutant, s: &State, op: &Op) -> Vec<(Outcome, State)> {
             }
             (Mutant::RoWritable, Op::Write { at: Some(_), .. }) => *o = Outcome::Written(1),
             (Mutant::CleanLosesFile, Op::Clean { .. }) => {
-                if let Ok(ns) = n.live.unlink("/a", n.clock) {
+                if let Ok(ns) = n.live.unlink("/a", n.now()) {
                     n.live = ns;
                 }
             }
@@ -176,7 +176,7 @@ fn run(m: Mutant, s: &State, op: &Op) -> Vec<(Outcome, State)> {
                     at: None,
                 },
             ) if matches!(o, Outcome::Written(_)) => {
-                if let Ok((ns, _)) = s.live.write(path, offset + 1, data, s.clock) {
+                if let Ok((ns, _)) = s.live.write(path, offset + 1, data, s.now()) {
                     n.live = ns;
                 }
             }

@@ -197,10 +197,7 @@ impl fmt::Display for Divergence {
         )?;
         writeln!(f, "trace (model trace format, observed outcomes):")?;
         for s in &self.steps {
-            let line = nilfs_model::Line {
-                op: s.op.clone(),
-                out: s.out.clone(),
-            };
+            let line = nilfs_model::Line::new(s.op.clone(), s.out.clone());
             writeln!(f, "  {}", line.to_json())?;
         }
         writeln!(f, "the model allowed:")?;

@@ -20,9 +20,12 @@
 //!   mtime as the model's clock at mkfs (so a fresh file system's times
 //!   compare). A `mount` line follows: DIR is mounted read-write.
 //! - The kernel's clock cannot be set: `clock` lines of the workload are
-//!   dropped, and the runner writes its own before an operation whenever
+//!   dropped (or slept, `--sleep-on-clock`), and every line records the
+//!   interval its call ran in, `"t": [before, after]`:
 //!   `CLOCK_REALTIME_COARSE` (the clock `current_time()` stamps inodes
-//!   with) has moved 100 ms or more since the last one.
+//!   with) just before the call, `CLOCK_REALTIME` just after it. Every
+//!   time stamp the call set lies in it, and the oracle judges it so
+//!   (model `time`). The `mkfs` line's interval is the root's exact time.
 //! - Without `--device`, mount, umount, remount and crash cannot run: a
 //!   leading `mount` is the mount DIR already is, a trailing `umount` is
 //!   left out (the file system stays mounted), anything else stops the run
@@ -77,15 +80,17 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
             _ => return Err(why),
         },
     };
+    // The root's time is exact: the trace is judged with exact times.
+    let clock = match &describe {
+        Op::Mkfs { clock, .. } => *clock,
+        _ => 0,
+    };
     observed.push(Line {
-        op: describe,
-        out: Outcome::Ok,
+        t: Some([clock, clock]),
+        ..Line::new(describe, Outcome::Ok)
     });
     if let Some(ro) = runner.mounted_read_only() {
-        observed.push(Line {
-            op: Op::Mount { cp: None, ro },
-            out: Outcome::Ok,
-        });
+        observed.push(Line::new(Op::Mount { cp: None, ro }, Outcome::Ok));
     }
     let mut resolver = Resolver::default();
     let last = lines.len().saturating_sub(1);
@@ -128,18 +133,13 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
                 continue;
             }
         }
-        if let Some(now) = runner.clock_line() {
-            observed.push(Line {
-                op: Op::Clock { now },
-                out: Outcome::Ok,
-            });
-        }
         if let Some(dm) = opts.mark_log_writes {
             if let Err(why) = runner.mark(dm, observed.len()) {
                 result = Err(format!("{} line {n}: {why}", opts.workload.display()));
                 break;
             }
         }
+        let before = Runner::clock_before();
         let out = match runner.exec(&op) {
             Ok(o) => o,
             Err(Stop::Errno(e)) => Outcome::Err(e),
@@ -148,8 +148,12 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
                 break;
             }
         };
+        let after = Runner::clock_after();
         resolver.observe(&op, &out);
-        observed.push(Line { op, out });
+        observed.push(Line {
+            t: Some([before, after]),
+            ..Line::new(op, out)
+        });
     }
     runner.finish();
     result?;

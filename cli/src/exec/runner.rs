@@ -29,10 +29,6 @@ pub struct ExecOptions<'a> {
     pub sleep_on_clock: bool,
 }
 
-/// One clock line at most this often (ns): the model allows observed
-/// times up to one second after its clock.
-const CLOCK_STEP_NS: i64 = 100_000_000;
-
 /// Which root the process is in.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Root {
@@ -60,7 +56,6 @@ pub struct Runner<'a> {
     pub snap_base: PathBuf,
     pub root: Root,
     pub live: Option<OwnedFd>,
-    pub last_clock: Option<i64>,
 }
 
 impl<'a> Runner<'a> {
@@ -95,7 +90,6 @@ impl<'a> Runner<'a> {
             snap_base,
             root: Root::Host,
             live: None,
-            last_clock: None,
         };
         if r.mounted {
             r.open_live()
@@ -166,17 +160,20 @@ impl<'a> Runner<'a> {
         Ok(st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64)
     }
 
-    /// A clock line, if the coarse clock moved enough since the last one.
-    pub fn clock_line(&mut self) -> Option<i64> {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-        let now = t.tv_sec * 1_000_000_000 + t.tv_nsec as i64;
-        match self.last_clock {
-            Some(l) if now < l + CLOCK_STEP_NS => None,
-            _ => {
-                self.last_clock = Some(now);
-                Some(now)
-            }
-        }
+    /// The clock before a call: `CLOCK_REALTIME_COARSE`, the clock the
+    /// kernel's `current_time()` stamps inodes with, which never runs
+    /// ahead of the fine one.
+    pub fn clock_before() -> i64 {
+        ns(rustix::time::clock_gettime(
+            rustix::time::ClockId::RealtimeCoarse,
+        ))
+    }
+
+    /// The clock after a call: `CLOCK_REALTIME`, never behind the coarse
+    /// clock, so a stamp from either (the kernel's coarse one, a FUSE
+    /// server's `SystemTime::now()`) lies between the two readings.
+    pub fn clock_after() -> i64 {
+        ns(rustix::time::clock_gettime(rustix::time::ClockId::Realtime))
     }
 
     fn open_live(&mut self) -> Result<(), Stop> {
@@ -533,4 +530,8 @@ fn cleanerd_running() -> bool {
 
 fn mount_source(dir: &Path) -> Option<String> {
     mount_entry(dir).map(|(s, _)| s)
+}
+
+fn ns(t: rustix::time::Timespec) -> i64 {
+    t.tv_sec * 1_000_000_000 + t.tv_nsec as i64
 }

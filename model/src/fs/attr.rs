@@ -3,6 +3,7 @@
 //! refusals (nilfs2 installs no xattr handler).
 
 use super::{Errno, FileType, Id, Kind, Namespace, StatInfo, R};
+use crate::time::Stamp;
 
 impl Namespace {
     /// `lstat(path)`.
@@ -34,12 +35,34 @@ impl Namespace {
             size,
             nlink: ino.nlink,
             perm: ino.perm,
-            mtime: Some(ino.mtime),
-            ctime: Some(ino.ctime),
+            // The earliest each stamp can be; `Expect::Stat` carries the
+            // stamps themselves.
+            mtime: Some(ino.mtime.lo),
+            ctime: Some(ino.ctime.lo),
             uid: Some(ino.uid),
             gid: Some(ino.gid),
             rdev,
         }
+    }
+
+    /// Inode `id`'s mtime and ctime stamps.
+    pub fn stamps_of(&self, id: Id) -> (Stamp, Stamp) {
+        let ino = self.get(id);
+        (ino.mtime, ino.ctime)
+    }
+
+    /// The same namespace with inode `id`'s times known to be `mtime` and
+    /// `ctime` (observed by a stat; each must lie within its stamp).
+    pub fn bind_times(&self, id: Id, mtime: Option<i64>, ctime: Option<i64>) -> Namespace {
+        let mut ns = self.clone();
+        let ino = ns.get_mut(id);
+        if let Some(t) = mtime {
+            ino.mtime = Stamp::exact(t);
+        }
+        if let Some(t) = ctime {
+            ino.ctime = Stamp::exact(t);
+        }
+        ns
     }
 
     /// What a get, set or removal of the extended attribute `name` of
@@ -63,7 +86,7 @@ impl Namespace {
     /// replaced, ATTR_MODE | ATTR_CTIME; `setattr_copy` keeps S_ISGID for
     /// a caller with CAP_FSETID, which the model's root has). Follows a
     /// trailing symlink.
-    pub fn chmod(&self, path: &str, perm: u32, now: i64) -> R<Namespace> {
+    pub fn chmod(&self, path: &str, perm: u32, now: Stamp) -> R<Namespace> {
         let id = self.lookup(path, true)?;
         let mut ns = self.clone();
         let ino = ns.get_mut(id);
@@ -84,7 +107,7 @@ impl Namespace {
         uid: Option<u32>,
         gid: Option<u32>,
         follow: bool,
-        now: i64,
+        now: Stamp,
     ) -> R<Namespace> {
         let id = self.lookup(path, follow)?;
         let mut ns = self.clone();
@@ -108,11 +131,11 @@ impl Namespace {
     /// `utimensat(path, {UTIME_OMIT, mtime or UTIME_NOW}, flags)`
     /// (`utimes_common`: ATTR_MTIME, with ATTR_MTIME_SET for a given time,
     /// and ATTR_CTIME). nilfs2's time granularity is one nanosecond.
-    pub fn utimes(&self, path: &str, mtime: Option<i64>, follow: bool, now: i64) -> R<Namespace> {
+    pub fn utimes(&self, path: &str, mtime: Option<i64>, follow: bool, now: Stamp) -> R<Namespace> {
         let id = self.lookup(path, follow)?;
         let mut ns = self.clone();
         let ino = ns.get_mut(id);
-        ino.mtime = mtime.unwrap_or(now);
+        ino.mtime = mtime.map_or(now, Stamp::exact);
         ino.ctime = now;
         Ok(ns)
     }

@@ -4,6 +4,7 @@
 
 use super::{Errno, FileData, Id, Kind, Namespace, MAX_FILE_SIZE, PAGE, R};
 use crate::pattern::Pattern;
+use crate::time::Stamp;
 use std::sync::Arc;
 
 impl Namespace {
@@ -32,7 +33,13 @@ impl Namespace {
     /// `generic_write_check_limits` gives EFBIG at or past the maximum size
     /// and shortens a write that would cross it. A write past EOF leaves a
     /// hole that reads as zeros.
-    pub fn write(&self, path: &str, offset: u64, data: &Pattern, now: i64) -> R<(Namespace, u64)> {
+    pub fn write(
+        &self,
+        path: &str,
+        offset: u64,
+        data: &Pattern,
+        now: Stamp,
+    ) -> R<(Namespace, u64)> {
         self.write_prefix(path, offset, data, data.len(), now)
     }
 
@@ -44,7 +51,7 @@ impl Namespace {
         offset: u64,
         data: &Pattern,
         want: u64,
-        now: i64,
+        now: Stamp,
     ) -> R<(Namespace, u64)> {
         let (id, f) = self.file(path)?;
         // pwrite64 takes a signed loff_t: one below 0 is EINVAL before
@@ -86,12 +93,20 @@ impl Namespace {
 
     /// The file's mtime and ctime set to `now`, nothing else: what
     /// `file_update_time` leaves when the write after it fails.
-    pub fn touch_times(&self, id: Id, now: i64) -> Namespace {
+    pub fn touch_times(&self, id: Id, now: Stamp) -> Namespace {
         let mut ns = self.clone();
         let ino = ns.get_mut(id);
         ino.mtime = now;
         ino.ctime = now;
         ns
+    }
+
+    /// Could setting inode `id`'s times to `now` leave them as they were
+    /// (`inode_needs_update_time` finds nothing to do when the clock has
+    /// not moved since they were set)?
+    pub fn times_may_stay(&self, id: Id, now: Stamp) -> bool {
+        let ino = self.get(id);
+        ino.mtime.may_equal(now) && ino.ctime.may_equal(now)
     }
 
     /// `pread(path, len, offset)`: the bytes in `[offset, min(size,
@@ -107,7 +122,7 @@ impl Namespace {
     /// maximum is a negative `loff_t` (the maximum is `i64::MAX`), which
     /// `do_sys_truncate` refuses with EINVAL before `inode_newsize_ok`'s
     /// EFBIG could apply.
-    pub fn truncate(&self, path: &str, size: u64, now: i64) -> R<Namespace> {
+    pub fn truncate(&self, path: &str, size: u64, now: Stamp) -> R<Namespace> {
         let (id, f) = self.file(path)?;
         if size > i64::MAX as u64 {
             return Err(Errno::EINVAL);

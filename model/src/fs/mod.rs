@@ -21,6 +21,7 @@ mod namei;
 pub use errno::Errno;
 pub use file::read_data;
 
+use crate::time::Stamp;
 use imbl::OrdMap;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -85,8 +86,8 @@ pub struct Inode {
     pub uid: u32,
     pub gid: u32,
     pub nlink: u32,
-    pub mtime: i64,
-    pub ctime: i64,
+    pub mtime: Stamp,
+    pub ctime: Stamp,
 }
 
 /// File type as `stat` and `readdir` report it.
@@ -156,6 +157,7 @@ impl Namespace {
     /// (mode 040755, two links), and with nilfs-utils <= 2.2.x the empty
     /// regular file `.nilfs` (ino 11, mode 0100644; format digest §12.2).
     pub fn mkfs(dot_nilfs: bool, now: i64) -> Namespace {
+        let now = Stamp::exact(now);
         let mut ns = Namespace {
             inodes: OrdMap::new(),
             next_id: ROOT + 1,
@@ -197,7 +199,7 @@ impl Namespace {
     /// or the directory's when the directory is setgid — and then a new
     /// directory is setgid too (a file keeps a setgid bit it asks for: root
     /// has CAP_FSETID).
-    fn alloc(&mut self, dir: Id, kind: Kind, mut perm: u32, now: i64) -> Id {
+    fn alloc(&mut self, dir: Id, kind: Kind, mut perm: u32, now: Stamp) -> Id {
         let id = self.next_id;
         self.next_id += 1;
         let is_dir = matches!(kind, Kind::Dir { .. });
@@ -233,7 +235,7 @@ impl Namespace {
         }
     }
 
-    fn add_entry(&mut self, dir: Id, name: &str, id: Id, now: i64) {
+    fn add_entry(&mut self, dir: Id, name: &str, id: Id, now: Stamp) {
         let d = self.get_mut(dir);
         if let Kind::Dir { entries, .. } = &mut d.kind {
             entries.insert(name.to_string(), id);
@@ -242,7 +244,7 @@ impl Namespace {
         d.ctime = now;
     }
 
-    fn remove_entry(&mut self, dir: Id, name: &str, now: i64) {
+    fn remove_entry(&mut self, dir: Id, name: &str, now: Stamp) {
         let d = self.get_mut(dir);
         if let Kind::Dir { entries, .. } = &mut d.kind {
             entries.remove(name);
@@ -254,7 +256,7 @@ impl Namespace {
     /// Drops one link of `id`; frees the inode when none is left (the
     /// model has no open files, so the last link is the last reference:
     /// `nilfs_evict_inode` then deletes it).
-    fn drop_link(&mut self, id: Id, now: i64) {
+    fn drop_link(&mut self, id: Id, now: Stamp) {
         let ino = self.get_mut(id);
         ino.nlink -= 1;
         ino.ctime = now;

@@ -6,6 +6,7 @@
 use super::{
     Errno, FileData, FileType, Id, Kind, Namespace, LINK_MAX, R, ROOT, SYMLINK_FOLLOW_MAX,
 };
+use crate::time::Stamp;
 use imbl::OrdMap;
 
 impl Namespace {
@@ -22,7 +23,7 @@ impl Namespace {
     /// `open(path, O_CREAT | O_WRONLY [| O_EXCL])` (`nilfs_create`).
     /// An existing regular file is fine without `excl`; an existing
     /// directory gives EISDIR (`do_open`: write access to a directory).
-    pub fn create(&self, path: &str, perm: u32, excl: bool, now: i64) -> R<Namespace> {
+    pub fn create(&self, path: &str, perm: u32, excl: bool, now: Stamp) -> R<Namespace> {
         let (dir, name) = self.parent(path)?;
         if let Some(&id) = self.entries(dir).get(&name) {
             if excl {
@@ -66,7 +67,7 @@ impl Namespace {
         start: Id,
         target: &str,
         perm: u32,
-        now: i64,
+        now: Stamp,
         budget: &mut u32,
     ) -> R<Namespace> {
         if target.is_empty() {
@@ -112,7 +113,7 @@ impl Namespace {
 
     /// `mkdir` (`nilfs_mkdir`; EMLINK from `vfs_mkdir` when the parent
     /// already has `s_max_links` links).
-    pub fn mkdir(&self, path: &str, perm: u32, now: i64) -> R<Namespace> {
+    pub fn mkdir(&self, path: &str, perm: u32, now: Stamp) -> R<Namespace> {
         let (dir, name) = self.creatable(path)?;
         if self.get(dir).nlink >= LINK_MAX {
             return Err(Errno::EMLINK);
@@ -134,7 +135,7 @@ impl Namespace {
 
     /// `symlink(target, path)` (`nilfs_symlink`: ENAMETOOLONG when
     /// `strlen(target) + 1 > s_blocksize`; an empty target is ENOENT).
-    pub fn symlink(&self, target: &str, path: &str, block_size: u32, now: i64) -> R<Namespace> {
+    pub fn symlink(&self, target: &str, path: &str, block_size: u32, now: Stamp) -> R<Namespace> {
         if target.is_empty() {
             return Err(Errno::ENOENT);
         }
@@ -150,7 +151,7 @@ impl Namespace {
 
     /// `link(old, new)` (`nilfs_link`; EPERM for a directory and EMLINK at
     /// `s_max_links` from `vfs_link`). The old path is not followed.
-    pub fn link(&self, old: &str, new: &str, now: i64) -> R<Namespace> {
+    pub fn link(&self, old: &str, new: &str, now: Stamp) -> R<Namespace> {
         let id = self.lookup(old, false)?;
         let (dir, name) = self.creatable(new)?;
         if self.is_dir(id) {
@@ -168,7 +169,7 @@ impl Namespace {
     }
 
     /// `unlink` (`nilfs_unlink`; EISDIR for a directory, as Linux answers).
-    pub fn unlink(&self, path: &str, now: i64) -> R<Namespace> {
+    pub fn unlink(&self, path: &str, now: Stamp) -> R<Namespace> {
         let (dir, name) = self.parent(path)?;
         if Self::special(&name) {
             return Err(Errno::EISDIR);
@@ -231,7 +232,7 @@ impl Namespace {
 
     /// `rmdir` (`nilfs_rmdir` with `nilfs_empty_dir`; the root is EBUSY,
     /// "." is EINVAL, ".." is ENOTEMPTY as in `do_rmdir`).
-    pub fn rmdir(&self, path: &str, now: i64) -> R<Namespace> {
+    pub fn rmdir(&self, path: &str, now: Stamp) -> R<Namespace> {
         let (dir, name) = self.parent(path)?;
         match name.as_str() {
             "" => return Err(Errno::EBUSY),
@@ -303,7 +304,7 @@ impl Namespace {
     ///
     /// `dir_mtime`: whether a renamed directory's mtime is set too (see
     /// [`Variant::renamed_dir_mtime`](crate::Variant::renamed_dir_mtime)).
-    pub fn rename(&self, old: &str, new: &str, now: i64, dir_mtime: bool) -> R<Namespace> {
+    pub fn rename(&self, old: &str, new: &str, now: Stamp, dir_mtime: bool) -> R<Namespace> {
         let (odir, oname, id, ndir, nname, target) = self.rename_lookups(old, new)?;
         let is_dir = self.is_dir(id);
         if is_dir && self.is_ancestor(id, ndir) {
@@ -367,7 +368,7 @@ impl Namespace {
         new: &str,
         noreplace: bool,
         exchange: bool,
-        now: i64,
+        now: Stamp,
         dir_mtime: bool,
     ) -> R<Namespace> {
         let (_, _, id, _, _, target) = self.rename_lookups(old, new)?;
@@ -392,7 +393,7 @@ impl Namespace {
         file_type: FileType,
         perm: u32,
         rdev: [u32; 2],
-        now: i64,
+        now: Stamp,
     ) -> R<Namespace> {
         match file_type {
             FileType::Dir => return Err(Errno::EPERM),
@@ -447,12 +448,21 @@ mod tests {
     #[test]
     fn rename_looks_up_the_source_before_the_targets_name_length() {
         let ns = Namespace::mkfs(false, 0)
-            .create("/a", 0o644, true, 0)
+            .create("/a", 0o644, true, crate::time::Stamp::exact(0))
             .unwrap();
         let long = format!("/{}", "n".repeat(300));
-        assert_eq!(ns.rename("/missing", &long, 0, false), Err(Errno::ENOENT));
-        assert_eq!(ns.rename("/a", &long, 0, false), Err(Errno::ENAMETOOLONG));
-        assert_eq!(ns.rename(&long, "/b", 0, false), Err(Errno::ENAMETOOLONG));
+        assert_eq!(
+            ns.rename("/missing", &long, crate::time::Stamp::exact(0), false),
+            Err(Errno::ENOENT)
+        );
+        assert_eq!(
+            ns.rename("/a", &long, crate::time::Stamp::exact(0), false),
+            Err(Errno::ENAMETOOLONG)
+        );
+        assert_eq!(
+            ns.rename(&long, "/b", crate::time::Stamp::exact(0), false),
+            Err(Errno::ENAMETOOLONG)
+        );
         assert_eq!(ns.rename_precheck("/missing", &long), Ok(()));
     }
 }

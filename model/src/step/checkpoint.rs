@@ -150,8 +150,9 @@ pub(super) fn clean(s: &State, protection_s: u64) -> Vec<Branch> {
         return refused;
     }
     let (latest, _) = s.latest();
+    // The cleaner reads the clock at the latest at the end of its call.
     let horizon = s
-        .clock
+        .clock_hi
         .saturating_sub((protection_s as i64).saturating_mul(1_000_000_000));
     let old_enough = |cp: &Checkpoint| !cp.snapshot && (cp.created < horizon || protection_s == 0);
     let mut swept = s.clone();

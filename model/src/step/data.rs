@@ -68,7 +68,7 @@ pub(super) fn write(
     } else {
         offset
     };
-    let (after, n) = match ns.write(path, offset, data, s.clock) {
+    let (after, n) = match ns.write(path, offset, data, s.now()) {
         Err(e) => return fail(s, e),
         Ok(_) if !s.writable(at) => return fail(s, Errno::EROFS),
         Ok((_, 0)) => return vec![Branch::exact(Outcome::Written(0), s.clone())],
@@ -87,8 +87,8 @@ pub(super) fn write(
         Some(blocks),
         Branch::exact(Outcome::Written(n), next),
         || {
-            let touched = ns.touch_times(id, s.clock);
-            let unchanged = touched == *ns;
+            let touched = ns.touch_times(id, s.now());
+            let unchanged = ns.times_may_stay(id, s.now());
             let mut refused = vec![Branch::exact(
                 Outcome::Err(Errno::ENOSPC),
                 s.clone().modified(touched, 0),
@@ -118,7 +118,7 @@ pub(super) fn write(
 /// (the next construction makes a checkpoint), and the file needs an
 /// inode sync.
 pub(super) fn truncate(s: &State, at: Option<Cno>, path: &str, size: u64) -> Vec<Branch> {
-    let now = s.clock;
+    let now = s.now();
     let change = Change {
         blocks: 1,
         vacancy_check: false,

@@ -12,7 +12,6 @@ use super::{enospc, fail, invalid, ok, space_guard, Branch};
 use crate::fs::{FileData, Id, Inode, Kind, Namespace, PAGE};
 use crate::op::Outcome;
 use crate::space::CHECKPOINT_BLOCKS;
-use crate::state::TIME_SLACK_NS;
 use crate::state::{Checkpoint, Cno, DsyncLog, Mount, Pending, State};
 use imbl::{OrdMap, OrdSet, Vector};
 use std::sync::Arc;
@@ -172,13 +171,21 @@ fn sync_file(s: &State, id: Id, data_only: bool) -> Vec<Branch> {
 /// from `nilfs_transaction_commit`), and it fires that long after.
 const TIMER_NS: i64 = 5_000_000_000;
 
-/// Whether the timer can have fired since the first pending change, by the
-/// clock the trace gives (with the slack observed times are allowed).
+/// How much earlier than its interval the timer may fire, by the clock
+/// the trace gives: the timer is armed at `jiffies + interval`, and the
+/// jiffy it was armed in may be nearly over, so it can fire up to one
+/// jiffy (10 ms at the slowest tick, HZ = 100) short of the interval;
+/// the timer wheel only ever rounds expiries up.
+const TIMER_EARLY_NS: i64 = 10_000_000;
+
+/// Whether the timer can have fired since the first pending change: the
+/// change was made at the earliest at `history_times[0]`, and the latest
+/// the current operation can run at is `clock_hi`.
 fn timer_may_have_run(s: &State) -> bool {
     s.pending
         .history_times
         .front()
-        .is_some_and(|t0| s.clock.saturating_sub(*t0) >= TIMER_NS - TIME_SLACK_NS)
+        .is_some_and(|t0| s.clock_hi.saturating_sub(*t0) >= TIMER_NS - TIMER_EARLY_NS)
 }
 
 /// The position in `pending.history` just after the last change to `id`

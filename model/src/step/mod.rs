@@ -18,18 +18,30 @@ mod mount;
 mod namespace;
 mod query;
 
-use crate::fs::Errno;
+use crate::fs::{Errno, Id, StatInfo};
 use crate::op::{Op, Outcome};
 use crate::pattern::Pattern;
 use crate::state::{Cno, State};
+use crate::time::Stamp;
 use crate::variant::XattrCall;
 
 /// The set of outcomes one branch allows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expect {
-    /// This outcome (readdir names compared as sets, stat times within
-    /// TIME_SLACK_NS, an unobserved stat time accepted).
+    /// This outcome (readdir names compared as sets; see
+    /// [`crate::accept::outcome_matches`]).
     Exact(Outcome),
+    /// A successful `lstat` of inode `id` in the view `at`: `info` without
+    /// its times, which must lie within the inode's stamps. An observed
+    /// time becomes the stamp's exact value in the state after (a later
+    /// stat must show it again unless something set it since).
+    Stat {
+        info: StatInfo,
+        mtime: Stamp,
+        ctime: Stamp,
+        at: Option<Cno>,
+        id: Id,
+    },
     /// `mkcp -p`: the latest cno if nothing was dirty, else (or also) a new
     /// number above it. The checkpoint gets the observed number.
     NewCno {
@@ -166,13 +178,13 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             s,
             *at,
             |ns| ns.unlink_precheck(path),
-            |ns| ns.unlink(path, s.clock),
+            |ns| ns.unlink(path, s.now()),
         ),
         Op::Rmdir { path, at } => namespace::removal(
             s,
             *at,
             |ns| ns.rmdir_precheck(path),
-            |ns| ns.rmdir(path, s.clock),
+            |ns| ns.rmdir(path, s.now()),
         ),
         Op::Rename {
             old,
@@ -203,7 +215,7 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             at,
         } => data::read(s, *at, path, *offset, *len),
         Op::Chmod { path, perm, at } => {
-            let now = s.clock;
+            let now = s.now();
             attr::setattr(s, *at, |ns| ns.chmod(path, *perm, now))
         }
         Op::Chown {
@@ -213,7 +225,7 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             follow,
             at,
         } => {
-            let now = s.clock;
+            let now = s.now();
             attr::setattr(s, *at, |ns| ns.chown(path, *uid, *gid, *follow, now))
         }
         Op::Utimes {
@@ -222,7 +234,7 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
             follow,
             at,
         } => {
-            let now = s.clock;
+            let now = s.now();
             attr::setattr(s, *at, |ns| ns.utimes(path, *mtime, *follow, now))
         }
         Op::Setxattr {
@@ -275,5 +287,6 @@ fn clock(s: &State, now: i64) -> Vec<Branch> {
     }
     let mut n = s.clone();
     n.clock = now;
+    n.clock_hi = now + s.time_window;
     ok(n)
 }

@@ -92,7 +92,7 @@ fn read_only_first(
 /// existing file changes nothing (the rule returns the namespace as it
 /// was).
 pub(super) fn create(s: &State, at: Option<Cno>, path: &str, perm: u32, excl: bool) -> Vec<Branch> {
-    let now = s.clock;
+    let now = s.now();
     namespace_op(
         s,
         at,
@@ -104,13 +104,13 @@ pub(super) fn create(s: &State, at: Option<Cno>, path: &str, perm: u32, excl: bo
 
 /// `mkdir` (`nilfs_mkdir`).
 pub(super) fn mkdir(s: &State, at: Option<Cno>, path: &str, perm: u32) -> Vec<Branch> {
-    let now = s.clock;
+    let now = s.now();
     namespace_op(s, at, CREATES, |ns| ns.mkdir(path, perm, now), |_| {})
 }
 
 /// `symlink` (`nilfs_symlink`).
 pub(super) fn symlink(s: &State, at: Option<Cno>, target: &str, path: &str) -> Vec<Branch> {
-    let (now, bs) = (s.clock, s.geometry.block_size);
+    let (now, bs) = (s.now(), s.geometry.block_size);
     namespace_op(
         s,
         at,
@@ -129,7 +129,7 @@ pub(super) fn mknod(
     perm: u32,
     rdev: [u32; 2],
 ) -> Vec<Branch> {
-    let now = s.clock;
+    let now = s.now();
     namespace_op(
         s,
         at,
@@ -141,7 +141,7 @@ pub(super) fn mknod(
 
 /// `link` (`nilfs_link`).
 pub(super) fn link(s: &State, at: Option<Cno>, old: &str, new: &str) -> Vec<Branch> {
-    let now = s.clock;
+    let now = s.now();
     read_only_first(s, at, |ns| ns.link_precheck(old, new))
         .unwrap_or_else(|| namespace_op(s, at, CREATES, |ns| ns.link(old, new, now), |_| {}))
 }
@@ -180,7 +180,7 @@ pub(super) fn rename(
     if noreplace && exchange {
         return fail(s, Errno::EINVAL);
     }
-    let now = s.clock;
+    let now = s.now();
     // Whether the renamed inode is a directory, and whether it changes
     // parent: its mtime follows the variant's rule.
     let moved = s.view(at).and_then(|ns| ns.rename_subject(old, new));

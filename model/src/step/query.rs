@@ -21,8 +21,28 @@ pub(super) fn read_op(
     vec![Branch::exact(outcome, s.clone())]
 }
 
+/// `lstat`: its times are judged against the inode's stamps
+/// ([`Expect::Stat`]).
 pub(super) fn lstat(s: &State, at: Option<Cno>, path: &str) -> Vec<Branch> {
-    read_op(s, at, |ns| ns.lstat(path).map(Outcome::Stat))
+    let Some(ns) = s.view(at) else {
+        return invalid(s, "operation on a view that is not mounted");
+    };
+    match ns.lookup(path, false) {
+        Err(e) => vec![Branch::exact(Outcome::Err(e), s.clone())],
+        Ok(id) => {
+            let (mtime, ctime) = ns.stamps_of(id);
+            vec![Branch {
+                expect: Expect::Stat {
+                    info: ns.stat_of(id),
+                    mtime,
+                    ctime,
+                    at,
+                    id,
+                },
+                next: s.clone(),
+            }]
+        }
+    }
 }
 
 pub(super) fn readdir(s: &State, at: Option<Cno>, path: &str) -> Vec<Branch> {
