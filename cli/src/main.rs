@@ -152,7 +152,7 @@ fn run(cmd: Cmd) -> Result<String, String> {
         Cmd::Exec(a) => exec::run(a),
         Cmd::Gen(a) => gen::run(a),
         Cmd::Sim { cmd } => sim::run(cmd),
-        Cmd::Oracle { cmd } => oracle_cli::run(cmd),
+        Cmd::Oracle { .. } => unreachable!("handled in main"),
         Cmd::Peers { cmd } => peers::run(cmd),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Check(_) => unreachable!("handled in main"),
@@ -163,6 +163,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Cmd::Check(a) = &cli.cmd {
         return check::run(a);
+    }
+    if let Cmd::Oracle { cmd } = &cli.cmd {
+        let judged = oracle_cli::run(cmd);
+        let code = judged.exit_code();
+        match judged.into_result() {
+            Ok(out) => print!("{out}"),
+            Err(msg) => eprintln!("nilref: {msg}"),
+        }
+        return ExitCode::from(code);
     }
     match run(cli.cmd) {
         Ok(out) => {

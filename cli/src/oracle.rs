@@ -2,37 +2,52 @@
 //! implementation through the model (nilfs-model) and says whether the model
 //! allows it. On the first divergence the message names the line, the
 //! operation, the outcomes the model allows there and the observed one.
+//! A trace the checker could not decide (a search bound was hit) is
+//! reported as unknown, never as rejected.
 
 use std::path::Path;
 
-/// The text `nilref oracle check TRACE` prints: `Ok` for an accepted trace,
-/// `Err` with the divergence report for a rejected one.
-pub fn check(path: &Path) -> Result<String, String> {
-    check_as(path, None)
+/// A verdict in words, and which of the three it is.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Judged {
+    Accepted(String),
+    Rejected(String),
+    Unknown(String),
 }
 
-/// [`check`] against `variant` (a Linux release's behaviour where releases
-/// differ), or against the one the trace's first line names when `None`.
-pub fn check_as(path: &Path, variant: Option<nilfs_model::Variant>) -> Result<String, String> {
-    let verdict = match variant {
-        None => nilfs_model::check_trace(path),
-        Some(v) => std::fs::read_to_string(path)
-            .map_err(|e| nilfs_model::Rejection {
-                line: 0,
-                op: String::new(),
-                allowed: vec!["a readable trace".into()],
-                observed: e.to_string(),
-                states: vec![],
-            })
-            .and_then(|text| nilfs_model::check_trace_as(&text, v)),
-    };
+impl Judged {
+    /// `Ok` for an accepted trace, `Err` with the report otherwise.
+    pub fn into_result(self) -> Result<String, String> {
+        match self {
+            Judged::Accepted(s) => Ok(s),
+            Judged::Rejected(s) | Judged::Unknown(s) => Err(s),
+        }
+    }
+
+    /// `nilref oracle check`'s exit status: 0 accepted, 1 rejected, 3
+    /// unknown (2 is clap's, for a bad command line).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Judged::Accepted(_) => 0,
+            Judged::Rejected(_) => 1,
+            Judged::Unknown(_) => 3,
+        }
+    }
+}
+
+/// The three-valued verdict on the trace at `path`.
+pub fn judge(path: &Path, opts: nilfs_model::Options) -> Judged {
+    let verdict = std::fs::read_to_string(path)
+        .map_err(|e| nilfs_model::Rejection::unreadable(e.to_string()))
+        .and_then(|text| nilfs_model::check_trace_with(&text, opts));
     match verdict {
-        Ok(v) => Ok(format!(
+        Ok(v) => Judged::Accepted(format!(
             "{}: accepted: {} lines, {} model state(s) consistent with it at the end\n",
             path.display(),
             v.lines,
             v.states
         )),
-        Err(r) => Err(format!("{}: {r}", path.display())),
+        Err(r) if r.is_unknown() => Judged::Unknown(format!("{}: {r}", path.display())),
+        Err(r) => Judged::Rejected(format!("{}: {r}", path.display())),
     }
 }

@@ -1,6 +1,5 @@
 //! `nilref oracle …`: its subcommands and their dispatch. What they print
-//! is `oracle`'s, which stays free of clap: model/tests compiles
-//! oracle.rs on its own as the test of that text.
+//! is `oracle`'s, which stays free of clap.
 
 use std::path::PathBuf;
 
@@ -19,17 +18,32 @@ pub enum Cmd {
         /// names.
         #[arg(long, value_parser = parse_variant)]
         variant: Option<nilfs_model::Variant>,
+        /// The most model states tracked at once; a line that leaves more
+        /// makes the verdict unknown (exit 3), never rejected. Default
+        /// 1024, or NILFS_ORACLE_MAX_STATES.
+        #[arg(long)]
+        max_states: Option<usize>,
     },
 }
 
-/// `nilref oracle …`.
-pub fn run(cmd: Cmd) -> Result<String, String> {
+/// `nilref oracle …`: the verdict's words and its exit status (0
+/// accepted, 1 rejected, 3 unknown).
+pub fn run(cmd: &Cmd) -> oracle::Judged {
     match cmd {
         Cmd::Check {
             trace,
-            variant: None,
-        } => oracle::check(&trace),
-        Cmd::Check { trace, variant } => oracle::check_as(&trace, variant),
+            variant,
+            max_states,
+        } => {
+            let mut opts = nilfs_model::Options {
+                variant: *variant,
+                ..nilfs_model::Options::default()
+            };
+            if let Some(m) = max_states {
+                opts.max_states = *m;
+            }
+            oracle::judge(trace, opts)
+        }
     }
 }
 

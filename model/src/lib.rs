@@ -54,6 +54,7 @@ pub use step::durability::crash;
 pub use step::{step, Branch, Expect};
 pub use time::Stamp;
 pub use trace::{
-    check_trace, check_trace_as, check_trace_str, follow_trace, Line, Rejection, Verdict,
+    check_trace, check_trace_as, check_trace_str, check_trace_with, follow_trace, Bound, Line,
+    Options, Rejection, Verdict,
 };
 pub use variant::Variant;

@@ -44,6 +44,11 @@ impl Stamp {
         self.lo <= other.hi && other.lo <= self.hi
     }
 
+    /// Are the two stamps surely the same instant (both known exactly)?
+    pub fn surely_equal(self, other: Stamp) -> bool {
+        self.is_exact() && self == other
+    }
+
     pub fn is_exact(self) -> bool {
         self.lo == self.hi
     }

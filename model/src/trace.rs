@@ -59,7 +59,8 @@ pub struct Verdict {
     pub states: usize,
 }
 
-/// The first divergence.
+/// Why a trace was not accepted: the first divergence, or the line where
+/// the checker gave up without deciding (`unknown`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejection {
     /// 1-based line number (0: the trace could not be read).
@@ -73,10 +74,83 @@ pub struct Rejection {
     /// The model states the trace allowed before this line, each as its
     /// checkpoint table (see [`describe_state`]), at most 4.
     pub states: Vec<String>,
+    /// Set when nothing wrong was seen but the checker could not decide:
+    /// the trace is **unknown**, not rejected (exit 3 of `nilref oracle
+    /// check`). `None`: a real divergence.
+    pub unknown: Option<Bound>,
+}
+
+/// A search bound the checker hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bound {
+    /// The most model states it tracks at once ([`Options::max_states`]).
+    pub max_states: u32,
+    /// How many the line left.
+    pub reached: u32,
+}
+
+impl Rejection {
+    /// A trace that could not be read at all.
+    pub fn unreadable(why: String) -> Rejection {
+        Rejection {
+            line: 0,
+            op: String::new(),
+            allowed: vec!["a readable trace".into()],
+            observed: why,
+            states: vec![],
+            unknown: None,
+        }
+    }
+
+    /// The checker could not decide (a bound was hit): not a divergence.
+    pub fn is_unknown(&self) -> bool {
+        self.unknown.is_some()
+    }
+}
+
+/// How the checker judges a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Judge as this release rather than the one the first line names.
+    pub variant: Option<Variant>,
+    /// The most model states tracked at once; a line that leaves more
+    /// makes the verdict unknown (never rejected).
+    pub max_states: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            variant: None,
+            max_states: max_states_default(),
+        }
+    }
+}
+
+/// [`MAX_STATES`], or `NILFS_ORACLE_MAX_STATES` from the environment.
+pub fn max_states_default() -> usize {
+    std::env::var("NILFS_ORACLE_MAX_STATES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MAX_STATES)
 }
 
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(b) = self.unknown {
+            writeln!(
+                f,
+                "trace unknown at line {}: not decided, nothing wrong seen so far",
+                self.line
+            )?;
+            writeln!(f, "  operation: {}", self.op)?;
+            writeln!(
+                f,
+                "  the line leaves {} model states; the checker tracks at most {} (raise it: --max-states N, or NILFS_ORACLE_MAX_STATES=N)",
+                b.reached, b.max_states
+            )?;
+            return write!(f, "  observed: {}", self.observed);
+        }
         writeln!(f, "trace rejected at line {}", self.line)?;
         writeln!(f, "  operation: {}", self.op)?;
         writeln!(f, "  allowed:")?;
@@ -97,38 +171,44 @@ impl fmt::Display for Rejection {
     }
 }
 
-/// The largest number of model states tracked at once; more means the
-/// trace is ambiguous beyond what the checker is built for.
+/// The default bound on model states tracked at once; more makes the
+/// verdict unknown.
 pub const MAX_STATES: usize = 1024;
 
 /// Checks a trace file.
 pub fn check_trace(path: &std::path::Path) -> Result<Verdict, Rejection> {
-    let text = std::fs::read_to_string(path).map_err(|e| Rejection {
-        line: 0,
-        op: String::new(),
-        allowed: vec![],
-        observed: format!("cannot read {}: {e}", path.display()),
-        states: vec![],
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Rejection::unreadable(format!("cannot read {}: {e}", path.display())))?;
     check_trace_str(&text)
 }
 
 /// Checks a trace given as text.
 pub fn check_trace_str(text: &str) -> Result<Verdict, Rejection> {
-    walk_trace(text, None, &mut |_| {}).map(|(v, _)| v)
+    check_trace_with(text, Options::default())
 }
 
 /// Checks a trace against `variant` rather than the one its first line's
 /// kernel names (a trace from one release judged as another's).
 pub fn check_trace_as(text: &str, variant: Variant) -> Result<Verdict, Rejection> {
-    walk_trace(text, Some(variant), &mut |_| {}).map(|(v, _)| v)
+    check_trace_with(
+        text,
+        Options {
+            variant: Some(variant),
+            ..Options::default()
+        },
+    )
+}
+
+/// Checks a trace with explicit [`Options`].
+pub fn check_trace_with(text: &str, opts: Options) -> Result<Verdict, Rejection> {
+    walk_trace(text, opts, &mut |_| {}).map(|(v, _)| v)
 }
 
 /// Checks a trace and returns, with the verdict, the model states still
 /// consistent with it at its end (for a judge that continues from there,
 /// such as a crash envelope after the trace's last completed line).
 pub fn follow_trace(text: &str) -> Result<(Verdict, Vec<State>), Rejection> {
-    walk_trace(text, None, &mut |_| {})
+    walk_trace(text, Options::default(), &mut |_| {})
 }
 
 /// The model states after each prefix of an accepted trace: entry `k` holds
@@ -137,7 +217,9 @@ pub fn follow_trace(text: &str) -> Result<(Verdict, Vec<State>), Rejection> {
 /// The crash campaign builds its envelopes from them.
 pub fn trace_states(text: &str) -> Result<Vec<Vec<State>>, Rejection> {
     let mut all = vec![Vec::new()];
-    walk_trace(text, None, &mut |states| all.push(states.to_vec()))?;
+    walk_trace(text, Options::default(), &mut |states| {
+        all.push(states.to_vec())
+    })?;
     Ok(all)
 }
 
@@ -145,7 +227,7 @@ pub fn trace_states(text: &str) -> Result<Vec<Vec<State>>, Rejection> {
 /// returns the verdict and the states at the end.
 fn walk_trace(
     text: &str,
-    variant: Option<Variant>,
+    opts: Options,
     after_line: &mut dyn FnMut(&[State]),
 ) -> Result<(Verdict, Vec<State>), Rejection> {
     let mut states: Vec<State> = Vec::new();
@@ -161,17 +243,24 @@ fn walk_trace(
             allowed: vec!["a well-formed trace line".into()],
             observed: format!("unparsable: {e}"),
             states: vec![],
+            unknown: None,
         })?;
         checked += 1;
         let reject = |allowed: Vec<String>| Rejection {
             line: lineno,
-            op: serde_json::to_string(&line.op).expect("serialises"),
-            allowed,
-            observed: match line.t {
-                Some([lo, hi]) => format!("{} (clock {lo}..={hi})", describe(&line.out)),
-                None => describe(&line.out),
+            // The operation with the clock interval its call ran in.
+            op: match line.t {
+                None => serde_json::to_string(&line.op).expect("serialises"),
+                Some(_) => {
+                    let mut v = serde_json::to_value(&line.op).expect("serialises");
+                    v["t"] = serde_json::json!(line.t);
+                    v.to_string()
+                }
             },
+            allowed,
+            observed: describe(&line.out),
             states: states.iter().take(4).map(describe_state).collect(),
+            unknown: None,
         };
         if states.is_empty() {
             let Op::Mkfs {
@@ -200,7 +289,7 @@ fn walk_trace(
                 first.time_window = LEGACY_WINDOW_NS;
                 first.clock_hi = first.clock + LEGACY_WINDOW_NS;
             }
-            first.variant = variant.unwrap_or_else(|| {
+            first.variant = opts.variant.unwrap_or_else(|| {
                 kernel
                     .as_deref()
                     .map_or(Variant::Any, Variant::from_release)
@@ -254,11 +343,14 @@ fn walk_trace(
         if next.is_empty() {
             return Err(reject(allowed));
         }
-        if next.len() > MAX_STATES {
-            return Err(reject(vec![format!(
-                "at most {MAX_STATES} candidate states (got {})",
-                next.len()
-            )]));
+        if next.len() > opts.max_states {
+            return Err(Rejection {
+                unknown: Some(Bound {
+                    max_states: opts.max_states.min(u32::MAX as usize) as u32,
+                    reached: next.len().min(u32::MAX as usize) as u32,
+                }),
+                ..reject(vec![])
+            });
         }
         states = next;
         after_line(&states);
@@ -270,6 +362,7 @@ fn walk_trace(
             allowed: vec!["mkfs".into()],
             observed: "empty trace".into(),
             states: vec![],
+            unknown: None,
         });
     }
     Ok((

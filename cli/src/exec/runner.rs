@@ -532,6 +532,8 @@ fn mount_source(dir: &Path) -> Option<String> {
     mount_entry(dir).map(|(s, _)| s)
 }
 
+// `tv_nsec` is narrower than i64 on some targets.
+#[allow(clippy::unnecessary_cast)]
 fn ns(t: rustix::time::Timespec) -> i64 {
     t.tv_sec * 1_000_000_000 + t.tv_nsec as i64
 }

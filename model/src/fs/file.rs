@@ -109,6 +109,13 @@ impl Namespace {
         ino.mtime.may_equal(now) && ino.ctime.may_equal(now)
     }
 
+    /// Does setting inode `id`'s times to `now` surely leave them as they
+    /// were (an injected clock that has not moved)?
+    pub fn times_surely_stay(&self, id: Id, now: Stamp) -> bool {
+        let ino = self.get(id);
+        ino.mtime.surely_equal(now) && ino.ctime.surely_equal(now)
+    }
+
     /// `pread(path, len, offset)`: the bytes in `[offset, min(size,
     /// offset+len))`; holes read as zeros; nothing at or past EOF.
     pub fn read(&self, path: &str, offset: u64, len: u64) -> R<Vec<u8>> {

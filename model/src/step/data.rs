@@ -41,9 +41,11 @@ pub(crate) fn size_of(ns: &Namespace, id: Id) -> Option<u64> {
 ///   makes a checkpoint (seen on Linux 6.1, docs/findings.md K7).
 ///   (`generic_update_time` passes I_DIRTY_SYNC alone, so
 ///   NILFS_I_INODE_SYNC stays as it was.)
-/// - ENOSPC with nothing changed, when the model's clock has not moved
-///   since the times were set: the kernel's finer clock may not have moved
-///   either. (When the model's clock has moved, the kernel's has too.)
+/// - ENOSPC with nothing changed, when the clock may not have moved since
+///   the times were set (their stamps and the call's interval overlap);
+///   when it surely has not (an injected clock, exact stamps), this is
+///   the only refusal of the two: `inode_needs_update_time` finds nothing
+///   to do and nothing is dirtied.
 /// - a short write (`Expect::ShortWrite`) of a write longer than a page:
 ///   the pages before the refused one stay written.
 pub(super) fn write(
@@ -87,13 +89,16 @@ pub(super) fn write(
         Some(blocks),
         Branch::exact(Outcome::Written(n), next),
         || {
-            let touched = ns.touch_times(id, s.now());
-            let unchanged = ns.times_may_stay(id, s.now());
-            let mut refused = vec![Branch::exact(
-                Outcome::Err(Errno::ENOSPC),
-                s.clone().modified(touched, 0),
-            )];
-            if unchanged {
+            let now = s.now();
+            let mut refused = Vec::new();
+            if !ns.times_surely_stay(id, now) {
+                let touched = ns.touch_times(id, now);
+                refused.push(Branch::exact(
+                    Outcome::Err(Errno::ENOSPC),
+                    s.clone().modified(touched, 0),
+                ));
+            }
+            if ns.times_may_stay(id, now) {
                 refused.push(Branch::exact(Outcome::Err(Errno::ENOSPC), s.clone()));
             }
             if n > KERNEL_PAGE {

@@ -7,7 +7,8 @@ use serde_json::Value;
 /// What went wrong, in a form that shrinking can keep constant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
-    /// Which check: kernel-rejected, read-path, ours-rejected, runner,
+    /// Which check: kernel-rejected, kernel-unknown (the oracle could not
+    /// decide), read-path, ours-rejected, ours-unknown, runner,
     /// ours-runner, guest, grub.
     pub class: &'static str,
     /// What must stay the same while shrinking (the rejected operation's
@@ -40,11 +41,24 @@ impl Problem {
             detail: format!("{r}\n\ntrace:\n{trace}"),
         }
     }
+    /// The kernel's trace was rejected, or (`kernel-unknown`) the checker
+    /// could not decide it: a bound of the oracle's, not the kernel's fault.
     pub fn kernel_rejected(r: &Rejection, trace: &str) -> Problem {
-        Problem::rejected("kernel-rejected", r, trace)
+        let class = if r.is_unknown() {
+            "kernel-unknown"
+        } else {
+            "kernel-rejected"
+        };
+        Problem::rejected(class, r, trace)
     }
+    /// nilfs-ref's own trace was rejected (or `ours-unknown`).
     pub fn ours_rejected(r: &Rejection, trace: &str) -> Problem {
-        Problem::rejected("ours-rejected", r, trace)
+        let class = if r.is_unknown() {
+            "ours-unknown"
+        } else {
+            "ours-rejected"
+        };
+        Problem::rejected(class, r, trace)
     }
     pub fn read_path(detail: impl Into<String>) -> Problem {
         let detail = detail.into();

@@ -1,0 +1,186 @@
+//! Times judged exactly (docs/model.md, "Times"): every line of a trace
+//! records the clock just before and just after its call (`"t"`), a stamp
+//! the call sets must lie in that interval, and a time nothing changed
+//! must be seen again exactly. These are the checker's known-bad runs:
+//! each trace below is one the old one-second window accepted.
+
+use nilfs_model::{check_trace_as, check_trace_str, check_trace_with, Options, Variant};
+
+const MS: i64 = 1_000_000;
+const T0: i64 = 1_700_000_000_000_000_000;
+
+/// A trace of `lines` (JSON without `out` or `t`, each with its outcome
+/// and its call's interval in ms after T0), after an exact mkfs and mount.
+fn trace(lines: &[(&str, &str, i64, i64)]) -> String {
+    let mut s = format!(
+        "{{\"op\":\"mkfs\",\"block_size\":4096,\"blocks_per_segment\":512,\"nsegments\":32,\"r_segments_percentage\":5,\"dot_nilfs\":false,\"clock\":{T0},\"out\":\"ok\",\"t\":[{T0},{T0}]}}\n{{\"op\":\"mount\",\"ro\":false,\"out\":\"ok\"}}\n"
+    );
+    for (op, out, lo, hi) in lines {
+        let op = op.strip_suffix('}').expect("a JSON object");
+        s.push_str(&format!(
+            "{op},\"out\":{out},\"t\":[{},{}]}}\n",
+            T0 + lo * MS,
+            T0 + hi * MS
+        ));
+    }
+    s
+}
+
+fn stat(size: u64, nlink: u32, ty: &str, perm: u32, mtime_ms: i64, ctime_ms: i64) -> String {
+    format!(
+        "{{\"stat\":{{\"type\":\"{ty}\",\"size\":{size},\"nlink\":{nlink},\"perm\":{perm},\"mtime\":{},\"ctime\":{},\"uid\":0,\"gid\":0}}}}",
+        T0 + mtime_ms * MS,
+        T0 + ctime_ms * MS
+    )
+}
+
+/// `mkdir /d`, `mkdir /d/s` and `mkdir /e`, each in its own 10 ms; `/d/s`
+/// stated at once (its times observed: 15 ms).
+fn dirs() -> Vec<(&'static str, String, i64, i64)> {
+    vec![
+        (r#"{"op":"mkdir","path":"/d"}"#, "\"ok\"".into(), 0, 10),
+        (r#"{"op":"mkdir","path":"/d/s"}"#, "\"ok\"".into(), 10, 20),
+        (r#"{"op":"mkdir","path":"/e"}"#, "\"ok\"".into(), 20, 30),
+        (
+            r#"{"op":"lstat","path":"/d/s"}"#,
+            stat(4096, 2, "dir", 0o755, 15, 15),
+            30,
+            31,
+        ),
+    ]
+}
+
+fn run(lines: &[(&'static str, String, i64, i64)]) -> String {
+    let v: Vec<(&str, &str, i64, i64)> = lines
+        .iter()
+        .map(|(o, out, lo, hi)| (*o, out.as_str(), *lo, *hi))
+        .collect();
+    trace(&v)
+}
+
+#[test]
+fn a_stamp_inside_its_call_is_accepted_and_one_outside_is_rejected() {
+    let good = run(&dirs());
+    check_trace_str(&good).unwrap_or_else(|r| panic!("{r}"));
+    // Known-bad: /d/s stamped 25 ms, after its mkdir returned at 20 ms (the
+    // one-second window accepted it).
+    let mut late = dirs();
+    late[3].1 = stat(4096, 2, "dir", 0o755, 25, 25);
+    let r = check_trace_str(&run(&late)).expect_err("a stamp after its call returned");
+    assert_eq!(r.line, 6, "{r}");
+    assert!(!r.is_unknown() && r.to_string().contains("mtime in"), "{r}");
+    // Known-bad: stamped before its call began.
+    late[3].1 = stat(4096, 2, "dir", 0o755, 9, 9);
+    assert_eq!(check_trace_str(&run(&late)).unwrap_err().line, 6);
+}
+
+#[test]
+fn an_unchanged_time_must_be_seen_again_exactly() {
+    let mut lines = dirs();
+    lines.push((
+        r#"{"op":"lstat","path":"/d/s"}"#,
+        stat(4096, 2, "dir", 0o755, 15, 15),
+        40,
+        41,
+    ));
+    check_trace_str(&run(&lines)).unwrap_or_else(|r| panic!("{r}"));
+    // Known-bad: the second stat shows another instant of the same call's
+    // interval, although nothing touched /d/s in between.
+    lines[4].1 = stat(4096, 2, "dir", 0o755, 16, 16);
+    let r = check_trace_str(&run(&lines)).expect_err("a time that moved by itself");
+    assert_eq!(r.line, 7, "{r}");
+}
+
+/// The issue's rename workload, exactly: a directory renamed within its
+/// parent, then moved to another parent, each stated after.
+fn renames(within_mtime: i64, moved_mtime: i64) -> String {
+    let mut lines = dirs();
+    lines.push((
+        r#"{"op":"rename","old":"/d/s","new":"/d/t"}"#,
+        "\"ok\"".into(),
+        2000,
+        2010,
+    ));
+    lines.push((
+        r#"{"op":"lstat","path":"/d/t"}"#,
+        stat(4096, 2, "dir", 0o755, within_mtime, 2005),
+        2010,
+        2011,
+    ));
+    lines.push((
+        r#"{"op":"rename","old":"/d/t","new":"/e/t"}"#,
+        "\"ok\"".into(),
+        3000,
+        3010,
+    ));
+    lines.push((
+        r#"{"op":"lstat","path":"/e/t"}"#,
+        stat(4096, 2, "dir", 0o755, moved_mtime, 3005),
+        3010,
+        3011,
+    ));
+    run(&lines)
+}
+
+#[test]
+fn rename_times_follow_each_release() {
+    // Linux 6.1 and 6.12: a new mtime for the directory renamed within its
+    // parent, and for the one moved to another parent.
+    let old = renames(2005, 3005);
+    // Linux 7.x: the first keeps its mtime; the move still sets it.
+    let new = renames(15, 3005);
+    for v in [Variant::Linux6_1, Variant::Linux6_12] {
+        check_trace_as(&old, v).unwrap_or_else(|r| panic!("{v:?}: {r}"));
+        let r = check_trace_as(&new, v).expect_err("7.x's rename judged as an older release");
+        assert_eq!(r.line, 8, "{v:?}: {r}");
+    }
+    check_trace_as(&new, Variant::Linux7).unwrap_or_else(|r| panic!("{r}"));
+    let r = check_trace_as(&old, Variant::Linux7).expect_err("6.1's rename judged as 7.x");
+    assert_eq!(r.line, 8, "{r}");
+    // Known-bad on every release: the move keeps the mtime (the model's
+    // old belief, hidden by the one-second window).
+    for v in [Variant::Linux6_1, Variant::Linux6_12, Variant::Linux7] {
+        let stale = if v == Variant::Linux7 { 15 } else { 2005 };
+        let r = check_trace_as(&renames(stale, stale), v).expect_err("the move kept its mtime");
+        assert_eq!(r.line, 10, "{v:?}: {r}");
+    }
+}
+
+/// A bound hit is "unknown", never "rejected": an ENOSPC write whose
+/// times may or may not have moved leaves two states, which one tracked
+/// state cannot hold.
+#[test]
+fn a_search_bound_gives_unknown_not_rejected() {
+    // A 16-segment device filled by one file's writes, then a refused
+    // write within the same clock tick as the last accepted one.
+    let mut lines: Vec<(&'static str, String, i64, i64)> =
+        vec![(r#"{"op":"create","path":"/f"}"#, "\"ok\"".into(), 0, 1)];
+    let w = r#"{"op":"write","path":"/f","offset":0,"data":{"zeros":2097152}}"#;
+    for k in 0..40 {
+        lines.push((w, "{\"written\":2097152}".into(), 10 + k, 11 + k));
+        lines.push((
+            r#"{"op":"fsync","path":"/f"}"#,
+            "\"ok\"".into(),
+            11 + k,
+            11 + k,
+        ));
+    }
+    lines.push((w, "{\"err\":\"ENOSPC\"}".into(), 50, 60));
+    lines.push((w, "{\"err\":\"ENOSPC\"}".into(), 55, 65));
+    let text = run(&lines);
+    let (_, states) = nilfs_model::follow_trace(&text).unwrap_or_else(|r| panic!("{r}"));
+    assert!(
+        states.len() > 1,
+        "the refusals should leave more than one state"
+    );
+    let r = check_trace_with(
+        &text,
+        Options {
+            max_states: 1,
+            ..Options::default()
+        },
+    )
+    .expect_err("one state cannot hold the trace");
+    assert!(r.is_unknown(), "a bound reported as a rejection:\n{r}");
+    assert!(r.to_string().starts_with("trace unknown at line"), "{r}");
+}
