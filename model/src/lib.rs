@@ -20,6 +20,8 @@
 //! - [`laws`]: the model's stated laws, checked on every transition.
 //! - [`time::Stamp`]: an inode time known within the interval of the call
 //!   that set it.
+//! - [`merge`]: states that differ only in when things happened, merged
+//!   (what keeps a trace near a full device to a handful of states).
 //! - [`trace`]: the oracle interface: JSON Lines traces and their checker;
 //!   [`linearize`]: concurrent histories against a sequential specification.
 //! - [`variant::Variant`]: the Linux releases the model tells apart where
@@ -36,6 +38,7 @@ pub mod fs;
 pub mod laws;
 pub mod linearize;
 pub mod manifest;
+pub mod merge;
 pub mod op;
 pub mod pattern;
 pub mod space;

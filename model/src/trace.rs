@@ -343,6 +343,7 @@ fn walk_trace(
         if next.is_empty() {
             return Err(reject(allowed));
         }
+        let next = crate::merge::merge_untimed(next);
         if next.len() > opts.max_states {
             return Err(Rejection {
                 unknown: Some(Bound {

@@ -1,0 +1,270 @@
+//! Merging states that differ only in when things happened.
+//!
+//! Near a full device a refused write may or may not have set the file's
+//! times (`step::data::write`): when its call and the times' stamps share
+//! a clock tick, both are allowed, and the two states differ only in stamps
+//! and in how many time-only changes are pending. Nothing a user can see
+//! tells them apart until a stat reads the times, so a trace of thousands
+//! of refused writes would double its states at every tick.
+//!
+//! The checker merges such states ([`merge_untimed`]). Two states merge
+//! when they are equal once every stamp, every checkpoint's creation time
+//! and the pending changes' times are erased, and runs of pending changes
+//! that differ only in stamps are collapsed into one ([`State::untimed`]).
+//! The merged state holds, for each stamp, the smallest interval holding
+//! both (its hull), and the earliest of each pair of times. It allows
+//! everything either state allowed: a stamp observed later lies in the
+//! hull; a checkpoint the log writer's timer may have made of one pending
+//! change is one of the collapsed run, whose stamps the hull covers; the
+//! earlier creation and change times only let the timer and the cleaner's
+//! protection period run out sooner. So merging never turns an accepted
+//! trace into a rejected one; it can only accept a time a few clock ticks
+//! wider than the kernel could have set.
+
+use crate::fs::{Inode, Namespace};
+use crate::state::{Checkpoint, Cno, DsyncLog, State};
+use crate::time::Stamp;
+use imbl::{OrdMap, Vector};
+
+/// The smallest stamp holding both.
+fn hull(a: Stamp, b: Stamp) -> Stamp {
+    Stamp {
+        lo: a.lo.min(b.lo),
+        hi: a.hi.max(b.hi),
+    }
+}
+
+impl Namespace {
+    /// The namespace with every stamp erased (its shape).
+    fn untimed(&self) -> Namespace {
+        let mut ns = self.clone();
+        ns.inodes = self
+            .inodes
+            .iter()
+            .map(|(id, ino)| {
+                let mut ino = ino.clone();
+                ino.mtime = Stamp::exact(0);
+                ino.ctime = Stamp::exact(0);
+                (*id, ino)
+            })
+            .collect();
+        ns
+    }
+
+    /// Each stamp the hull of this one's and `other`'s (the same shape).
+    fn hull_with(&self, other: &Namespace) -> Namespace {
+        let mut ns = self.clone();
+        for (id, o) in other.inodes.iter() {
+            if let Some(ino) = ns.inodes.get_mut(id) {
+                if ino.mtime != o.mtime || ino.ctime != o.ctime {
+                    merge_inode(ino, o);
+                }
+            }
+        }
+        ns
+    }
+}
+
+fn merge_inode(ino: &mut Inode, o: &Inode) {
+    ino.mtime = hull(ino.mtime, o.mtime);
+    ino.ctime = hull(ino.ctime, o.ctime);
+}
+
+fn untimed_table(t: &OrdMap<Cno, Checkpoint>) -> OrdMap<Cno, Checkpoint> {
+    t.iter()
+        .map(|(c, cp)| {
+            (
+                *c,
+                Checkpoint {
+                    ns: cp.ns.as_ref().map(Namespace::untimed),
+                    created: 0,
+                    ..cp.clone()
+                },
+            )
+        })
+        .collect()
+}
+
+fn hull_table(a: &OrdMap<Cno, Checkpoint>, b: &OrdMap<Cno, Checkpoint>) -> OrdMap<Cno, Checkpoint> {
+    a.iter()
+        .map(|(c, cp)| {
+            let mut cp = cp.clone();
+            if let Some(o) = b.get(c) {
+                cp.created = cp.created.min(o.created);
+                if let (Some(x), Some(y)) = (&cp.ns, &o.ns) {
+                    cp.ns = Some(x.hull_with(y));
+                }
+            }
+            (*c, cp)
+        })
+        .collect()
+}
+
+impl State {
+    /// The pending changes with each run of consecutive ones that differ
+    /// only in stamps collapsed into one (hull stamps, earliest time). A
+    /// run never spans a data-only log's position: the logs keep the
+    /// number of changes before them.
+    pub(crate) fn collapse_touches(&self) -> State {
+        let p = &self.pending;
+        if p.history.len() < 2 {
+            return self.clone();
+        }
+        let barriers: Vec<usize> = p.dsync.iter().map(|l| l.after).collect();
+        let mut history: Vector<Namespace> = Vector::new();
+        let mut times: Vector<i64> = Vector::new();
+        // new_len[k]: collapsed entries covering the first k old ones.
+        let mut new_len = vec![0usize; p.history.len() + 1];
+        let mut last_shape: Option<Namespace> = None;
+        for (i, ns) in p.history.iter().enumerate() {
+            let shape = ns.untimed();
+            let joins = last_shape.as_ref() == Some(&shape) && !barriers.contains(&i);
+            if joins {
+                let k = history.len() - 1;
+                history[k] = history[k].hull_with(ns);
+                times[k] = times[k].min(p.history_times[i]);
+            } else {
+                history.push_back(ns.clone());
+                times.push_back(p.history_times[i]);
+                last_shape = Some(shape);
+            }
+            new_len[i + 1] = history.len();
+        }
+        if history.len() == p.history.len() {
+            return self.clone();
+        }
+        let mut n = self.clone();
+        n.pending.dsync = p
+            .dsync
+            .iter()
+            .map(|l| DsyncLog {
+                after: new_len[l.after.min(p.history.len())],
+                ..l.clone()
+            })
+            .collect();
+        n.pending.history = history;
+        n.pending.history_times = times;
+        n
+    }
+
+    /// The state's shape: [`State::collapse_touches`], then every stamp,
+    /// creation time and change time erased. States of one shape merge.
+    pub(crate) fn untimed(&self) -> State {
+        let mut n = self.collapse_touches();
+        n.live = n.live.untimed();
+        n.checkpoints = untimed_table(&n.checkpoints);
+        n.pending.history = n.pending.history.iter().map(Namespace::untimed).collect();
+        n.pending.history_times = n.pending.history_times.iter().map(|_| 0).collect();
+        n.pending.table_at_construction =
+            n.pending.table_at_construction.as_ref().map(untimed_table);
+        n
+    }
+
+    /// This state (collapsed) merged with `other`, of the same shape.
+    fn merged_with(&self, other: &State) -> State {
+        let mut n = self.collapse_touches();
+        let o = other.collapse_touches();
+        n.live = n.live.hull_with(&o.live);
+        n.checkpoints = hull_table(&n.checkpoints, &o.checkpoints);
+        n.pending.history = n
+            .pending
+            .history
+            .iter()
+            .zip(o.pending.history.iter())
+            .map(|(a, b)| a.hull_with(b))
+            .collect();
+        n.pending.history_times = n
+            .pending
+            .history_times
+            .iter()
+            .zip(o.pending.history_times.iter())
+            .map(|(a, b)| *a.min(b))
+            .collect();
+        if let (Some(a), Some(b)) = (
+            &n.pending.table_at_construction,
+            &o.pending.table_at_construction,
+        ) {
+            n.pending.table_at_construction = Some(hull_table(a, b));
+        }
+        n
+    }
+}
+
+/// The states with those of one shape merged (see the module
+/// documentation); the order of first appearance is kept.
+pub fn merge_untimed(states: Vec<State>) -> Vec<State> {
+    if states.len() < 2 {
+        return states;
+    }
+    let mut shapes: Vec<State> = Vec::with_capacity(states.len());
+    let mut out: Vec<State> = Vec::with_capacity(states.len());
+    for s in states {
+        let shape = s.untimed();
+        match shapes.iter().position(|k| *k == shape) {
+            Some(i) => out[i] = out[i].merged_with(&s),
+            None => {
+                shapes.push(shape);
+                out.push(s.collapse_touches());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::space::Geometry;
+
+    fn geometry() -> Geometry {
+        Geometry {
+            block_size: 4096,
+            blocks_per_segment: 512,
+            nsegments: 32,
+            r_segments_percentage: 5,
+        }
+    }
+
+    #[test]
+    fn states_that_differ_in_stamps_alone_merge_into_their_hull() {
+        let base = State::mkfs(geometry(), false, 0);
+        let mut a = base.clone();
+        a.live = a
+            .live
+            .create("/f", 0o644, false, Stamp::between(10, 20))
+            .unwrap();
+        let mut b = base.clone();
+        b.live = b
+            .live
+            .create("/f", 0o644, false, Stamp::between(15, 30))
+            .unwrap();
+        let mut c = base.clone();
+        c.live = c.live.create("/g", 0o644, false, Stamp::exact(12)).unwrap();
+        let merged = merge_untimed(vec![a, b, c.clone()]);
+        assert_eq!(merged.len(), 2);
+        let id = merged[0].live.lookup("/f", false).unwrap();
+        assert_eq!(merged[0].live.stamps_of(id).0, Stamp::between(10, 30));
+        assert_eq!(merged[1], c);
+    }
+
+    #[test]
+    fn touches_collapse_but_not_across_a_data_only_log() {
+        let mut s = State::mkfs(geometry(), false, 0);
+        s.live = s.live.create("/f", 0o644, false, Stamp::exact(1)).unwrap();
+        let id = s.live.lookup("/f", false).unwrap();
+        let t1 = s.live.touch_times(id, Stamp::exact(5));
+        let t2 = s.live.touch_times(id, Stamp::exact(9));
+        let s = s.modified(t1, 0).modified(t2.clone(), 0);
+        let c = s.collapse_touches();
+        assert_eq!(c.pending.history.len(), 1);
+        assert_eq!(c.pending.history[0].stamps_of(id).0, Stamp::between(5, 9));
+        // A data-only log written between the two touches keeps them apart.
+        let mut d = s.clone();
+        d.pending.dsync.push_back(DsyncLog {
+            after: 1,
+            id,
+            pages: OrdMap::new(),
+        });
+        assert_eq!(d.collapse_touches().pending.history.len(), 2);
+    }
+}
