@@ -1048,6 +1048,31 @@ fn regress_014_a_create_through_a_dangling_symlink_creates_its_target() {
     );
 }
 
+/// Found by the lockstep suite (PROPTEST_RNG_SEED=7, PROPTEST_CASES=3000,
+/// profile checkpoints): chcp of a mounted snapshot to a plain checkpoint.
+///
+// postmortem: nilfs_cpfile_change_cpmode refuses to clear a snapshot
+// whose root is mounted (nilfs_checkpoint_is_mounted: EBUSY), and the
+// model said so; our Fs never heard of the snapshot mounts, which the
+// adapter keeps beside it, and cleared the flag. Fs::chcp_with_mounts
+// takes the mounted snapshots; the adapter passes its own.
+#[test]
+fn regress_015_chcp_of_a_mounted_snapshot_is_ebusy() {
+    replay(
+        &ImageSpec::default(),
+        r#"
+{"op":"mkcp","snapshot":true}
+{"op":"sync"}
+{"op":"mount","cp":1,"ro":true}
+{"op":"chcp","cno":1,"snapshot":false}
+{"op":"lscp"}
+{"op":"umount","cp":1}
+{"op":"chcp","cno":1,"snapshot":false}
+{"op":"lscp"}
+"#,
+    );
+}
+
 /// Snapshot mounts beside the read-write mount: `mount -o ro,cp=N` of a
 /// snapshot whose flag may not be written yet, reads through it after the
 /// live tree moved on (and was synced, so that reading the latest

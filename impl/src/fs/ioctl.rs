@@ -223,13 +223,21 @@ impl<'a> Fs<'a> {
     /// checkpoint; EBUSY to turn the latest checkpoint into a plain one
     /// (`nilfs_checkpoint_is_mounted`). Recorded by the next construction.
     pub fn chcp(&mut self, cno: Cno, snapshot: bool) -> Result<()> {
+        self.chcp_with_mounts(cno, snapshot, &[])
+    }
+
+    /// [`Fs::chcp`] while the snapshots `mounted` are mounted (`mount -o
+    /// cp=`, which shares this file system's `the_nilfs` in the kernel):
+    /// turning one of them into a plain checkpoint is EBUSY too
+    /// (`nilfs_checkpoint_is_mounted` finds its root).
+    pub fn chcp_with_mounts(&mut self, cno: Cno, snapshot: bool, mounted: &[Cno]) -> Result<()> {
         self.begin(false)?;
         let mode = if snapshot {
             CpMode::Snapshot
         } else {
             CpMode::Checkpoint
         };
-        self.cpfile.file_mut().change_mode(cno, mode, &[])
+        self.cpfile.file_mut().change_mode(cno, mode, mounted)
     }
 
     /// `rmcp CNO` (`nilfs_ioctl_delete_checkpoint`): EBUSY for a snapshot,
