@@ -26,10 +26,27 @@ impl Geometry {
             .max(8)
     }
     /// Blocks that user data and metadata may use before
-    /// `nilfs_near_disk_full` can report the disk full: the non-reserved
-    /// segments less the two the log writer holds (current and next).
+    /// `nilfs_near_disk_full` can report the disk full. That test is
+    /// `clean segments <= nrsvsegs + dirty blocks / blocks per segment + 1`
+    /// (the_nilfs.c). A segment is not clean once any log is in it, and
+    /// the log writer holds the next one ahead (`nilfs_sufile_alloc`), so
+    /// with `w` blocks written and `d` dirty ones the test passes once
+    /// `ceil((w + x) / bps) + 1 >= nsegments - nrsvsegs - 1 - d / bps`,
+    /// that is once `w + d + x > (nsegments - nrsvsegs - 3) * bps`, where
+    /// `x` is space no block uses: the blocks before the first data block
+    /// (`ns_first_data_block`, mkfs's 4096 bytes) and, per segment, the
+    /// tail a construction skips (`nilfs_segctor_begin_construction` moves
+    /// on when fewer than `NILFS_PSEG_MIN_BLOCKS` = 2 are left) and the
+    /// summary a log that crosses into it starts with. The model's estimate
+    /// counts `w + d` (a change is charged when it is made), so the bound
+    /// takes the most `x` can be: finding M4, where the old bound (two
+    /// segments held, no `+ 1`, no `x`) let the kernel refuse 7 blocks
+    /// before the model allowed it.
     pub fn usable_blocks(&self) -> u64 {
-        self.nsegments.saturating_sub(self.reserved_segments() + 2) * self.blocks_per_segment as u64
+        let bps = self.blocks_per_segment as u64;
+        let first_data_block = 4096u64.div_ceil(self.block_size.max(1) as u64);
+        let unusable = first_data_block + 2 * self.nsegments;
+        (self.nsegments.saturating_sub(self.reserved_segments() + 3) * bps).saturating_sub(unusable)
     }
 }
 

@@ -326,3 +326,26 @@ fn the_order_of_an_xattr_calls_checks_follows_the_release() {
         }
     }
 }
+
+// postmortem: campaign kernel seed 39 (profile enospc) on Linux 6.1 and
+// again on 7.3 with exact times: a 1,195-byte write refused with ENOSPC
+// where the model's space estimate was 1,337 of its 1,344 usable blocks,
+// so only success was allowed (M4). `nilfs_near_disk_full` counts whole
+// segments, adds one (`dirty blocks / bps + 1`), and the log writer holds
+// the next segment ahead; the old bound left out the `+ 1`, the blocks
+// before the first data block and the tail each segment may waste. The
+// bound is now derived from the test (`Geometry::usable_blocks`).
+#[test]
+fn enospc_comes_in_whole_segments() {
+    for release in ["6.1", "7.3"] {
+        let t = trace_of(release, "enospc-in-whole-segments.jsonl");
+        check_trace_str(&t).unwrap_or_else(|r| panic!("{release}: {r}"));
+        // Known-bad: ENOSPC for the first write, on an empty device.
+        let first = first_line(&t, "the first write", |l| l.contains("\"op\":\"write\""));
+        let bad = edit_line(&t, first, |v| {
+            v["out"] = serde_json::json!({"err": "ENOSPC"})
+        });
+        let r = check_trace_str(&bad).expect_err("ENOSPC on an empty device");
+        assert_eq!(r.line, first, "{release}: {r}");
+    }
+}
