@@ -190,20 +190,69 @@ impl State {
     }
 }
 
+/// What two states of one shape surely share, cheap to compute: the
+/// checkpoint table's numbers and flags, the counters, the mounts and what
+/// is pending, but no namespace. States whose signatures differ never
+/// merge, so the costly shape is computed only within a signature.
+fn signature(s: &State) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (c, cp) in s.checkpoints.iter() {
+        (
+            c,
+            cp.snapshot,
+            cp.bound,
+            cp.may_be_gone,
+            cp.minor,
+            cp.ns.is_some(),
+        )
+            .hash(&mut h);
+    }
+    let rw = s.mount.map(|m| m == crate::state::Mount::ReadWrite);
+    (s.next_cno, s.consumed_blocks, rw, s.snapshot_mounts.len()).hash(&mut h);
+    (s.live.next_id, s.live.inodes.len()).hash(&mut h);
+    let p = &s.pending;
+    (p.dirty, p.held_evictions, p.dsync.len()).hash(&mut h);
+    (p.table_at_construction.is_some()).hash(&mut h);
+    p.dirty_inodes.iter().for_each(|i| i.hash(&mut h));
+    p.inode_sync.iter().for_each(|i| i.hash(&mut h));
+    h.finish()
+}
+
 /// The states with those of one shape merged (see the module
 /// documentation); the order of first appearance is kept.
 pub fn merge_untimed(states: Vec<State>) -> Vec<State> {
     if states.len() < 2 {
         return states;
     }
-    let mut shapes: Vec<State> = Vec::with_capacity(states.len());
+    let sigs: Vec<u64> = states.iter().map(signature).collect();
+    let mut sorted = sigs.clone();
+    sorted.sort_unstable();
+    if sorted.windows(2).all(|w| w[0] != w[1]) {
+        return states;
+    }
+    let shared = |k: u64| sorted.iter().filter(|x| **x == k).count() > 1;
+    let mut shapes: Vec<(u64, State)> = Vec::new();
     let mut out: Vec<State> = Vec::with_capacity(states.len());
-    for s in states {
+    let mut shape_of: Vec<Option<usize>> = Vec::new();
+    for (s, sig) in states.into_iter().zip(sigs) {
+        if !shared(sig) {
+            out.push(s);
+            shape_of.push(None);
+            continue;
+        }
         let shape = s.untimed();
-        match shapes.iter().position(|k| *k == shape) {
-            Some(i) => out[i] = out[i].merged_with(&s),
+        match shapes.iter().position(|(k, x)| *k == sig && *x == shape) {
+            Some(i) => {
+                let at = shape_of
+                    .iter()
+                    .position(|o| *o == Some(i))
+                    .expect("a shape's first state");
+                out[at] = out[at].merged_with(&s);
+            }
             None => {
-                shapes.push(shape);
+                shape_of.push(Some(shapes.len()));
+                shapes.push((sig, shape));
                 out.push(s.collapse_touches());
             }
         }

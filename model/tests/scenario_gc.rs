@@ -502,8 +502,10 @@ fn checker_accepts_the_kernels_trace() {
     let v = check_trace_str(&committed()).unwrap_or_else(|r| panic!("{r}"));
     // A few readings survive: checkpoints the cleaner may have removed and
     // whose numbers were never observed can be either an lscp entry or a
-    // timer checkpoint's (model::state::lscp_accept keeps both).
-    assert!((1..=4).contains(&v.states), "{} states", v.states);
+    // timer checkpoint's (model::state::lscp_accept keeps both), and a
+    // construction that held a removed file may or may not leave its
+    // eviction to the next one (K11, `step::held_evictions`).
+    assert!((1..=8).contains(&v.states), "{} states", v.states);
 }
 
 /// Replaces line `n` (1-based) of the committed trace.

@@ -62,9 +62,20 @@ impl State {
             return;
         }
         let minor = self.pending.history.is_empty() && self.pending.dsync.is_empty();
+        // K11: an inode removed while its pages were dirty is still held
+        // by the construction's dirty-file list (`nilfs_set_file_dirty`
+        // took `igrab`), so its eviction comes after this checkpoint.
+        let held = self
+            .pending
+            .dirty_inodes
+            .iter()
+            .any(|id| !self.live.inodes.contains_key(id));
         self.new_checkpoint(self.live.clone(), minor);
         self.consumed_blocks += CHECKPOINT_BLOCKS;
-        self.pending = Pending::default();
+        self.pending = Pending {
+            held_evictions: held,
+            ..Pending::default()
+        };
     }
 
     /// A new plain checkpoint of `ns` at the clock, under the next number,

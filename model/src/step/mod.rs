@@ -138,6 +138,41 @@ pub(crate) fn enospc(s: &State) -> Vec<Branch> {
 
 /// The transition function: every way `op` may go from `s`.
 pub fn step(s: &State, op: &Op) -> Vec<Branch> {
+    held_evictions(step_op(s, op))
+}
+
+/// Finding K11: a construction that held inodes removed while their pages
+/// were dirty lets them go only when it ends (`nilfs_dispose_list` drops
+/// the `igrab` reference), and their eviction (`nilfs_evict_inode`:
+/// truncate the bmap, free the ifile entry) is written by the next
+/// construction, a checkpoint of its own with the same files (seen on
+/// Linux 6.1: create, write, unlink, mkcp, sync lists one checkpoint
+/// more). nilfs-ref evicts at once. Both readings are allowed: the
+/// eviction pending (a change that makes the next construction write a
+/// checkpoint), or nothing left.
+fn held_evictions(branches: Vec<Branch>) -> Vec<Branch> {
+    if !branches.iter().any(|b| b.next.pending.held_evictions) {
+        return branches;
+    }
+    let mut out = Vec::with_capacity(branches.len() + 1);
+    for mut b in branches {
+        if !b.next.pending.held_evictions {
+            out.push(b);
+            continue;
+        }
+        b.next.pending.held_evictions = false;
+        let mut evicting = b.clone();
+        let p = &mut evicting.next.pending;
+        p.dirty = true;
+        p.history.push_back(evicting.next.live.clone());
+        p.history_times.push_back(evicting.next.clock);
+        out.push(b);
+        out.push(evicting);
+    }
+    out
+}
+
+fn step_op(s: &State, op: &Op) -> Vec<Branch> {
     if let Some(c) = op.at() {
         let unknown = s.snapshot_mounts.contains(&c)
             && s.checkpoints.get(&c).is_some_and(|cp| cp.ns.is_none());
