@@ -445,12 +445,66 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Vec<State> {
             continue;
         }
         let mut n = finish_lscp(n, latest_cno, last, shown);
+        bind_matched(&mut n, list, &unbound, &assign, &taken);
         learn_unpredicted(&mut n, list, &taken);
         if !out.contains(&n) {
             out.push(n);
         }
     }
     out
+}
+
+/// The rest of finding M1: an unbound checkpoint matched to a listed entry
+/// takes that entry's number, now observed (a later rmcp or chcp of it
+/// must find it: campaign kernel seed 18 removed checkpoint 20, which an
+/// lscp had listed for the model's `7?`). Where the match was a choice
+/// (another entry its mode, not taken, lies between its neighbours'
+/// entries and could have been it, the other one a checkpoint the kernel
+/// made on its own), which checkpoint holds what is not known: its
+/// contents become unknown, like a learned one's.
+fn bind_matched(
+    n: &mut State,
+    list: &[CpEntry],
+    unbound: &[(Cno, Unbound)],
+    assign: &[Option<usize>],
+    taken: &[bool],
+) {
+    let (latest, _) = n.latest();
+    let matched: Vec<(usize, Cno, usize)> = unbound
+        .iter()
+        .zip(assign)
+        .enumerate()
+        .filter_map(|(k, ((c, _), a))| a.map(|i| (k, *c, i)))
+        // The latest keeps what finish_lscp gave it; a number at or past
+        // it would break the table's order.
+        .filter(|(_, c, i)| *c != latest && list[*i].cno != *c && list[*i].cno < latest)
+        .collect();
+    if matched.is_empty() {
+        return;
+    }
+    let entry_of: Vec<Option<usize>> = assign.to_vec();
+    let mut moved: Vec<(Cno, Checkpoint)> = Vec::new();
+    for (k, c, i) in &matched {
+        let Some(mut cp) = n.checkpoints.remove(c) else {
+            continue;
+        };
+        let lo = (0..*k).rev().find_map(|j| entry_of[j]).map_or(0, |e| e + 1);
+        let hi = (k + 1..entry_of.len())
+            .find_map(|j| entry_of[j])
+            .unwrap_or(list.len().saturating_sub(1));
+        let chosen = (lo..hi.min(list.len())).any(|e| {
+            e != *i && !taken[e] && list[e].ss == list[*i].ss && list[e].cno >= unbound[*k].1.cno
+        });
+        if chosen {
+            cp.ns = None;
+        }
+        cp.bound = true;
+        moved.push((list[*i].cno, cp));
+    }
+    for (c, cp) in moved {
+        n.next_cno = n.next_cno.max(c + 1);
+        n.checkpoints.insert(c, cp);
+    }
 }
 
 /// Finding M1: listed plain entries that no checkpoint of the model's took

@@ -373,3 +373,32 @@ fn an_eviction_held_by_a_construction_is_written_by_the_next() {
     let r = check_trace_str(&(kept.join("\n") + "\n")).expect_err("no eviction to write");
     assert_eq!(r.line, last_lscp(&t) - 1, "{r}");
 }
+
+// postmortem: campaign kernel seed 18 (profile enospc, len 60) on Linux
+// 6.1 with exact times: an lscp listed checkpoints 20 and 25, which the
+// model matched to two checkpoints it had made but whose numbers nobody
+// had observed (provisionally 7 and 8), and kept the provisional numbers;
+// the rmcp of 20 that followed was then ENOENT for the model (the M1
+// remainder). A matched checkpoint now takes its entry's number
+// (`accept::bind_matched`), its contents forgotten where the match was a
+// choice.
+#[test]
+fn a_checkpoint_matched_to_a_listed_number_takes_it() {
+    let t = trace("rmcp-of-a-listed-checkpoint.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("{r}"));
+    // Known-bad: an rmcp of a number the listing did not show succeeds.
+    let n = first_line(&t, "the rmcp", |l| l.contains("\"op\":\"rmcp\""));
+    let bad = edit_line(&t, n, |v| v["cno"] = serde_json::json!(21));
+    let r = check_trace_str(&bad).expect_err("a checkpoint nobody listed");
+    assert_eq!(r.line, n, "{r}");
+}
+
+// postmortem: campaign kernel seed 28 (profile mixed, len 60) on Linux
+// 6.1 with exact times, the generated form of K11: a file written and
+// unlinked before a construction, whose eviction the next construction
+// wrote as a checkpoint of its own; lscp showed it.
+#[test]
+fn a_held_eviction_in_a_generated_workload() {
+    let t = trace("held-eviction-generated.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("{r}"));
+}
