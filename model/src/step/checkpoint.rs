@@ -3,9 +3,9 @@
 //! invalid) and write access (EROFS) but lscp.
 
 use super::{fail, invalid, ok, space_guard, Branch, Expect, R};
-use crate::fs::Errno;
+use crate::fs::{Errno, Id, Kind, PAGE};
 use crate::op::Outcome;
-use crate::space::CHECKPOINT_BLOCKS;
+use crate::space::{CHECKPOINT_BLOCKS, META_OP_BLOCKS};
 use crate::state::{Checkpoint, Cno, Mount, State};
 
 /// The guard the ioctls share: mounted, and read-write.
@@ -118,6 +118,37 @@ fn cp_op(s: &State, cno: Cno, f: impl FnOnce(&mut State) -> R<()>) -> Vec<Branch
     out
 }
 
+/// An upper bound of the blocks one cleaner run copies (finding M3): the
+/// live blocks of the segments it cleans, which with snapshots and
+/// protected checkpoints can be everything any checkpoint still reaches.
+/// Each distinct page of the live tree and of every checkpoint whose
+/// contents the model knows (pages shared between them are one), in
+/// blocks, with the write rule's share for the DAT, the B-tree and the
+/// summaries, plus an inode's worth of metadata blocks for each distinct
+/// inode and a checkpoint's for each checkpoint (their ifile, cpfile,
+/// sufile and DAT blocks move too). Checkpoints learned from a listing
+/// hold pages the model cannot count (docs/findings.md, M3).
+fn cleaner_moves(s: &State) -> u64 {
+    use std::collections::HashSet;
+    let mut pages: HashSet<*const Vec<u8>> = HashSet::new();
+    let mut inodes: HashSet<Id> = HashSet::new();
+    let views =
+        std::iter::once(&s.live).chain(s.checkpoints.values().filter_map(|cp| cp.ns.as_ref()));
+    for ns in views {
+        for (id, ino) in ns.inodes.iter() {
+            inodes.insert(*id);
+            if let Kind::File(f) = &ino.kind {
+                pages.extend(f.pages.values().map(std::sync::Arc::as_ptr));
+            }
+        }
+    }
+    let per_page = (PAGE / u64::from(s.geometry.block_size.max(1))).max(1);
+    let data = pages.len() as u64 * per_page;
+    data + data.div_ceil(32)
+        + inodes.len() as u64 * META_OP_BLOCKS
+        + s.checkpoints.len() as u64 * CHECKPOINT_BLOCKS
+}
+
 /// `lscp`: judged by the listing shape rule (`accept`).
 pub(super) fn lscp(s: &State) -> Vec<Branch> {
     match s.mount {
@@ -156,6 +187,7 @@ pub(super) fn clean(s: &State, protection_s: u64) -> Vec<Branch> {
         .saturating_sub((protection_s as i64).saturating_mul(1_000_000_000));
     let old_enough = |cp: &Checkpoint| !cp.snapshot && (cp.created < horizon || protection_s == 0);
     let mut swept = s.clone();
+    swept.consumed_blocks += cleaner_moves(s);
     let cnos: Vec<Cno> = swept.checkpoints.keys().copied().collect();
     for c in cnos {
         let cp = swept.checkpoints.get_mut(&c).expect("listed");
