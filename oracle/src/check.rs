@@ -9,8 +9,7 @@ use nilfs_workload::front::{strategy, Drawn};
 use nilfs_workload::gen::{Features, GenConfig};
 use nilfs_workload::shrink::ddmin;
 use proptest::test_runner::{
-    Config as ProptestConfig, FileFailurePersistence, RngSeed, TestCaseError, TestError,
-    TestRunner,
+    Config as ProptestConfig, FileFailurePersistence, RngSeed, TestCaseError, TestError, TestRunner,
 };
 use serde_json::Value;
 
@@ -136,9 +135,7 @@ pub fn minimize(imp: &mut dyn Implementation, spec: &ImageSpec, lines: &[Value])
         |cands| {
             cands
                 .iter()
-                .map(|c| {
-                    run_lines(imp, spec, c, OnInvalid::Skip).is_err_and(|d| kind(&d) == want)
-                })
+                .map(|c| run_lines(imp, spec, c, OnInvalid::Skip).is_err_and(|d| kind(&d) == want))
                 .collect()
         },
         2000,

@@ -144,7 +144,11 @@ impl fmt::Display for CrashFailure {
                 )?;
                 writeln!(f, "workload (JSON Lines):")?;
                 for (i, op) in ops.iter().enumerate() {
-                    let mark = if i == *completed { "  <- in flight" } else { "" };
+                    let mark = if i == *completed {
+                        "  <- in flight"
+                    } else {
+                        ""
+                    };
                     let line = serde_json::to_string(op).expect("an operation serialises");
                     writeln!(f, "  {line}{mark}")?;
                 }

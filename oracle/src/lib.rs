@@ -140,10 +140,10 @@ mod crash;
 mod lockstep;
 mod sut;
 
-pub use check::{check, lockstep, minimize, proptest, replay, run_lines, workload, Config, Failure};
-pub use crash::{check_crashes, envelope, CrashFailure, CrashReport, WriteLog};
-pub use lockstep::{
-    model_durable, run, run_workload, Divergence, ModelManifests, OnInvalid, Step,
+pub use check::{
+    check, lockstep, minimize, proptest, replay, run_lines, workload, Config, Failure,
 };
+pub use crash::{check_crashes, envelope, CrashFailure, CrashReport, WriteLog};
+pub use lockstep::{model_durable, run, run_workload, Divergence, ModelManifests, OnInvalid, Step};
 pub use nilfs_workload::front::Drawn;
 pub use sut::{Durable, ImageSpec, Implementation, Sut, NS};

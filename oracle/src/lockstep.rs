@@ -269,7 +269,11 @@ impl Lockstep {
 
     /// Sends `op` (unless no state allows sending it) and checks the
     /// outcome; returns it, or `None` if the operation was not sent.
-    pub(crate) fn step(&mut self, sut: &mut dyn Sut, op: &Op) -> Result<Option<Outcome>, Divergence> {
+    pub(crate) fn step(
+        &mut self,
+        sut: &mut dyn Sut,
+        op: &Op,
+    ) -> Result<Option<Outcome>, Divergence> {
         // rmcp of the latest checkpoint: the kernel's ioctl deletes it, the
         // model refuses it (a model rule, docs/model.md). Outside the
         // model, so not sent.
