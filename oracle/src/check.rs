@@ -171,7 +171,11 @@ impl fmt::Display for Failure {
 
 /// [`lockstep`] and, on a divergence, [`minimize`]: the divergence with
 /// its minimal workload.
-pub fn check(imp: &mut dyn Implementation, cfg: &Config, drawn: &Drawn) -> Result<(), Failure> {
+pub fn check(
+    imp: &mut dyn Implementation,
+    cfg: &Config,
+    drawn: &Drawn,
+) -> Result<(), Box<Failure>> {
     let Err(d) = lockstep(imp, cfg, drawn) else {
         return Ok(());
     };
@@ -181,11 +185,11 @@ pub fn check(imp: &mut dyn Implementation, cfg: &Config, drawn: &Drawn) -> Resul
     let divergence = run_lines(imp, &cfg.spec, &minimal, OnInvalid::Skip)
         .err()
         .unwrap_or(d);
-    Err(Failure {
+    Err(Box::new(Failure {
         drawn: drawn.clone(),
         minimal,
         divergence,
-    })
+    }))
 }
 
 /// Runs a workload kept from a failure (JSON Lines, as [`Failure`] prints

@@ -22,7 +22,10 @@ use crate::sut::{Durable, ImageSpec, Implementation, NS};
 /// The block writes a device received, in order. Cloning shares the log:
 /// give a clone to the device and keep one.
 #[derive(Clone, Debug, Default)]
-pub struct WriteLog(Arc<Mutex<Vec<(u64, Vec<u8>)>>>);
+pub struct WriteLog(Arc<Mutex<Writes>>);
+
+/// Each write's byte offset and data.
+type Writes = Vec<(u64, Vec<u8>)>;
 
 impl WriteLog {
     /// Record a write of `data` at byte offset `offset`.
@@ -40,7 +43,7 @@ impl WriteLog {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Vec<u8>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Writes> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -172,16 +175,19 @@ pub fn check_crashes(
     imp: &mut dyn Implementation,
     spec: &ImageSpec,
     ops: &[Op],
-) -> Result<CrashReport, CrashFailure> {
+) -> Result<CrashReport, Box<CrashFailure>> {
     let log = WriteLog::default();
-    let (geometry, mut sut) = imp.format(spec, Some(&log)).map_err(CrashFailure::Setup)?;
+    let (geometry, mut sut) = imp
+        .format(spec, Some(&log))
+        .map_err(|e| Box::new(CrashFailure::Setup(e)))?;
     let formatted = log.len();
     let initial = State::mkfs(geometry, true, spec.ctime as i64 * NS);
     let mut l = Lockstep::new(initial.clone(), OnInvalid::Skip);
     // After operation i: the writes so far and the model's states.
     let mut after: Vec<(usize, Vec<State>)> = Vec::new();
     for op in ops {
-        l.step(&mut *sut, op).map_err(CrashFailure::Lockstep)?;
+        l.step(&mut *sut, op)
+            .map_err(|d| Box::new(CrashFailure::Lockstep(d)))?;
         after.push((log.len(), l.states.iter().map(|(s, _)| s.clone()).collect()));
     }
     drop(sut);
@@ -207,13 +213,13 @@ pub fn check_crashes(
             .as_ref()
             .is_ok_and(|g| allowed.iter().any(|a| a.admits(g)));
         if !inside {
-            return Err(CrashFailure::Outside {
+            return Err(Box::new(CrashFailure::Outside {
                 writes: k - formatted,
                 completed,
                 ops: ops.to_vec(),
                 got,
                 allowed: allowed.into_iter().next(),
-            });
+            }));
         }
         let got = got.expect("inside");
         if !seen.contains(&got) {

@@ -129,7 +129,7 @@ fn crash_check_passes_nilfs_ref_and_catches_the_planted_bug() {
         .expect_err("a skipped fsync must leave a state outside the envelope");
     eprintln!("{failure}");
     assert!(
-        matches!(failure, CrashFailure::Outside { completed: 4, .. }),
+        matches!(*failure, CrashFailure::Outside { completed: 4, .. }),
         "{failure}"
     );
 }
