@@ -1106,3 +1106,35 @@ fn snapshot_mounts_read_their_checkpoint() {
         ]
     );
 }
+
+/// Found by the lockstep fuzz target (issue 35; fuzz/corpus/lockstep/
+/// regress-001-chcp-of-a-mounted-snapshot, shrunk by
+/// `nilfs_oracle::minimize`): a snapshot mounted beside the read-write
+/// mount cannot become a plain checkpoint, EBUSY as in the kernel
+/// (`nilfs_checkpoint_is_mounted` counts the super block's mounted
+/// roots); the adapter did not tell `Fs` which snapshots were mounted.
+#[test]
+fn regress_chcp_of_a_mounted_snapshot_is_ebusy() {
+    let spec = ImageSpec {
+        device_bytes: 16 << 20,
+        ..ImageSpec::default()
+    };
+    let steps = nilfs_oracle::replay(
+        &mut lockstep::Ours::default(),
+        &spec,
+        r#"
+{"op":"mkfs","block_size":1024,"blocks_per_segment":64,"nsegments":255,"r_segments_percentage":5,"dot_nilfs":true,"clock":1700000000000000000}
+{"op":"mount","ro":false}
+{"op":"mkcp","snapshot":true}
+{"op":"mount","cp":{"$mkcp":0},"ro":true}
+{"op":"sync"}
+{"op":"lscp"}
+{"op":"chcp","cno":{"$lscp":0},"snapshot":false}
+"#,
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(
+        steps.last().map(|s| &s.out),
+        Some(&Outcome::Err(Errno::EBUSY))
+    );
+}

@@ -223,13 +223,21 @@ impl<'a> Fs<'a> {
     /// checkpoint; EBUSY to turn the latest checkpoint into a plain one
     /// (`nilfs_checkpoint_is_mounted`). Recorded by the next construction.
     pub fn chcp(&mut self, cno: Cno, snapshot: bool) -> Result<()> {
+        self.chcp_with_mounted(cno, snapshot, &[])
+    }
+
+    /// [`Fs::chcp`] with the snapshots mounted beside this mount
+    /// (`mount -o ro,cp=N`, which the kernel counts in the same super
+    /// block's roots): one of them cannot become a plain checkpoint
+    /// either (EBUSY). Found by the lockstep fuzz target (issue 35).
+    pub fn chcp_with_mounted(&mut self, cno: Cno, snapshot: bool, mounted: &[Cno]) -> Result<()> {
         self.begin(false)?;
         let mode = if snapshot {
             CpMode::Snapshot
         } else {
             CpMode::Checkpoint
         };
-        self.cpfile.file_mut().change_mode(cno, mode, &[])
+        self.cpfile.file_mut().change_mode(cno, mode, mounted)
     }
 
     /// `rmcp CNO` (`nilfs_ioctl_delete_checkpoint`): EBUSY for a snapshot,

@@ -327,7 +327,11 @@ impl<'d> ImplUnderTest<'d> {
             Op::Sync if self.fs.is_none() => Outcome::Ok,
             Op::Sync => self.with(|fs| fs.sync()).map(ok)?,
             Op::Mkcp { snapshot } => Outcome::Cno(self.with(|fs| fs.mkcp(*snapshot))?.0),
-            Op::Chcp { cno, snapshot } => self.with(|fs| fs.chcp(Cno(*cno), *snapshot)).map(ok)?,
+            Op::Chcp { cno, snapshot } => {
+                let mounted: Vec<Cno> = self.snaps.keys().map(|&c| Cno(c)).collect();
+                self.with(|fs| fs.chcp_with_mounted(Cno(*cno), *snapshot, &mounted))
+                    .map(ok)?
+            }
             Op::Lscp => {
                 let list = self.with(|fs| fs.lscp())?;
                 Outcome::Checkpoints(
