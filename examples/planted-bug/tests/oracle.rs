@@ -47,6 +47,49 @@ fn proptest_finds_and_shrinks_the_planted_bug() {
     assert!(minimal.contains("\"crash\""), "{report}");
 }
 
+/// The regression file: a failure proptest found is kept in it (proptest's
+/// `cc` lines) and runs first next time, so a run that would not find the
+/// bug on its own (one case, from a seed whose case passes) still fails.
+#[test]
+fn a_kept_failure_runs_first_next_time() {
+    let path = std::env::temp_dir().join(format!(
+        "planted-bug-{}.proptest-regressions",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let path: &'static str = Box::leak(path.to_string_lossy().into_owned().into_boxed_str());
+    let fails = |cfg: &Config| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            proptest(&mut PlantedBug::buggy(), cfg)
+        }))
+        .is_err()
+    };
+    let found = Config {
+        cases: 64,
+        regressions: Some(path),
+        ..config()
+    };
+    assert!(fails(&found), "the planted bug must be found");
+    let kept = std::fs::read_to_string(path).expect("the regression file was written");
+    assert!(kept.lines().any(|l| l.starts_with("cc ")), "{kept}");
+    // One case from a seed whose own case passes...
+    let one = (0..50u64)
+        .map(|seed| Config {
+            cases: 1,
+            seed,
+            regressions: None,
+            ..config()
+        })
+        .find(|cfg| !fails(cfg))
+        .expect("a seed whose first case passes");
+    // ... fails with the regression file: its case runs first.
+    assert!(fails(&Config {
+        regressions: Some(path),
+        ..one
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
 /// The quickcheck property: one drawn workload in lockstep.
 fn stays_in_the_envelope(buggy: bool, d: Drawn) -> TestResult {
     let mut imp = PlantedBug::new(buggy);
