@@ -782,6 +782,10 @@ pub fn image_mutate_with(data: &[u8], on_mount: Option<for<'d> fn(&mut nilfs::fs
     let drawn = nilfs_oracle::Drawn::arbitrary_take_rest(u).expect("any input is a workload");
     let what = format!("base {base}, {reseal:?}, damage {damage:?}, workload {drawn:?}");
     let clean = nilfs::check::check_device(&dev, &Default::default()).is_clean();
+    if std::env::var_os("NILFS_FUZZ_DEBUG").is_some() {
+        // Replay aid: `NILFS_FUZZ_DEBUG=1 fuzz/target/.../image_mutate FILE`.
+        eprintln!("{what}\nclean before: {clean}");
+    }
     // The workload the generator makes for an empty image of this
     // geometry: on the base its names meet the base's own files.
     let geometry = match nilfs::the_nilfs::Nilfs::open(&dev) {
@@ -826,7 +830,7 @@ pub fn image_mutate_with(data: &[u8], on_mount: Option<for<'d> fn(&mut nilfs::fs
     }
     drop(sut);
     if std::env::var_os("NILFS_FUZZ_DEBUG").is_some() {
-        eprintln!("{what}\nclean before: {clean}, every operation without EIO: {all_ok}");
+        eprintln!("every operation without EIO: {all_ok}");
     }
     if clean && all_ok {
         let after = nilfs::check::check_device(&dev, &Default::default());
