@@ -745,7 +745,8 @@ fn mutation(
 /// mounted and given the workload through the adapter (`ImplUnderTest`,
 /// each outcome whatever it is); nothing may panic or hang, and an image
 /// `check` found clean on which every operation and the unmount
-/// succeeded must still be clean.
+/// succeeded must still be clean. The workload's `manifest` lines are
+/// left out (see below).
 pub fn image_mutate(data: &[u8]) {
     image_mutate_with(data, None);
 }
@@ -813,6 +814,15 @@ pub fn image_mutate_with(data: &[u8], on_mount: Option<for<'d> fn(&mut nilfs::fs
     for line in &lines {
         let op = match resolver.resolve(line) {
             Ok(nilfs_model::Op::Mkfs { .. }) => continue,
+            // The manifest digests every byte of every file, holes as
+            // zeros: on a file whose damaged size is exabytes (a legal
+            // sparse size) no implementation finishes it, manifest.sh on
+            // the kernel neither. Left out; the walk it makes is tested
+            // on a damaged tree of its own (fuzz_structured.rs).
+            Ok(nilfs_model::Op::Manifest { .. }) => {
+                resolver.skipped(line);
+                continue;
+            }
             Ok(op) => op,
             Err(_) => {
                 resolver.skipped(line);

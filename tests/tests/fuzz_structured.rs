@@ -127,3 +127,23 @@ fn image_mutate_target_catches_a_write_path_bug() {
     );
     assert!(caught > 0, "no input noticed the evicted dirty inodes");
 }
+
+/// What image_mutate's first run found (its regress-001): an entry
+/// damaged to name the root made the mounted tree's manifest walk
+/// `/link/link/...` without end. It is refused now, as the read path's
+/// walk refuses it.
+#[test]
+fn the_live_manifest_refuses_a_directory_reachable_twice() {
+    use nilfs_conformance::corrupt::{self, Recipe};
+    let dev = corrupt::base("ours").expect("the base image");
+    corrupt::apply(
+        &dev,
+        &Recipe::parse("dirent[/link].inode = 2").expect("a recipe"),
+    )
+    .expect("damaged");
+    let nilfs = nilfs::the_nilfs::Nilfs::open(&dev).expect("opens");
+    let mut fs = nilfs::fs::Fs::mount(&nilfs, 1_800_000_500).expect("mounts");
+    let e = nilfs::inspect::manifest::live_manifest(&mut fs)
+        .expect_err("a directory reachable twice is refused");
+    assert!(e.to_string().contains("reachable twice"), "{e}");
+}
