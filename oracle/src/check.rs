@@ -26,14 +26,14 @@ pub struct Config {
     /// the test's process with an injected clock, `Features::FUSE`,
     /// `Features::MOUNTED` for a mounted file system.
     pub features: Features,
-    /// Cases [`proptest`] runs (`PROPTEST_CASES` overrides it).
+    /// Cases [`proptest()`] runs (`PROPTEST_CASES` overrides it).
     pub cases: u32,
-    /// The seed of [`proptest`]'s draws (`PROPTEST_RNG_SEED` overrides
+    /// The seed of [`proptest()`]'s draws (`PROPTEST_RNG_SEED` overrides
     /// it): the same seed, the same cases.
     pub seed: u64,
     /// The longest workload, in generation steps.
     pub max_len: usize,
-    /// The regression file [`proptest`] reads first and adds each new
+    /// The regression file [`proptest()`] reads first and adds each new
     /// failure to, in proptest's format (`cc <hash> # ...` lines), relative
     /// to the package's folder; commit it. `None`: no file.
     pub regressions: Option<&'static str>,

@@ -96,7 +96,7 @@ pub trait Implementation {
     ///
     /// With `log`, every block write the device receives from here on,
     /// the format's included, must also be given to it, in order
-    /// ([`WriteLog::write`], [`WriteLog::flush`]): the crash check
+    /// ([`WriteLog::write`]): the crash check
     /// replays prefixes of them. An implementation that cannot record
     /// answers `Err` when `log` is given.
     fn format(
