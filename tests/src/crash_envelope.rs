@@ -5,7 +5,7 @@
 use nilfs::device::MemDevice;
 use nilfs_model::{step, Op, Outcome, Pattern, State};
 
-use crate::lockstep::{format, model_after_format, Durable, ImageSpec};
+use crate::lockstep::{format, model_after_format, ImageSpec};
 
 fn text(s: &str) -> Pattern {
     Pattern::Text(s.into())
@@ -215,41 +215,5 @@ pub fn follow(model: &[State], op: &Op, out: &Outcome) -> Vec<State> {
     next
 }
 
-/// The durable states the model allows after a crash at this point and a
-/// mount: from the states after the completed operations, and (the one
-/// in flight may have taken effect) from each of its outcomes; `durable`
-/// makes the model's durable view of a state.
-pub fn envelope(
-    model: &[State],
-    in_flight: Option<&Op>,
-    durable: &mut dyn FnMut(&State) -> Durable,
-) -> Vec<Durable> {
-    let mut before: Vec<State> = model.to_vec();
-    if let Some(op) = in_flight {
-        for s in model {
-            for b in step(s, op) {
-                if !before.contains(&b.next) {
-                    before.push(b.next);
-                }
-            }
-        }
-    }
-    let mount = Op::Mount {
-        cp: None,
-        ro: false,
-    };
-    let mut out = Vec::new();
-    for s in &before {
-        for c in step(s, &Op::Crash) {
-            for m in step(&c.next, &mount) {
-                if m.accept(&Outcome::Ok).is_some() {
-                    let d = durable(&m.next);
-                    if !out.contains(&d) {
-                        out.push(d);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
+/// The model's crash envelope: the oracle's (`nilfs_oracle::envelope`).
+pub use nilfs_oracle::envelope;

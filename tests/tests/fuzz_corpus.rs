@@ -91,6 +91,21 @@
 //!   The kernel's `nilfs_palloc_prepare_free_entry` reads both blocks
 //!   (create = 0) and fails there; so does ours now. Found by the
 //!   3.4-million run of this round.
+//! - lockstep/regress-001-chcp-of-a-mounted-snapshot: found by the first
+//!   run of the structure-aware lockstep target (issue 35) after 250 s: a
+//!   snapshot mounted with `mount -o ro,cp=N` beside the read-write mount
+//!   was turned into a plain checkpoint; the model (as the kernel's
+//!   `nilfs_checkpoint_is_mounted`) answers EBUSY. `Fs::chcp` never heard
+//!   of the adapter's snapshot mounts; `Fs::chcp_with_mounted` now takes
+//!   them (test `lockstep::regress_chcp_of_a_mounted_snapshot_is_ebusy`).
+//! - image_mutate/regress-001-directory-cycle-in-the-live-manifest: found
+//!   by the first run of the structure-aware image_mutate target (issue
+//!   35) as an allocation past 3 GiB: `dirent[/small].inode` set to 2
+//!   made `/small` the root itself, and the generated workload's
+//!   `manifest` (`inspect::manifest::live_manifest`, the mounted tree)
+//!   walked `/small/small/...` without end. The read path's
+//!   `CheckpointView::walk_tree` already refused a directory reachable
+//!   twice; the live walk now refuses it the same way.
 
 use std::path::PathBuf;
 

@@ -8,12 +8,15 @@
 //!   checkpoint references and how a runner resolves them; `format`);
 //! - [`gen`]: the seeded workload generator every runner shares (it runs
 //!   the model along to pick operations that mean something);
+//! - [`front`]: the generator's front ends (proptest, quickcheck and
+//!   arbitrary), each only a source of its choices;
 //! - [`shrink`]: delta debugging of a failing workload.
 //!
 //! It depends on nilfs-model (the operations, and the model's predictions
 //! the generator follows); the model does not depend on it.
 
 mod format;
+pub mod front;
 pub mod gen;
 pub mod shrink;
 

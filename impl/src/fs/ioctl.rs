@@ -223,14 +223,14 @@ impl<'a> Fs<'a> {
     /// checkpoint; EBUSY to turn the latest checkpoint into a plain one
     /// (`nilfs_checkpoint_is_mounted`). Recorded by the next construction.
     pub fn chcp(&mut self, cno: Cno, snapshot: bool) -> Result<()> {
-        self.chcp_with_mounts(cno, snapshot, &[])
+        self.chcp_with_mounted(cno, snapshot, &[])
     }
 
-    /// [`Fs::chcp`] while the snapshots `mounted` are mounted (`mount -o
-    /// cp=`, which shares this file system's `the_nilfs` in the kernel):
-    /// turning one of them into a plain checkpoint is EBUSY too
-    /// (`nilfs_checkpoint_is_mounted` finds its root).
-    pub fn chcp_with_mounts(&mut self, cno: Cno, snapshot: bool, mounted: &[Cno]) -> Result<()> {
+    /// [`Fs::chcp`] with the snapshots mounted beside this mount
+    /// (`mount -o ro,cp=N`, which the kernel counts in the same super
+    /// block's roots): one of them cannot become a plain checkpoint
+    /// either (EBUSY). Found by the lockstep fuzz target (issue 35).
+    pub fn chcp_with_mounted(&mut self, cno: Cno, snapshot: bool, mounted: &[Cno]) -> Result<()> {
         self.begin(false)?;
         let mode = if snapshot {
             CpMode::Snapshot

@@ -450,6 +450,10 @@ fn manifest_by(
 pub fn live_manifest(fs: &mut Fs<'_>) -> Result<String> {
     let mut lines: Vec<Line> = Vec::new();
     let mut stack = vec![(Vec::new(), ino::ROOT)];
+    // A damaged entry naming a directory already walked (the root, say)
+    // would make the walk endless: refused, as `CheckpointView::walk_tree`
+    // refuses it (found by the image_mutate fuzz target, issue 35).
+    let mut seen = std::collections::BTreeSet::from([ino::ROOT.0]);
     while let Some((prefix, dir)) = stack.pop() {
         for (name, i, _) in fs.readdir(dir)? {
             if name == b"." || name == b".." {
@@ -460,6 +464,12 @@ pub fn live_manifest(fs: &mut Fs<'_>) -> Result<String> {
             path.extend_from_slice(&name);
             let raw = fs.stat(i)?;
             if raw.file_type() == S_IFDIR {
+                if !seen.insert(i.0) {
+                    return Err(crate::Error::corrupt(
+                        "directory",
+                        format!("directory {i} is reachable twice"),
+                    ));
+                }
                 stack.push((path.clone(), i));
             }
             // A symlink's target is its first page (`page_get_link`); a

@@ -32,51 +32,10 @@ use nilfs_model::pattern::sha256_hex;
 use nilfs_model::{Errno, FileType, Op, Outcome, Pattern, StatInfo};
 use sha2::{Digest, Sha256};
 
-/// Nanoseconds per second: the model's clock is in ns, `Fs`'s in seconds.
-pub const NS: i64 = 1_000_000_000;
+pub use nilfs_oracle::{Durable, Sut, NS};
 
-/// What the harness can observe of an implementation's durable state: the
-/// manifest of the live tree and of every checkpoint, in manifest.sh's
-/// line format with each regular file's digest the page digest
-/// (`nilfs::inspect::manifest::PageDigest`, the model's
-/// `manifest::file_page_digest`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Durable {
-    pub live: Vec<String>,
-    /// Each checkpoint's manifest. `None` only on the model's side, for a
-    /// checkpoint it learned from an lscp listing (finding M1) and whose
-    /// contents it does not know; an implementation shows every one.
-    pub checkpoints: BTreeMap<u64, Option<Vec<String>>>,
-}
-
-impl Durable {
-    /// Whether `got`, an implementation's durable state, is this one (the
-    /// model's): the same live tree, the same checkpoint numbers, and the
-    /// same contents for every checkpoint whose contents are known.
-    pub fn admits(&self, got: &Durable) -> bool {
-        self.live == got.live
-            && self.checkpoints.keys().eq(got.checkpoints.keys())
-            && self
-                .checkpoints
-                .iter()
-                .all(|(c, w)| w.is_none() || got.checkpoints.get(c) == Some(w))
-    }
-}
-
-/// A system under test, driven by model operations.
-pub trait Sut {
-    /// Execute `op` and report what was observed.
-    fn apply(&mut self, op: &Op) -> Outcome;
-    /// The abstraction function: the durable state as a [`Durable`], read
-    /// back from the medium. Called only when nothing is pending (after a
-    /// construction or a mount).
-    fn durable(&mut self) -> Result<Durable, String>;
-    /// Why the last operation failed, in the implementation's words (shown
-    /// in divergence reports).
-    fn detail(&self) -> Option<String> {
-        None
-    }
-}
+mod ours;
+pub use ours::{format, Ours};
 
 type R<T> = Result<T, Errno>;
 
@@ -369,9 +328,8 @@ impl<'d> ImplUnderTest<'d> {
             Op::Sync => self.with(|fs| fs.sync()).map(ok)?,
             Op::Mkcp { snapshot } => Outcome::Cno(self.with(|fs| fs.mkcp(*snapshot))?.0),
             Op::Chcp { cno, snapshot } => {
-                // A mounted snapshot is busy (regress_014).
-                let mounted: Vec<Cno> = self.snaps.keys().map(|c| Cno(*c)).collect();
-                self.with(|fs| fs.chcp_with_mounts(Cno(*cno), *snapshot, &mounted))
+                let mounted: Vec<Cno> = self.snaps.keys().map(|&c| Cno(c)).collect();
+                self.with(|fs| fs.chcp_with_mounted(Cno(*cno), *snapshot, &mounted))
                     .map(ok)?
             }
             Op::Lscp => {

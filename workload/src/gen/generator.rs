@@ -23,10 +23,10 @@ pub(super) struct Generator<'c> {
 }
 
 impl<'c> Generator<'c> {
-    pub(super) fn new(cfg: &'c GenConfig) -> Self {
+    pub(super) fn new(cfg: &'c GenConfig, rng: Rng) -> Self {
         Generator {
             cfg,
-            rng: Rng(splitmix64(cfg.seed ^ 0x6e69_6c66_7367_656e)),
+            rng,
             state: State::mkfs(cfg.geometry.clone(), cfg.dot_nilfs, cfg.clock),
             lines: Vec::new(),
             mkcps: Vec::new(),

@@ -192,6 +192,24 @@ impl Features {
     };
 }
 
+impl Features {
+    /// Whether an action may be emitted with these features.
+    fn allows(self, a: Action) -> bool {
+        match a {
+            A::Crash => self.crash,
+            A::Remount | A::RemountRo => self.remount,
+            A::SnapshotMount => self.snapshot_mounts,
+            A::Tick => self.clock,
+            A::Clean => self.clean,
+            A::Chmod | A::Chown | A::Utimes | A::Mknod | A::Statfs | A::Append | A::Xattr => {
+                self.attrs
+            }
+            A::Mkcp | A::Snapshot | A::Chcp | A::Rmcp | A::Lscp => self.checkpoints,
+            _ => true,
+        }
+    }
+}
+
 /// What to generate.
 #[derive(Clone, Debug)]
 pub struct GenConfig {
@@ -242,9 +260,53 @@ impl Workload {
     }
 }
 
-/// Generates the workload `cfg` describes.
+/// Generates the workload `cfg` describes: its choices drawn from
+/// `cfg.seed`.
 pub fn generate(cfg: &GenConfig) -> Workload {
-    let mut g = Generator::new(cfg);
+    generate_with(cfg, &Choices::Seed(cfg.seed)).0
+}
+
+/// Where the generator's choices come from. Every choice the generator
+/// makes (an action of the profile's table, a name, an offset, a size, a
+/// data seed) is one 64-bit number drawn from here and reduced by the
+/// pick that asked for it, so a workload is a function of the numbers
+/// drawn. The front ends are sources of those numbers and nothing more:
+/// `nilref gen` and the campaigns a seed, proptest a seed it shrinks,
+/// quickcheck and the fuzzers a tape ([`crate::front`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Choices {
+    /// splitmix64 in counter mode from this seed (as `nilref gen --seed`).
+    Seed(u64),
+    /// These numbers in order, then zeros: a recorded run replayed, or
+    /// numbers made by quickcheck or by a fuzzer. Zero is every pick's
+    /// first option, so shrinking numbers towards zero simplifies the
+    /// workload and never makes it invalid.
+    Tape(Vec<u64>),
+}
+
+impl Choices {
+    /// A tape from bytes, eight little-endian bytes a number (the last
+    /// one padded with zeros): how a fuzzer's input becomes choices.
+    pub fn from_bytes(bytes: &[u8]) -> Choices {
+        Choices::Tape(
+            bytes
+                .chunks(8)
+                .map(|c| {
+                    let mut b = [0u8; 8];
+                    b[..c.len()].copy_from_slice(c);
+                    u64::from_le_bytes(b)
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Generates the workload `cfg` describes with its choices drawn from
+/// `choices` (`cfg.seed` is not used), and returns it with the numbers it
+/// drew, in order: replayed as [`Choices::Tape`] they give the same
+/// workload again.
+pub fn generate_with(cfg: &GenConfig, choices: &Choices) -> (Workload, Vec<u64>) {
+    let mut g = Generator::new(cfg, Rng::new(choices));
     let mkfs = Op::Mkfs {
         block_size: cfg.geometry.block_size,
         blocks_per_segment: cfg.geometry.blocks_per_segment,
@@ -269,17 +331,45 @@ pub fn generate(cfg: &GenConfig) -> Workload {
     if cfg.epilogue {
         g.finish();
     }
-    Workload { lines: g.lines }
+    let drawn = std::mem::take(&mut g.rng.drawn);
+    (Workload { lines: g.lines }, drawn)
 }
 
-/// splitmix64 in counter mode: small, seedable, the same everywhere.
+/// The generator's numbers: splitmix64 in counter mode (small, seedable,
+/// the same everywhere) or a tape, each number drawn recorded.
 #[derive(Clone, Debug)]
-struct Rng(u64);
+struct Rng {
+    source: Source,
+    drawn: Vec<u64>,
+}
+
+#[derive(Clone, Debug)]
+enum Source {
+    Counter(u64),
+    Tape(Vec<u64>),
+}
 
 impl Rng {
+    fn new(choices: &Choices) -> Rng {
+        let source = match choices {
+            Choices::Seed(seed) => Source::Counter(splitmix64(seed ^ 0x6e69_6c66_7367_656e)),
+            Choices::Tape(t) => Source::Tape(t.clone()),
+        };
+        Rng {
+            source,
+            drawn: Vec::new(),
+        }
+    }
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        splitmix64(self.0)
+        let v = match &mut self.source {
+            Source::Counter(c) => {
+                *c = c.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                splitmix64(*c)
+            }
+            Source::Tape(t) => t.get(self.drawn.len()).copied().unwrap_or(0),
+        };
+        self.drawn.push(v);
+        v
     }
     fn below(&mut self, n: u64) -> u64 {
         if n == 0 {
