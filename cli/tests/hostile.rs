@@ -712,3 +712,29 @@ fn apply_bounded(d: &Path, img: &str, trace: &str) -> String {
     assert_eq!(code, 0, "{err}");
     std::fs::read_to_string(&o).unwrap()
 }
+
+// postmortem: the hostile campaign's first run (issue 34): a log whose
+// ss_seq is 2^64-1 made `nilref inspect` overflow while it walked back the
+// chain of segments (a panic where arithmetic is checked). The campaign
+// replays the recipe through every tool of ours, on its own base image.
+#[test]
+fn hostile_campaign_recipe_with_a_maximal_seq_is_no_panic() {
+    let d = scratch("seq-overflow");
+    let recipe = d.join("recipe.txt");
+    std::fs::write(
+        &recipe,
+        "base ours-4k\nss@#64.ss_seq = 0xffffffffffffffff\n",
+    )
+    .unwrap();
+    let (ok, out, err) = nilref(&[
+        "campaign",
+        "hostile",
+        "--ours-only",
+        "--out",
+        d.to_str().unwrap(),
+        "--replay",
+        recipe.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("| all | 1 |"), "{out}");
+}

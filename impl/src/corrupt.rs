@@ -11,7 +11,7 @@
 //! - `TARGET` is `STRUCT.FIELD`, the structure found on the image through
 //!   the read path: `sb0`, `sb1` (super block copies); `ss@sr`, `ss@SEG:K`
 //!   (the header of the latest super root's log, or of the K-th log of
-//!   segment SEG); `finfo@LOG:I`, `binfo@LOG:I:J`; `sr` (the latest super
+//!   segment SEG), `ss@#PBN` (the log starting at block PBN); `finfo@LOG:I`, `binfo@LOG:I:J`; `sr` (the latest super
 //!   root; `sr.dat.i_mode` reaches its inodes); `inode[PATH]`,
 //!   `inode[#INO]`, with `@CNO` for another checkpoint; `node[FILE:LEVEL:N]`
 //!   (the N-th node block at LEVEL of FILE's B-tree, FILE a path, `#INO`,
@@ -391,6 +391,39 @@ const CP: Table = Checkpoint::FIELDS;
 const SUHDR: Table = SufileHeader::FIELDS;
 const SU: Table = SegmentUsage::FIELDS;
 
+/// Every field name of a structure's table (`sb`, `ss`, `finfo`,
+/// `binfo-dat`, `binfo`, `sr`, `inode`, `dat`, `dirent`, `cphdr`, `cp`,
+/// `suhdr`, `su`, `node`), a field wider than 8 bytes as its words
+/// (`i_bmap[0]` ... `i_bmap[6]`): the names a recipe's `.FIELD` takes.
+pub fn field_names(structure: &str) -> Vec<String> {
+    let t: Table = match structure {
+        "sb" => SB,
+        "ss" => SS,
+        "finfo" => FINFO,
+        "binfo-dat" => BinfoDat::FIELDS,
+        "binfo" => BinfoV::FIELDS,
+        "sr" => SR,
+        "inode" => INODE,
+        "dat" => DAT,
+        "dirent" => DIRENT,
+        "cphdr" => CPHDR,
+        "cp" => CP,
+        "suhdr" => SUHDR,
+        "su" => SU,
+        "node" => BtreeNode::FIELDS,
+        _ => return Vec::new(),
+    };
+    let mut out = Vec::new();
+    for f in t {
+        if f.width > 8 {
+            out.extend((0..f.width / 8).map(|k| format!("{}[{k}]", f.name)));
+        } else {
+            out.push(f.name.to_string());
+        }
+    }
+    out
+}
+
 /// Where field `name` of a structure lies: (offset, width). A field wider
 /// than a word is damaged in its first 8 bytes (`s_uuid`), and `NAME[K]`
 /// names its K-th 8-byte word (`i_bmap[3]`).
@@ -590,6 +623,9 @@ impl Img<'_> {
 
     /// `sr`, `SEG:K` or `cur:K`: the first block of a log.
     fn log(&self, spec: &str) -> R<u64> {
+        if let Some(pbn) = spec.strip_prefix('#') {
+            return parse_num(pbn);
+        }
         if spec == "sr" {
             return Ok(self.nilfs.scan.sr_pseg.0);
         }

@@ -43,6 +43,7 @@ pub struct Raw {
 fn script(layout: &[(u64, u64)], watchdog_s: u64) -> String {
     let mut s = String::from(
         r#"set +e
+export DM_DISABLE_UDEV=1
 echo 8 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
 echo 1 > /proc/sys/kernel/sysrq 2>/dev/null
 mkdir -p /mnt
@@ -57,7 +58,7 @@ one() {
   if [ $rw != 0 ]; then mount -t nilfs2 -o ro $d /mnt 2>>$e; ro=$?; fi
   if grep -q ' /mnt ' /proc/mounts; then
     ls -laR /mnt > /dev/null 2>>$e
-    find /mnt -type f -exec head -c 1048576 {} \; > /dev/null 2>>$e
+    find /mnt -type f -exec head -c 1048576 {} + > /dev/null 2>>$e
     find /mnt -type l -exec readlink {} \; > /dev/null 2>>$e
     if [ $rw = 0 ]; then
       mkdir /mnt/hz 2>>$e
@@ -181,7 +182,8 @@ fn one_boot(
         layout.push((at / 512, size / 512));
         at += size.div_ceil(ALIGN) * ALIGN;
     }
-    f.set_len(at).map_err(|e| format!("{}: {e}", disk.display()))?;
+    f.set_len(at)
+        .map_err(|e| format!("{}: {e}", disk.display()))?;
     drop(f);
     // A boot's time: the watchdog for every image, and the boot itself.
     let timeout = 120 + images.len() as u64 * (watchdog_s + 5);
@@ -217,7 +219,13 @@ fn one_boot(
                 _ => {}
             }
         }
-        r.errors = std::fs::read_to_string(work.join(format!("e{i}"))).unwrap_or_default();
+        // dd's transfer counts are not errors.
+        r.errors = std::fs::read_to_string(work.join(format!("e{i}")))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.contains("records in") && !l.contains("records out"))
+            .map(|l| format!("{l}\n"))
+            .collect();
         r.dmesg = std::fs::read_to_string(work.join(format!("k{i}.dmesg"))).unwrap_or_default();
     }
     Ok(raws)
@@ -447,10 +455,7 @@ mod tests {
             ..ok.clone()
         };
         assert!(matches!(classify(&busy), Outcome::Bad { .. }));
-        let hang = Raw {
-            hang: true,
-            ..ok
-        };
+        let hang = Raw { hang: true, ..ok };
         assert!(matches!(classify(&hang), Outcome::Bad { .. }));
     }
 

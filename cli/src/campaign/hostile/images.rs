@@ -148,9 +148,12 @@ pub const KERNEL_BASES: [(&str, u64); 2] = [("kernel", 8 << 20), ("kernel-4k", 1
 /// The script of the boot that makes [`KERNEL_BASES`].
 pub fn kernel_bases_script() -> String {
     let mut s = String::from("set -e\n");
-    for (i, (dev, opts, bs)) in [("vda", "-b 1024 -B 64", 1024), ("vdb", "-b 4096 -B 32", 4096)]
-        .into_iter()
-        .enumerate()
+    for (i, (dev, opts, bs)) in [
+        ("vda", "-b 1024 -B 64", 1024),
+        ("vdb", "-b 4096 -B 32", 4096),
+    ]
+    .into_iter()
+    .enumerate()
     {
         s.push_str(&format!(
             r#"mkfs.nilfs2 -q -f {opts} -L base{i} /dev/{dev}
@@ -198,10 +201,28 @@ pub fn catalog(dev: &MemDevice) -> Result<Vec<Target>, String> {
             continue;
         };
         for i in 0..u64::from(h.nfinfo) {
-            add(&mut want, &format!("finfo@#{p}:{i}"), "finfo", "finfo", live);
+            add(
+                &mut want,
+                &format!("finfo@#{p}:{i}"),
+                "finfo",
+                "finfo",
+                live,
+            );
             for j in [0, 1] {
-                add(&mut want, &format!("binfo@#{p}:{i}:{j}"), "binfo", "binfo", live);
-                add(&mut want, &format!("binfo@#{p}:{i}:{j}"), "binfo-dat", "binfo", live);
+                add(
+                    &mut want,
+                    &format!("binfo@#{p}:{i}:{j}"),
+                    "binfo",
+                    "binfo",
+                    live,
+                );
+                add(
+                    &mut want,
+                    &format!("binfo@#{p}:{i}:{j}"),
+                    "binfo-dat",
+                    "binfo",
+                    live,
+                );
             }
         }
     }
@@ -217,7 +238,7 @@ pub fn catalog(dev: &MemDevice) -> Result<Vec<Target>, String> {
         cnos.extend(cps.iter().map(|c| c.cno.0));
     }
     for &cno in &cnos {
-        let live = cno + 1 >= latest;
+        let live = cno >= latest;
         add(&mut want, &format!("cp[{cno}]"), "cp", "cp", live);
         add(&mut want, &format!("cp[{cno}].ifile"), "inode", "cp", live);
     }
@@ -234,11 +255,17 @@ pub fn catalog(dev: &MemDevice) -> Result<Vec<Target>, String> {
     }
     for m in ["dat", "ifile", "cpfile", "sufile"] {
         for (l, n) in [(1, 0), (1, 1), (2, 0)] {
-            add(&mut want, &format!("node[{m}:{l}:{n}]"), "node", "node", true);
+            add(
+                &mut want,
+                &format!("node[{m}:{l}:{n}]"),
+                "node",
+                "node",
+                true,
+            );
         }
     }
     // The trees: the latest checkpoint (live) and the others.
-    for cno in std::iter::once(None).chain(cnos.iter().copied().filter(|&c| c + 1 < latest).map(Some)) {
+    for cno in std::iter::once(None).chain(cnos.iter().copied().filter(|&c| c < latest).map(Some)) {
         let Ok(view) = CheckpointView::open(&nilfs, cno.map(Cno)) else {
             continue;
         };
@@ -255,25 +282,59 @@ pub fn catalog(dev: &MemDevice) -> Result<Vec<Target>, String> {
             Ok(())
         });
         for (path, ino, dir, btree) in paths {
-            add(&mut want, &format!("inode[{path}{at}]"), "inode", "inode", live);
+            add(
+                &mut want,
+                &format!("inode[{path}{at}]"),
+                "inode",
+                "inode",
+                live,
+            );
             if !live {
                 continue;
             }
             want.push((format!("ifilebitmap[{ino}].bit"), "palloc", true));
             if path != "/" {
-                add(&mut want, &format!("dirent[{path}]"), "dirent", "dirent", true);
+                add(
+                    &mut want,
+                    &format!("dirent[{path}]"),
+                    "dirent",
+                    "dirent",
+                    true,
+                );
                 for k in [0, 1, 2] {
                     want.push((format!("dirent[{path}].name[{k}]"), "dirent", true));
                 }
             }
             if dir {
-                let d = if path == "/" { String::new() } else { path.clone() };
-                add(&mut want, &format!("dirent[{d}/.]"), "dirent", "dirent", true);
-                add(&mut want, &format!("dirent[{d}/..]"), "dirent", "dirent", true);
+                let d = if path == "/" {
+                    String::new()
+                } else {
+                    path.clone()
+                };
+                add(
+                    &mut want,
+                    &format!("dirent[{d}/.]"),
+                    "dirent",
+                    "dirent",
+                    true,
+                );
+                add(
+                    &mut want,
+                    &format!("dirent[{d}/..]"),
+                    "dirent",
+                    "dirent",
+                    true,
+                );
             }
             if btree {
                 for (l, n) in [(1, 0), (1, 1), (1, 2)] {
-                    add(&mut want, &format!("node[{path}:{l}:{n}]"), "node", "node", true);
+                    add(
+                        &mut want,
+                        &format!("node[{path}:{l}:{n}]"),
+                        "node",
+                        "node",
+                        true,
+                    );
                 }
             }
             for k in [0, 1, 40] {
@@ -328,7 +389,11 @@ const SPECIAL: [u64; 8] = [
 /// The new value of a field holding `old` (width bytes, 0 for a bit).
 fn pick_value(rng: &mut SplitMix64, old: u64, width: usize) -> u64 {
     let bits = if width == 0 { 1 } else { 8 * width as u32 };
-    let mask = if bits >= 64 { u64::MAX } else { (1 << bits) - 1 };
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1 << bits) - 1
+    };
     let r = rng.next_u64();
     let v = match rng.next_u64() % 9 {
         0 => 0,
@@ -351,13 +416,25 @@ fn pick_value(rng: &mut SplitMix64, old: u64, width: usize) -> u64 {
 /// then set; every checksum resealed).
 pub fn damaged(base: &Base, damages: &[Damage]) -> Result<MemDevice, String> {
     let dev = base.dev.duplicate();
-    for d in damages {
+    // A checksum field is the damage itself: set last, and not resealed
+    // (resealing would write the right sum back).
+    let is_sum = |d: &&Damage| {
+        ["s_sum", "ss_datasum", "ss_sumsum", "sr_sum"]
+            .iter()
+            .any(|f| d.target.ends_with(&format!(".{f}")))
+    };
+    let (sums, rest): (Vec<&Damage>, Vec<&Damage>) = damages.iter().partition(is_sum);
+    for (d, reseal) in rest
+        .iter()
+        .map(|d| (d, Reseal::All))
+        .chain(sums.iter().map(|d| (d, Reseal::None)))
+    {
         let t = base
             .targets
             .iter()
             .find(|t| t.name == d.target)
             .ok_or_else(|| format!("base {} has no field {}", base.name, d.target))?;
-        corrupt::apply_at(&dev, &t.field, Op::Set, d.value, Reseal::All)?;
+        corrupt::apply_at(&dev, &t.field, Op::Set, d.value, reseal)?;
     }
     Ok(dev)
 }

@@ -173,7 +173,7 @@ pub fn run(a: &HostileArgs) -> Result<String, String> {
             )?);
         }
     }
-    let _ = std::fs::remove_dir_all(&work);
+    // The last boot's shared folder stays (guest.log, res.txt, the logs).
     let table = summary(&version, &cases, &judged, &findings, t0, boots, &dir);
     std::fs::write(dir.join("summary.md"), &table).map_err(|e| e.to_string())?;
     if findings.is_empty() {
@@ -189,7 +189,11 @@ pub fn run(a: &HostileArgs) -> Result<String, String> {
 /// Our bases, and the kernel's (made in a boot of the judged kernel the
 /// first time, then kept in OUT/bases/ so that every version judges the
 /// same images).
-fn load_bases(out: &Path, harness: Option<&Harness>, boots: &mut usize) -> Result<Vec<Base>, String> {
+fn load_bases(
+    out: &Path,
+    harness: Option<&Harness>,
+    boots: &mut usize,
+) -> Result<Vec<Base>, String> {
     let mut bases = Vec::new();
     for name in images::OURS {
         bases.push((name.to_string(), images::ours(name)?));
@@ -288,7 +292,11 @@ fn ours_judgement(dev: &MemDevice, watchdog_s: u64) -> (bool, Vec<String>, Optio
         Ok(Ok((flagged, codes))) => (flagged, codes, None),
         Ok(Err(msg)) => {
             let s = *stage.lock().unwrap_or_else(|e| e.into_inner());
-            (true, Vec::new(), Some(format!("nilref panicked in {s}: {msg}")))
+            (
+                true,
+                Vec::new(),
+                Some(format!("nilref panicked in {s}: {msg}")),
+            )
         }
         Err(_) => {
             let s = *stage.lock().unwrap_or_else(|e| e.into_inner());
@@ -441,13 +449,20 @@ fn write_finding(
 ) -> Result<PathBuf, String> {
     let slug: String = format!("hostile-{whose}-{}-{what}", original.label)
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(120)
         .collect();
     let dir = out.join("findings").join(slug);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let put = |name: &str, text: &str| {
-        std::fs::write(dir.join(name), text).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+        std::fs::write(dir.join(name), text)
+            .map_err(|e| format!("{}: {e}", dir.join(name).display()))
     };
     put("recipe.txt", &minimal.recipe())?;
     put("original-recipe.txt", &original.recipe())?;
@@ -471,7 +486,10 @@ fn write_finding(
         format!("--kernel {version}")
     };
     let replay = if minimal.base == "file" {
-        format!("nilref campaign hostile {kernel} --images {}", image.display())
+        format!(
+            "nilref campaign hostile {kernel} --images {}",
+            image.display()
+        )
     } else {
         format!(
             "nilref campaign hostile {kernel} --out {} --replay {}",
@@ -524,7 +542,9 @@ fn write_results(dir: &Path, cases: &[Case], judged: &[Judged]) -> Result<(), St
         lines.push('\n');
         if let Some((o, _)) = &j.kernel {
             let why = match (j.flagged, o) {
-                (false, Outcome::Bad { .. }) => Some("check finds it clean; the kernel fails badly"),
+                (false, Outcome::Bad { .. }) => {
+                    Some("check finds it clean; the kernel fails badly")
+                }
                 (true, Outcome::Accepted) => {
                     Some("check flags it; the kernel wrote to it without reporting an error")
                 }
@@ -567,7 +587,13 @@ fn summary(
     boots: usize,
     dir: &Path,
 ) -> String {
-    const COLS: [&str; 5] = ["refused", "errored", "degraded", "failed badly", "silently accepted"];
+    const COLS: [&str; 5] = [
+        "refused",
+        "errored",
+        "degraded",
+        "failed badly",
+        "silently accepted",
+    ];
     let mut rows: BTreeMap<String, ([usize; 5], usize, usize)> = BTreeMap::new();
     let mut dis = [0usize; 3];
     for (c, j) in cases.iter().zip(judged) {
