@@ -365,7 +365,11 @@ type Want = Vec<(String, &'static str, bool)>;
 
 /// Every field of `structure` at `prefix`.
 fn add(want: &mut Want, prefix: &str, structure: &str, class: &'static str, live: bool) {
-    for f in corrupt::field_names(structure) {
+    // A checkpoint's ifile inode is reached field by field (`cp[N].ifile`).
+    for f in corrupt::field_names(structure)
+        .into_iter()
+        .filter(|f| !f.starts_with("cp_ifile_inode"))
+    {
         want.push((format!("{prefix}.{f}"), class, live));
     }
 }
@@ -423,18 +427,31 @@ pub fn damaged(base: &Base, damages: &[Damage]) -> Result<MemDevice, String> {
             .iter()
             .any(|f| d.target.ends_with(&format!(".{f}")))
     };
-    let (sums, rest): (Vec<&Damage>, Vec<&Damage>) = damages.iter().partition(is_sum);
-    for (d, reseal) in rest
-        .iter()
-        .map(|d| (d, Reseal::All))
-        .chain(sums.iter().map(|d| (d, Reseal::None)))
-    {
+    // Resealing a log reads the super block: logs first, then the super
+    // blocks, then the checksums.
+    let rank = |d: &&Damage| {
+        if is_sum(d) {
+            2
+        } else if d.target.starts_with("sb") {
+            1
+        } else {
+            0
+        }
+    };
+    let mut order: Vec<&Damage> = damages.iter().collect();
+    order.sort_by_key(rank);
+    for d in order {
         let t = base
             .targets
             .iter()
             .find(|t| t.name == d.target)
             .ok_or_else(|| format!("base {} has no field {}", base.name, d.target))?;
-        corrupt::apply_at(&dev, &t.field, Op::Set, d.value, reseal)?;
+        let reseal = if is_sum(&d) { Reseal::None } else { Reseal::All };
+        // A reseal the earlier damage made impossible (a super block that
+        // no longer decodes): the damage stays, unsealed.
+        if corrupt::apply_at(&dev, &t.field, Op::Set, d.value, reseal).is_err() {
+            corrupt::apply_at(&dev, &t.field, Op::Set, d.value, Reseal::None)?;
+        }
     }
     Ok(dev)
 }
