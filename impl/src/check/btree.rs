@@ -10,7 +10,7 @@
 //! any image and visits each node at most once.
 
 use super::codes::Code;
-use super::ctx::{BlockMap, Ck, Name, Owner};
+use super::ctx::{file_tag, BlockMap, Ck, Name, Owner};
 use crate::format::bmap::BmapRoot;
 use crate::format::btree::BtreeNode;
 use crate::format::{Cno, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
@@ -128,7 +128,12 @@ impl Ck<'_, '_> {
             let name = || format!("{}: level {level} node, key {key}", who());
             let pbn = match ptrs {
                 Ptrs::Physical => self.claim_physical(&name, ptr, Owner::DatNode(key)),
-                Ptrs::Virtual(cno) => self.translate(ptr, cno, &name),
+                Ptrs::Virtual(cno) => {
+                    self.next_file = self.cur_ino.map(|i| file_tag(i, None));
+                    let p = self.translate(ptr, cno, &name);
+                    self.next_file = None;
+                    p
+                }
             };
             let Some(pbn) = pbn else { continue };
             let Some(data) = self.read(pbn, 1) else {
@@ -170,7 +175,12 @@ impl Ck<'_, '_> {
         let name = || format!("{}: block {key}", who());
         let pbn = match ptrs {
             Ptrs::Physical => self.claim_physical(&name, ptr, Owner::DatData(key)),
-            Ptrs::Virtual(cno) => self.translate(ptr, cno, &name),
+            Ptrs::Virtual(cno) => {
+                self.next_file = self.cur_ino.map(|i| file_tag(i, Some(key)));
+                let p = self.translate(ptr, cno, &name);
+                self.next_file = None;
+                p
+            }
         };
         if let Some(p) = pbn {
             out.push((key, p));

@@ -58,11 +58,13 @@ impl Ck<'_, '_> {
         self.report.stats.checkpoints += 1;
         let ifile = cp.ifile_inode.clone();
         self.mdt_inode(&format!("ifile inode of checkpoint {cno}"), &ifile);
+        self.cur_ino = Some(ino::IFILE.0);
         let map = self.walk_bmap(
             &|| format!("ifile of checkpoint {cno}"),
             &ifile.bmap,
             Ptrs::Virtual(cno),
         );
+        self.cur_ino = None;
         let geo = PallocGeometry {
             block_size: self.bs,
             entry_size: u32::from(self.fs.sb.inode_size),
@@ -290,7 +292,9 @@ impl Ck<'_, '_> {
         if !i.has_bmap() {
             return None;
         }
+        self.cur_ino = Some(nr);
         let blocks = self.walk_bmap(here, &i.bmap, Ptrs::Virtual(cno));
+        self.cur_ino = None;
         // An inode with no links is on its way out: nilfs_rmdir and
         // nilfs_unlink drop the links (rmdir also zeroes i_size) in one
         // transaction, and nilfs_evict_inode truncates and frees it in a

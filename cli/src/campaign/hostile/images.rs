@@ -446,7 +446,11 @@ pub fn damaged(base: &Base, damages: &[Damage]) -> Result<MemDevice, String> {
             .iter()
             .find(|t| t.name == d.target)
             .ok_or_else(|| format!("base {} has no field {}", base.name, d.target))?;
-        let reseal = if is_sum(&d) { Reseal::None } else { Reseal::All };
+        let reseal = if is_sum(&d) {
+            Reseal::None
+        } else {
+            Reseal::All
+        };
         // A reseal the earlier damage made impossible (a super block that
         // no longer decodes): the damage stays, unsealed.
         if corrupt::apply_at(&dev, &t.field, Op::Set, d.value, reseal).is_err() {

@@ -235,6 +235,11 @@ fn load_bases(
     bases
         .into_iter()
         .map(|(name, dev)| {
+            // Damage is judged against a clean base.
+            let r = nilfs::check::check_device(&dev, &Default::default());
+            if !r.is_clean() {
+                return Err(format!("base {name} is not clean:\n{r}"));
+            }
             let targets = images::catalog(&dev).map_err(|e| format!("base {name}: {e}"))?;
             Ok(Base { name, dev, targets })
         })
