@@ -395,6 +395,24 @@ fn manifest_of_a_terabyte_sparse_file_stops_at_its_limit() {
     assert_eq!(code, 1, "{err}");
 }
 
+// postmortem: under its limit, a long manifest hashed on with nothing on
+// the screen (issue 34.3). Past 256 MiB it draws a progress bar (on a
+// terminal) while it hashes; the lines are those of the library's
+// manifest, byte for byte.
+#[test]
+fn manifest_with_progress_prints_the_same_lines() {
+    let d = scratch("file-300m");
+    let img = one_file_damaged(&d, b"big", b"head", "inode[/big].i_size = 0x12c00000");
+    let (code, out, err) = bounded("\"$NILREF\" manifest \"$1\"", &img);
+    assert_eq!(code, 0, "{err}");
+    let dev = nilfs::device::import_image(Path::new(&img)).unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let view = nilfs::posix::CheckpointView::open(&nilfs, None).unwrap();
+    let want = nilfs::inspect::manifest::manifest(&view).unwrap();
+    assert_eq!(out, want);
+    assert!(out.contains("314572800  /big"), "{out}");
+}
+
 // postmortem: readdir looped over 0..i_size/block_size, so a root with
 // i_size 2^63 made manifest spin 2^53 times (issue 13.4); it now visits the
 // directory's mapped blocks only. (A size past i64::MAX is now refused at
