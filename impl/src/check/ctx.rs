@@ -107,6 +107,10 @@ pub(crate) fn file_tag(ino: u64, blkoff: Option<u64>) -> u32 {
     ((h >> 32) as u32) | 1
 }
 
+/// A placement check waiting for the log pass: the block, its owner, its
+/// file tag, who reaches it, the code of a mismatch.
+type Deferred = (u64, Owner, Option<u32>, String, Code);
+
 /// A sorted map from file block offset to disk block (a walked bmap).
 pub(crate) type BlockMap = Vec<(u64, u64)>;
 
@@ -147,7 +151,7 @@ pub(crate) struct Ck<'a, 'd> {
     /// Virtual block numbers reached in the checkpoint being checked.
     pub scope: SparseBits,
     /// Placement checks waiting for the log pass.
-    deferred: Option<Vec<(u64, Owner, Option<u32>, String, Code)>>,
+    deferred: Option<Vec<Deferred>>,
     /// The inode whose mapping is being walked (its blocks' logs must name
     /// it), and the tag the next placement checks.
     pub cur_ino: Option<u64>,

@@ -479,11 +479,11 @@ pub fn case(bases: &[Base], seed: u64) -> Result<Case, String> {
             .map(|_| &base.targets[(rng.next_u64() % n) as usize])
             .collect()
     } else {
-        // A fixed permutation of the catalog (an odd stride is coprime
-        // with a power of two; otherwise fall back to a step of 1).
+        // A fixed permutation of the catalog: a prime stride that does
+        // not divide its size is coprime with it (else a step of 1).
         let stride = [7919u64, 104_729, 1_299_709]
             .into_iter()
-            .find(|p| n % p != 0)
+            .find(|p| !n.is_multiple_of(*p))
             .unwrap_or(1);
         let k = round - round / 4;
         vec![&base.targets[((k * stride) % n) as usize]]

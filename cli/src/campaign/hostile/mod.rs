@@ -637,8 +637,8 @@ fn summary(
             "| {class} | {n} | {} | {} | {} | {} | {} | {f} |",
             k[0], k[1], k[2], k[3], k[4]
         );
-        for i in 0..5 {
-            total.0[i] += k[i];
+        for (t, x) in total.0.iter_mut().zip(k) {
+            *t += x;
         }
         total.1 += n;
         total.2 += f;
