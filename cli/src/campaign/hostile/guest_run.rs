@@ -79,7 +79,10 @@ one() {
 }
 run() {
   i=$1
-  one "$@" > /tmp/r$i 2>&1 &
+  # The shell's own messages (a redirection that failed) are the image's
+  # errors too.
+  : > /tmp/e$i
+  one "$@" > /tmp/r$i 2>> /tmp/e$i &
   p=$!; t=0
 "#,
     );
