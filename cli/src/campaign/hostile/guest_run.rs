@@ -57,14 +57,18 @@ one() {
   mount -t nilfs2 $d /mnt 2>>$e; rw=$?
   if [ $rw != 0 ]; then mount -t nilfs2 -o ro $d /mnt 2>>$e; ro=$?; fi
   if grep -q ' /mnt ' /proc/mounts; then
-    ls -laR /mnt > /dev/null 2>>$e
-    find /mnt -type f -exec head -c 1048576 {} + > /dev/null 2>>$e
-    find /mnt -type l -exec readlink {} \; > /dev/null 2>>$e
+    # Bounded depth: a name the kernel lists with a NUL in it reaches
+    # user space as a shorter one ("" is the directory itself), and an
+    # unbounded walk would never end.
+    ls -la /mnt > /dev/null 2>>$e
+    find /mnt -maxdepth 16 -exec ls -ld {} + > /dev/null 2>>$e
+    find /mnt -maxdepth 16 -type f -exec head -c 1048576 {} + > /dev/null 2>>$e
+    find /mnt -maxdepth 16 -type l -exec readlink {} \; > /dev/null 2>>$e
     if [ $rw = 0 ]; then
       mkdir /mnt/hz 2>>$e
       echo hostile > /mnt/hz/f 2>>$e
       dd if=/dev/zero of=/mnt/hz/g bs=4096 count=16 2>>$e >/dev/null
-      f=$(find /mnt -type f ! -path '/mnt/hz/*' 2>/dev/null | head -1)
+      f=$(find /mnt -maxdepth 16 -type f ! -path '/mnt/hz/*' 2>/dev/null | head -1)
       [ -n "$f" ] && echo appended >> "$f" 2>>$e
       [ -n "$f" ] && mv "$f" "$f.mv" 2>>$e
       dd if=/dev/zero of=/mnt/hz/g bs=4096 count=4 seek=2 conv=notrunc 2>>$e >/dev/null
@@ -92,7 +96,8 @@ run() {
     ));
     s.push_str(
         r#"  if kill -0 $p 2>/dev/null; then
-    echo w > /proc/sysrq-trigger; sleep 2
+    # The blocked tasks, and what the CPU runs (a loop in the kernel).
+    echo w > /proc/sysrq-trigger; echo l > /proc/sysrq-trigger; sleep 2
     dmesg -r -c > /host/k$i.dmesg; cp /tmp/e$i /host/e$i 2>/dev/null
     echo "R $i hang" >> /host/res.txt
     stop
@@ -337,13 +342,25 @@ fn trace_function(text: &[&str], first: &str) -> String {
         .map_or_else(|| first.trim().to_string(), |(_, w)| w.trim().to_string())
 }
 
+/// The first nilfs2 function in a kernel log's stack dumps.
+fn nilfs_frame(dmesg: &str) -> Option<String> {
+    dmesg.lines().find_map(|l| {
+        let w = l
+            .split_whitespace()
+            .find(|w| w.contains("nilfs") && w.contains("+0x"))?;
+        Some(w.split('+').next()?.to_string())
+    })
+}
+
 /// The five-way verdict on one image's report.
 pub fn classify(r: &Raw) -> Outcome {
     if r.hang {
-        let f = bad_in(&r.dmesg).map(|b| b.1).unwrap_or_default();
+        // The dumps name the kernel function a task is stuck in; with no
+        // nilfs2 frame in them the loop was in user space.
+        let function = nilfs_frame(&r.dmesg).unwrap_or_else(|| "user space".into());
         return Outcome::Bad {
             kind: "hang".into(),
-            function: f,
+            function,
         };
     }
     if let Some((kind, function)) = bad_in(&r.dmesg) {
@@ -458,8 +475,30 @@ mod tests {
             ..ok.clone()
         };
         assert!(matches!(classify(&busy), Outcome::Bad { .. }));
-        let hang = Raw { hang: true, ..ok };
-        assert!(matches!(classify(&hang), Outcome::Bad { .. }));
+        let hang = Raw {
+            hang: true,
+            ..ok.clone()
+        };
+        assert_eq!(
+            classify(&hang),
+            Outcome::Bad {
+                kind: "hang".into(),
+                function: "user space".into()
+            }
+        );
+        let stuck = Raw {
+            hang: true,
+            dmesg: "<6>task:sync state:D stack:0\n<6> nilfs_segctor_sync+0x1c0/0x2a0 [nilfs2]\n"
+                .into(),
+            ..ok
+        };
+        assert_eq!(
+            classify(&stuck),
+            Outcome::Bad {
+                kind: "hang".into(),
+                function: "nilfs_segctor_sync".into()
+            }
+        );
     }
 
     #[test]
