@@ -156,6 +156,9 @@ pub(crate) struct Ck<'a, 'd> {
     /// it), and the tag the next placement checks.
     pub cur_ino: Option<u64>,
     pub next_file: Option<u32>,
+    /// Pointers a mapping's walk could not follow (a bad translation, an
+    /// unreadable or broken node): its block count is then unknown.
+    pub lost: u64,
     /// Progress: blocks done and the total.
     pub done: u64,
 }
@@ -187,6 +190,7 @@ impl<'a, 'd> Ck<'a, 'd> {
             deferred: Some(Vec::new()),
             cur_ino: None,
             next_file: None,
+            lost: 0,
             done: 0,
         }
     }

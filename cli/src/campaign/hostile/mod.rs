@@ -750,7 +750,6 @@ const REASONS: &[(&str, Reason, &str)] = &[
     (".i_bmap[", Reason::NotCheckable, "an unused slot of a B-tree root, past bn_nchildren (a used one is flagged)"),
     ("su.su_flags", Reason::ValueValid, "the ACTIVE bit, which the kernel strips when it reads su_flags (undefined bits are flagged)"),
     (".i_xattr", Reason::NotCheckable, "NILFS2 keeps no extended attributes on disk"),
-    (".i_blocks", Reason::NotCheckable, "a statistic the kernel never recounts"),
     (".de_rsv", Reason::NotCheckable, "reserved"),
     (".bn_pad", Reason::NotCheckable, "padding"),
     (".ss_pad", Reason::NotCheckable, "padding"),
