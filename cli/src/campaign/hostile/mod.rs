@@ -109,7 +109,18 @@ pub fn run(a: &HostileArgs) -> Result<String, String> {
         .map_or("ours".to_string(), |h| h.kernel.version.clone());
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let mut boots = 0;
-    let bases = load_bases(&a.out, harness.as_ref(), &mut boots)?;
+    // The kernel's bases are made (a boot) only when something names them.
+    let seeds = uses_seeds(a);
+    let named = a
+        .replay
+        .iter()
+        .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("base kernel")));
+    let make = if seeds || named {
+        harness.as_ref()
+    } else {
+        None
+    };
+    let bases = load_bases(&a.out, make, &mut boots)?;
     let cases = cases(a, &bases)?;
     if cases.is_empty() {
         return Err("no images to judge".into());
@@ -246,6 +257,12 @@ fn load_bases(
         .collect()
 }
 
+/// Whether the run damages seeds' images: unless it replays recipes, or
+/// judges image files with the seeds left at their default.
+fn uses_seeds(a: &HostileArgs) -> bool {
+    a.replay.is_empty() && (a.images.is_empty() || a.seeds != "1..100")
+}
+
 /// The cases the arguments name: recipes to replay, or the seeds; and
 /// the image files.
 fn cases(a: &HostileArgs, bases: &[Base]) -> Result<Vec<Case>, String> {
@@ -255,7 +272,7 @@ fn cases(a: &HostileArgs, bases: &[Base]) -> Result<Vec<Case>, String> {
             let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
             out.push(images::from_recipe(bases, &text, &p.display().to_string())?);
         }
-    } else if a.images.is_empty() || a.seeds != "1..100" {
+    } else if uses_seeds(a) {
         for seed in shard(parse_seeds(&a.seeds)?, a.shard.as_deref())? {
             // A seed whose damage cannot be made is said, not fatal.
             match images::case(bases, seed) {
