@@ -355,6 +355,14 @@ fn nilfs_frame(dmesg: &str) -> Option<String> {
 /// The five-way verdict on one image's report.
 pub fn classify(r: &Raw) -> Outcome {
     if r.hang {
+        // An oops first (a task killed holding a lock, the next mount
+        // waiting on it for ever) is the oops.
+        if let Some((kind, function)) = bad_in(&r.dmesg).filter(|b| b.0 != "hung task") {
+            return Outcome::Bad {
+                kind: format!("{kind}, then a hang"),
+                function,
+            };
+        }
         // The dumps name the kernel function a task is stuck in; with no
         // nilfs2 frame in them the loop was in user space.
         let function = nilfs_frame(&r.dmesg).unwrap_or_else(|| "user space".into());
@@ -497,6 +505,24 @@ mod tests {
             Outcome::Bad {
                 kind: "hang".into(),
                 function: "nilfs_segctor_sync".into()
+            }
+        );
+    }
+
+    #[test]
+    fn an_oops_then_a_hang_is_the_oops() {
+        let r = Raw {
+            ran: true,
+            hang: true,
+            rw: Some(137),
+            dmesg: "<1>BUG: kernel NULL pointer dereference, address: 0000000000000008\n<4>Call Trace:\n<4> nilfs_get_block+0x78/0x230 [nilfs2]\n<6>task:mount state:D stack:0\n<4> nilfs_mount+0x195/0x610 [nilfs2]\n".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            classify(&r),
+            Outcome::Bad {
+                kind: "BUG, then a hang".into(),
+                function: "nilfs_get_block".into()
             }
         );
     }
