@@ -107,10 +107,11 @@ run() {
   if grep -qE 'Oops|BUG:|kernel BUG|general protection fault' /host/k$i.dmesg; then stop; fi
 }
 # After a hang or an oops the kernel may never finish a sync: power off
-# at once (the shared folder's files are already on the host).
+# at once, without one (-n; the shared folder's files are already on the
+# host).
 stop() {
   echo "@@GUEST-EXIT 0 stopped" > /dev/ttyS0
-  poweroff -f
+  poweroff -f -n
   sleep 60
 }
 "#,
