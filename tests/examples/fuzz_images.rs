@@ -1,6 +1,7 @@
 //! Writes the images the fuzz corpora's inputs make (fuzz/corpus/image and
 //! fuzz/corpus/image_ops, through `nilfs_conformance::fuzz::image_device`
-//! and `image_ops_device`) into a folder, raw and sparse, for the
+//! and `image_ops_device`) into a folder, raw and sparse (an image_ops
+//! image with a `.what` file naming its base and damage), for the
 //! hostile-image campaign: `cargo run -p nilfs-conformance --example
 //! fuzz_images -- DIR [N]` (at most N of each corpus, default all), then
 //! `nilref campaign hostile --images DIR`.
@@ -22,13 +23,17 @@ fn main() {
         inputs.sort();
         for p in inputs.into_iter().take(limit) {
             let data = std::fs::read(&p).unwrap();
-            let dev = match target {
-                "image" => nilfs_conformance::fuzz::image_device(&data),
-                _ => nilfs_conformance::fuzz::image_ops_device(&data).map(|(d, _)| d),
+            let made = match target {
+                "image" => nilfs_conformance::fuzz::image_device(&data).map(|d| (d, None)),
+                _ => nilfs_conformance::fuzz::image_ops_device(&data).map(|(d, w)| (d, Some(w))),
             };
-            let Some(dev) = dev else { continue };
+            let Some((dev, what)) = made else { continue };
             let name = format!("{target}-{}.img", p.file_name().unwrap().to_string_lossy());
-            nilfs::device::export_image(&dev, &out.join(name)).unwrap();
+            nilfs::device::export_image(&dev, &out.join(&name)).unwrap();
+            // What an image_ops input did to its base, beside the image.
+            if let Some(w) = what {
+                std::fs::write(out.join(format!("{name}.what")), w + "\n").unwrap();
+            }
             written += 1;
         }
     }
