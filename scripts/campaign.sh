@@ -7,7 +7,11 @@
 #      its images read by our read path and by GRUB (`nilref campaign
 #      kernel --kernel V`, every pinned Linux);
 #   3. Linux's writes through dm-log-writes, every crash state recovered and
-#      judged (`nilref campaign crash --kernel V`).
+#      judged (`nilref campaign crash --kernel V`);
+#   4. hostile images, every field of every on-disk structure corrupted
+#      (checksums resealed), mounted, read, written and unmounted by Linux
+#      (`nilref campaign hostile --kernel V`): one folder for every version
+#      (target/campaign/hostile), so that all judge the same images.
 # Installs the host tools when missing (Debian), builds the release binary,
 # fetches the peers pinned in tests/peers.toml (`nilref peers fetch`), and
 # runs each campaign over its seed range. Findings go to
@@ -16,13 +20,14 @@
 # campaign found something. `nilref campaign matrix` compares the versions'
 # answers line by line on a shorter range.
 #
-# Usage: scripts/campaign.sh [--shard I/N] [--only grub|kernel|crash]
+# Usage: scripts/campaign.sh [--shard I/N] [--only grub|kernel|crash|hostile]
 #   --shard  run the I-th of N slices of every seed range (a CI matrix)
 #   --only   run one campaign
 # Seed ranges and lengths (environment, defaults in brackets):
 #   GRUB_SEEDS [1..3000]  GRUB_LEN [60]
 #   KERNEL_SEEDS [1..500] KERNEL_LEN [40]
 #   CRASH_SEEDS [1..160]  CRASH_LEN [8]
+#   HOSTILE_SEEDS [1..5000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,10 +36,10 @@ while [ $# -gt 0 ]; do
   case $1 in
     --shard) shard=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    *) sed -n '13,20p' "$0" >&2; exit 2 ;;
+    *) sed -n '23,30p' "$0" >&2; exit 2 ;;
   esac
 done
-case $only in ""|grub|kernel|crash) ;; *) echo "unknown campaign: $only" >&2; exit 2 ;; esac
+case $only in ""|grub|kernel|crash|hostile) ;; *) echo "unknown campaign: $only" >&2; exit 2 ;; esac
 runs() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 
 need=()
@@ -82,6 +87,15 @@ fi
 if runs crash; then
   for v in $(versions kernel); do
     campaign crash kernel "$v" --seeds "${CRASH_SEEDS:-1..160}" --len "${CRASH_LEN:-8}"
+  done
+fi
+if runs hostile; then
+  for v in $(versions kernel); do
+    echo "== campaign hostile on kernel $v${shard:+ (shard $shard)}"
+    if ! "$nilref" campaign hostile --out target/campaign/hostile --kernel "$v" \
+         "${shard_args[@]}" --seeds "${HOSTILE_SEEDS:-1..5000}"; then
+      failed+=("hostile-$v")
+    fi
   done
 fi
 

@@ -236,7 +236,8 @@ pub struct ManifestArgs {
     /// The most file bytes to hash, holes included (manifest.sh's format
     /// hashes every byte a file's size declares): a bigger checkpoint is
     /// refused before any hashing, naming its largest file. Suffixes K,
-    /// M, G, T (binary).
+    /// M, G, T (binary). Past 256 MiB, a progress bar shows the bytes
+    /// hashed (on a terminal).
     #[arg(long, default_value = "64G", value_parser = parse_bytes)]
     pub max_bytes: u64,
 }
@@ -320,13 +321,33 @@ pub fn run_manifest(a: ManifestArgs) -> std::result::Result<String, String> {
             a.max_bytes
         ));
     }
-    if total > 1 << 30 && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprintln!(
-            "nilref manifest: hashing {:.1} GiB, holes as zeros, as manifest.sh does",
-            total as f64 / f64::from(1u32 << 30)
-        );
+    if total < 256 << 20 {
+        return manifest(dev.as_ref(), a.cp).map_err(e);
     }
-    manifest(dev.as_ref(), a.cp).map_err(e)
+    // A long hash shows its progress (on a terminal; indicatif draws
+    // nothing elsewhere), bytes hashed of the total the files declare.
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} manifest: hashing, holes as zeros [{bar:30}] {bytes}/{total_bytes} \
+             {bytes_per_sec} eta {eta}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    let mut pending = 0u64;
+    let out = with_view(dev.as_ref(), a.cp, |v| {
+        nilfs::inspect::manifest::manifest_progress(v, &mut |n| {
+            pending += n;
+            if pending >= 16 << 20 {
+                bar.inc(pending);
+                pending = 0;
+            }
+        })
+    })
+    .map_err(e);
+    bar.finish_and_clear();
+    out
 }
 
 /// `nilref export`.

@@ -395,6 +395,24 @@ fn manifest_of_a_terabyte_sparse_file_stops_at_its_limit() {
     assert_eq!(code, 1, "{err}");
 }
 
+// postmortem: under its limit, a long manifest hashed on with nothing on
+// the screen (issue 34.3). Past 256 MiB it draws a progress bar (on a
+// terminal) while it hashes; the lines are those of the library's
+// manifest, byte for byte.
+#[test]
+fn manifest_with_progress_prints_the_same_lines() {
+    let d = scratch("file-300m");
+    let img = one_file_damaged(&d, b"big", b"head", "inode[/big].i_size = 0x12c00000");
+    let (code, out, err) = bounded("\"$NILREF\" manifest \"$1\"", &img);
+    assert_eq!(code, 0, "{err}");
+    let dev = nilfs::device::import_image(Path::new(&img)).unwrap();
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let view = nilfs::posix::CheckpointView::open(&nilfs, None).unwrap();
+    let want = nilfs::inspect::manifest::manifest(&view).unwrap();
+    assert_eq!(out, want);
+    assert!(out.contains("314572800  /big"), "{out}");
+}
+
 // postmortem: readdir looped over 0..i_size/block_size, so a root with
 // i_size 2^63 made manifest spin 2^53 times (issue 13.4); it now visits the
 // directory's mapped blocks only. (A size past i64::MAX is now refused at
@@ -711,4 +729,30 @@ fn apply_bounded(d: &Path, img: &str, trace: &str) -> String {
     assert_ne!(code, 124, "apply did not end within 60 s");
     assert_eq!(code, 0, "{err}");
     std::fs::read_to_string(&o).unwrap()
+}
+
+// postmortem: the hostile campaign's first run (issue 34): a log whose
+// ss_seq is 2^64-1 made `nilref inspect` overflow while it walked back the
+// chain of segments (a panic where arithmetic is checked). The campaign
+// replays the recipe through every tool of ours, on its own base image.
+#[test]
+fn hostile_campaign_recipe_with_a_maximal_seq_is_no_panic() {
+    let d = scratch("seq-overflow");
+    let recipe = d.join("recipe.txt");
+    std::fs::write(
+        &recipe,
+        "base ours-4k\nss@#64.ss_seq = 0xffffffffffffffff\n",
+    )
+    .unwrap();
+    let (ok, out, err) = nilref(&[
+        "campaign",
+        "hostile",
+        "--ours-only",
+        "--out",
+        d.to_str().unwrap(),
+        "--replay",
+        recipe.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("| all | 1 |"), "{out}");
 }

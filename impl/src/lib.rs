@@ -10,6 +10,7 @@ pub mod bmap;
 pub mod cache;
 pub mod check;
 pub mod cleaner;
+pub mod corrupt;
 pub mod cpfile;
 pub mod dat;
 pub mod device;

@@ -136,14 +136,20 @@ pub fn mdt_entries(data: &[u8]) {
 /// checksum afterwards so that the corruption reaches the deeper decoders.
 /// Opening, inspecting, listing and checking it must never panic.
 pub fn image(data: &[u8]) {
-    let Some((head, patches)) = data.split_first_chunk::<3>() else {
+    let Some(dev) = image_device(data) else {
         return;
     };
+    image_judged(&dev);
+}
+
+/// The image [`image`] makes of `data` (the fuzz corpus's images, for the
+/// hostile-image campaign: `cargo run -p nilfs-conformance --example
+/// fuzz_images -- DIR`).
+pub fn image_device(data: &[u8]) -> Option<MemDevice> {
+    let (head, patches) = data.split_first_chunk::<3>()?;
     let bs = 1024u64 << (head[0] % 3);
     let bps = 16u64 << (head[1] % 3);
-    let Some(dev) = mkfs_image(bs, bps) else {
-        return;
-    };
+    let dev = mkfs_image(bs, bps)?;
     // Patches land in the first two segments, where mkfs wrote.
     let span = 2 * bps * bs;
     for p in patches.chunks_exact(4) {
@@ -158,6 +164,11 @@ pub fn image(data: &[u8]) {
     if head[2] & 1 == 1 {
         reseal(&dev, bs);
     }
+    Some(dev)
+}
+
+fn image_judged(dev: &MemDevice) {
+    let dev = dev.duplicate();
     let _ = nilfs::inspect::report::inspect(&dev);
     let _ = nilfs::check::verify_checksums(&dev);
     let all = nilfs::check::Options {
@@ -534,10 +545,18 @@ fn fuzz_workload(dev: &MemDevice, seed: u8) -> nilfs::Result<()> {
 /// succeeded on an image `check` found clean must leave one that is still
 /// clean and reads in full (no write turns a good image bad).
 pub fn image_ops(data: &[u8]) {
-    use crate::corrupt::{Op, Reseal};
-    let Some((&head, mut rest)) = data.split_first() else {
+    let Some((dev, what)) = image_ops_device(data) else {
         return;
     };
+    let head = data[0];
+    image_ops_judged(&dev, head, &what);
+}
+
+/// The damaged image [`image_ops`] makes of `data`, and what was done
+/// to it (the fuzz corpus's images, for the hostile-image campaign).
+pub fn image_ops_device(data: &[u8]) -> Option<(MemDevice, String)> {
+    use crate::corrupt::{Op, Reseal};
+    let (&head, mut rest) = data.split_first()?;
     let bases = fuzz_bases();
     let base = &bases[usize::from(head & 1) % bases.len()];
     let reseal = match (head >> 1) & 3 {
@@ -580,6 +599,11 @@ pub fn image_ops(data: &[u8]) {
     }
     // Printed by every failure below, with the base and the reseal mode.
     let what = format!("base {}, {reseal:?}, damage {damage:?}", head & 1);
+    Some((dev, what))
+}
+
+fn image_ops_judged(dev: &MemDevice, head: u8, what: &str) {
+    let dev = dev.duplicate();
     let _ = nilfs::inspect::report::inspect(&dev);
     let _ = nilfs::inspect::tools::lscp(&dev, &Default::default());
     let snapshots = nilfs::inspect::nilfs_utils::lscp::LscpOptions {

@@ -1,4 +1,4 @@
-//! `nilref campaign kernel|grub|crash|matrix …`: the oracle judging other NILFS2
+//! `nilref campaign kernel|grub|crash|matrix|hostile …`: the oracle judging other NILFS2
 //! implementations at scale (docs/ORACLE.md, docs/findings.md).
 //!
 //! A campaign takes a seed range (split across machines with `--shard
@@ -16,6 +16,7 @@ pub mod common;
 pub mod crash;
 pub mod grub;
 pub mod guest;
+pub mod hostile;
 pub mod kernel;
 pub mod log_writes;
 pub mod matrix;
@@ -42,6 +43,12 @@ pub enum Cmd {
     /// findings, every line where two versions answered differently, and
     /// an HTML report.
     Matrix(matrix::MatrixArgs),
+    /// Corrupted images (every field of every on-disk structure, one or
+    /// several at once, checksums resealed; image files as they are)
+    /// mounted, read, written and unmounted by Linux in the guest, hundreds
+    /// a boot: refused, errored, degraded, failed badly or silently
+    /// accepted, beside `nilref check`'s verdict and our own tools'.
+    Hostile(hostile::HostileArgs),
 }
 
 /// `nilref campaign …`.
@@ -51,5 +58,6 @@ pub fn run(cmd: &Cmd) -> Result<String, String> {
         Cmd::Grub(a) => grub::run(a),
         Cmd::Crash(a) => crash::run(a),
         Cmd::Matrix(a) => matrix::run(a),
+        Cmd::Hostile(a) => hostile::run(a),
     }
 }

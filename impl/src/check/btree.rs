@@ -10,7 +10,7 @@
 //! any image and visits each node at most once.
 
 use super::codes::Code;
-use super::ctx::{BlockMap, Ck, Name, Owner};
+use super::ctx::{file_tag, BlockMap, Ck, Name, Owner};
 use crate::format::bmap::BmapRoot;
 use crate::format::btree::BtreeNode;
 use crate::format::{Cno, BTREE_LEVEL_NODE_MIN, INODE_BMAP_SIZE};
@@ -36,13 +36,16 @@ impl Ck<'_, '_> {
     ) -> BlockMap {
         let mut out = Vec::new();
         match BmapRoot::decode(bmap) {
-            Err(e) => self.find(
-                Code::BtreeRoot,
-                format!("{}: B-tree root", who()),
-                None,
-                detail(&e),
-                "level 1..13, at most 3 children, empty only at level 1",
-            ),
+            Err(e) => {
+                self.lost += 1;
+                self.find(
+                    Code::BtreeRoot,
+                    format!("{}: B-tree root", who()),
+                    None,
+                    detail(&e),
+                    "level 1..13, at most 3 children, empty only at level 1",
+                );
+            }
             Ok(BmapRoot::Direct(d)) => {
                 for (k, &p) in d.ptrs.iter().enumerate() {
                     if p != 0 {
@@ -75,6 +78,7 @@ impl Ck<'_, '_> {
                 ),
                 "strictly increasing keys",
             );
+            self.lost += 1;
         }
     }
 
@@ -99,6 +103,7 @@ impl Ck<'_, '_> {
                 hi
             };
             if key < lo || hi.is_some_and(|h| key >= h) {
+                self.lost += 1;
                 self.find(
                     Code::BtreeKeyRange,
                     format!("{}: level {} node", who(), node.level),
@@ -118,6 +123,7 @@ impl Ck<'_, '_> {
                     format!("pointer 0 at index {i}"),
                     "a block pointer",
                 );
+                self.lost += 1;
                 continue;
             }
             if node.level == BTREE_LEVEL_NODE_MIN {
@@ -128,10 +134,19 @@ impl Ck<'_, '_> {
             let name = || format!("{}: level {level} node, key {key}", who());
             let pbn = match ptrs {
                 Ptrs::Physical => self.claim_physical(&name, ptr, Owner::DatNode(key)),
-                Ptrs::Virtual(cno) => self.translate(ptr, cno, &name),
+                Ptrs::Virtual(cno) => {
+                    self.next_file = self.cur_ino.map(|i| file_tag(i, None));
+                    let p = self.translate(ptr, cno, &name);
+                    self.next_file = None;
+                    p
+                }
             };
-            let Some(pbn) = pbn else { continue };
+            let Some(pbn) = pbn else {
+                self.lost += 1;
+                continue;
+            };
             let Some(data) = self.read(pbn, 1) else {
+                self.lost += 1;
                 continue;
             };
             self.report.stats.nodes += 1;
@@ -148,6 +163,7 @@ impl Ck<'_, '_> {
                         )
                     };
                     self.find(code, name(), Some(pbn), detail(&e), want);
+                    self.lost += 1;
                     continue;
                 }
             };
@@ -159,6 +175,7 @@ impl Ck<'_, '_> {
                     format!("level {}", child.level),
                     format!("level {level}, one below its parent"),
                 );
+                self.lost += 1;
                 continue;
             }
             self.check_node_keys(&name, Some(pbn), &child);
@@ -170,10 +187,16 @@ impl Ck<'_, '_> {
         let name = || format!("{}: block {key}", who());
         let pbn = match ptrs {
             Ptrs::Physical => self.claim_physical(&name, ptr, Owner::DatData(key)),
-            Ptrs::Virtual(cno) => self.translate(ptr, cno, &name),
+            Ptrs::Virtual(cno) => {
+                self.next_file = self.cur_ino.map(|i| file_tag(i, Some(key)));
+                let p = self.translate(ptr, cno, &name);
+                self.next_file = None;
+                p
+            }
         };
-        if let Some(p) = pbn {
-            out.push((key, p));
+        match pbn {
+            Some(p) => out.push((key, p)),
+            None => self.lost += 1,
         }
     }
 

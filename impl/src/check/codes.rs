@@ -108,6 +108,8 @@ codes! {
         "a finfo names a valid inode number and a non-DAT binfo a nonzero virtual block";
     LogDsync = "log-dsync", 2, Error, "nilfs_recover_dsync_blocks",
         "a data-sync log after the last super root holds data blocks of an inode the latest checkpoint has, inside its size";
+    LogBinfoFile = "log-binfo-file", 2, Error, "nilfs_ioctl_move_blocks",
+        "a live block's log names the inode and offset that reach it (fi_ino, and bi_blkoff for data): the cleaner moves blocks by what the log says";
     LogTail = "log-tail", 2, Warning, "nilfs_search_super_root",
         "the log the search reaches after the latest super root is whole or absent, not broken (a torn or damaged one: recovery stops there and nothing after it is replayed)";
     LogSrCno = "log-sr-cno", 2, Error, "nilfs_segctor_fill_in_super_root",
@@ -249,6 +251,8 @@ codes! {
         "no block is mapped at or past ceil(i_size / block size)";
     NsSymlink = "ns-symlink", 7, Error, "nilfs_symlink",
         "a symlink has 0 < i_size <= block size and its block mapped";
+    NsBlocks = "ns-blocks", 7, Error, "nilfs_inode_add_blocks",
+        "i_blocks counts the 512-byte sectors of the inode's mapped data and B-tree node blocks (e2fsck: i_blocks is X, should be Y)";
     NsSizeMax = "ns-size-max", 7, Error, "nilfs_max_size",
         "i_size is within the largest file the B-tree can address";
 }

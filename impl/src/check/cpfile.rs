@@ -54,11 +54,13 @@ impl Ck<'_, '_> {
     pub fn cpfile(&mut self) -> Option<Cpfile> {
         let inode = self.fs.super_root.cpfile.clone();
         self.mdt_inode("cpfile inode in the super root", &inode);
+        self.cur_ino = Some(crate::format::ino::CPFILE.0);
         let map = self.walk_bmap(
             &|| "cpfile".into(),
             &inode.bmap,
             Ptrs::Virtual(self.latest()),
         );
+        self.cur_ino = None;
         let geo = CpfileGeometry {
             block_size: self.bs,
             entry_size: self.fs.sb.checkpoint_size,

@@ -85,10 +85,31 @@ impl std::fmt::Display for Owner {
 pub(crate) struct SegOwners {
     /// One packed [`Owner`] per block from the segment's first block.
     pub owners: Vec<u64>,
+    /// Per block, the [`file_tag`] of the inode and offset its log's
+    /// finfo and binfo name (0: not a virtual block of a file).
+    pub files: Vec<u32>,
     /// Whether every log up to `su_nblocks` could be read: blocks past a
     /// broken log are unknown, and not judged.
     pub complete: bool,
 }
+
+/// A tag of a block's file and offset as its log names them (`fi_ino`,
+/// and `bi_blkoff` for a data block, `None` for a B-tree node): a hash,
+/// nonzero. Equal tags may hide a difference (one in 2^31); different
+/// tags never come from the same file and offset.
+pub(crate) fn file_tag(ino: u64, blkoff: Option<u64>) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for w in [ino, blkoff.map_or(u64::MAX, |b| b ^ 0x5bd1_e995)] {
+        h ^= w;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+        h ^= h >> 29;
+    }
+    ((h >> 32) as u32) | 1
+}
+
+/// A placement check waiting for the log pass: the block, its owner, its
+/// file tag, who reaches it, the code of a mismatch.
+type Deferred = (u64, Owner, Option<u32>, String, Code);
 
 /// A sorted map from file block offset to disk block (a walked bmap).
 pub(crate) type BlockMap = Vec<(u64, u64)>;
@@ -130,7 +151,14 @@ pub(crate) struct Ck<'a, 'd> {
     /// Virtual block numbers reached in the checkpoint being checked.
     pub scope: SparseBits,
     /// Placement checks waiting for the log pass.
-    deferred: Option<Vec<(u64, Owner, String, Code)>>,
+    deferred: Option<Vec<Deferred>>,
+    /// The inode whose mapping is being walked (its blocks' logs must name
+    /// it), and the tag the next placement checks.
+    pub cur_ino: Option<u64>,
+    pub next_file: Option<u32>,
+    /// Pointers a mapping's walk could not follow (a bad translation, an
+    /// unreadable or broken node): its block count is then unknown.
+    pub lost: u64,
     /// Progress: blocks done and the total.
     pub done: u64,
 }
@@ -160,6 +188,9 @@ impl<'a, 'd> Ck<'a, 'd> {
             vseen: SparseBits::default(),
             scope: SparseBits::default(),
             deferred: Some(Vec::new()),
+            cur_ino: None,
+            next_file: None,
+            lost: 0,
             done: 0,
         }
     }
@@ -361,8 +392,22 @@ impl<'a, 'd> Ck<'a, 'd> {
     /// in a used segment, below its `su_nblocks`, described by its log's
     /// summary as `owner`. Waits for the log pass if it has not run.
     pub fn place(&mut self, pbn: u64, owner: Owner, who: Name<'_>, mismatch: Code) {
+        let file = self.next_file.take();
+        self.place_as(pbn, owner, file, who, mismatch);
+    }
+
+    /// [`Self::place`], the block's log also naming the file and offset
+    /// `file` (a [`file_tag`]) if given.
+    fn place_as(
+        &mut self,
+        pbn: u64,
+        owner: Owner,
+        file: Option<u32>,
+        who: Name<'_>,
+        mismatch: Code,
+    ) {
         if let Some(d) = self.deferred.as_mut() {
-            d.push((pbn, owner, who(), mismatch));
+            d.push((pbn, owner, file, who(), mismatch));
             return;
         }
         let seg = self.geo.segnum_of(BlockNr(pbn)).0;
@@ -396,12 +441,15 @@ impl<'a, 'd> Ck<'a, 'd> {
         }
         let start = self.geo.range(SegNum(seg)).0 .0;
         let idx = pbn.saturating_sub(start) as usize;
-        let known = self
-            .segs
-            .get(&seg)
-            .map(|s| (s.owners.get(idx).copied(), s.complete));
+        let known = self.segs.get(&seg).map(|s| {
+            (
+                s.owners.get(idx).copied(),
+                s.complete,
+                s.files.get(idx).copied().unwrap_or(0),
+            )
+        });
         match known {
-            Some((Some(w), _)) => {
+            Some((Some(w), _, named)) => {
                 let there = Owner::unpack(w);
                 if there != owner {
                     self.find(
@@ -411,9 +459,18 @@ impl<'a, 'd> Ck<'a, 'd> {
                         format!("its log describes the block as {there}"),
                         format!("{owner}"),
                     );
+                } else if let Some(f) = file.filter(|&f| named != 0 && named != f) {
+                    let _ = f;
+                    self.find(
+                        Code::LogBinfoFile,
+                        who(),
+                        Some(pbn),
+                        "its log's finfo and binfo name another inode or offset (fi_ino, bi_blkoff)",
+                        "the inode and offset that reach it",
+                    );
                 }
             }
-            Some((None, false)) => {}
+            Some((None, false, _)) => {}
             _ => self.find(
                 Code::SuLivePastNblocks,
                 format!("segment usage of segment {seg}"),
@@ -430,8 +487,8 @@ impl<'a, 'd> Ck<'a, 'd> {
 
     /// The log pass has run: make the placement checks that waited for it.
     pub fn run_deferred(&mut self) {
-        for (pbn, owner, who, code) in self.deferred.take().unwrap_or_default() {
-            self.place(pbn, owner, &|| who.clone(), code);
+        for (pbn, owner, file, who, code) in self.deferred.take().unwrap_or_default() {
+            self.place_as(pbn, owner, file, &|| who.clone(), code);
         }
     }
 

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use super::btree::detail;
 use super::codes::Code;
-use super::ctx::{Ck, Name, Owner, SegOwners};
+use super::ctx::{file_tag, Ck, Name, Owner, SegOwners};
 use super::report::RollForward;
 
 /// The largest segment the log pass reads in one request (a hostile
@@ -190,6 +190,7 @@ impl Ck<'_, '_> {
         let total = self.report.stats.used_blocks;
         let mut own = SegOwners {
             owners: vec![0; limit as usize],
+            files: vec![0; limit as usize],
             complete: true,
         };
         let mut w = SegWalk {
@@ -204,6 +205,7 @@ impl Ck<'_, '_> {
                 // Past a broken log nothing is known.
                 own.complete = false;
                 own.owners.truncate(off as usize);
+                own.files.truncate(off as usize);
                 break;
             };
             if off + n > limit {
@@ -232,6 +234,7 @@ impl Ck<'_, '_> {
         }
         if own.complete {
             own.owners.truncate(limit as usize);
+            own.files.truncate(limit as usize);
         }
         self.segs.insert(seg, own);
     }
@@ -358,10 +361,13 @@ impl Ck<'_, '_> {
                 self.check_records(&here, pseg, &s);
                 for b in s.block_entries(self.bs) {
                     let i = (off + b.index) as usize;
+                    let file = file_of(b.ino.0, b.binfo);
                     if let Some(slot) = own.owners.get_mut(i) {
                         *slot = owner_of(b.binfo).pack();
+                        own.files[i] = file;
                     } else if i == own.owners.len() {
                         own.owners.push(owner_of(b.binfo).pack());
+                        own.files.push(file);
                     }
                 }
             }
@@ -536,8 +542,10 @@ impl Ck<'_, '_> {
                 let i = (pseg - start + b.index) as usize;
                 if own.owners.len() <= i {
                     own.owners.resize(i + 1, 0);
+                    own.files.resize(i + 1, 0);
                 }
                 own.owners[i] = owner_of(b.binfo).pack();
+                own.files[i] = file_of(b.ino.0, b.binfo);
             }
             if h.flags & SS_SYNDT != 0 {
                 for f in &s.files {
@@ -573,6 +581,16 @@ fn vblocknr(b: &Binfo) -> Option<u64> {
     match b {
         Binfo::DataV { vblocknr, .. } | Binfo::NodeV { vblocknr } => Some(vblocknr.0),
         _ => None,
+    }
+}
+
+/// The [`file_tag`] of a virtual block's finfo and binfo (0 for the
+/// DAT's own blocks).
+fn file_of(ino: u64, b: &Binfo) -> u32 {
+    match *b {
+        Binfo::DataV { blkoff, .. } => file_tag(ino, Some(blkoff.0)),
+        Binfo::NodeV { .. } => file_tag(ino, None),
+        _ => 0,
     }
 }
 

@@ -58,11 +58,13 @@ impl Ck<'_, '_> {
         self.report.stats.checkpoints += 1;
         let ifile = cp.ifile_inode.clone();
         self.mdt_inode(&format!("ifile inode of checkpoint {cno}"), &ifile);
+        self.cur_ino = Some(ino::IFILE.0);
         let map = self.walk_bmap(
             &|| format!("ifile of checkpoint {cno}"),
             &ifile.bmap,
             Ptrs::Virtual(cno),
         );
+        self.cur_ino = None;
         let geo = PallocGeometry {
             block_size: self.bs,
             entry_size: u32::from(self.fs.sb.inode_size),
@@ -290,7 +292,33 @@ impl Ck<'_, '_> {
         if !i.has_bmap() {
             return None;
         }
+        self.cur_ino = Some(nr);
+        let nodes0 = self.report.stats.nodes;
+        let lost0 = self.lost;
         let blocks = self.walk_bmap(here, &i.bmap, Ptrs::Virtual(cno));
+        self.cur_ino = None;
+        // i_blocks counts 512-byte sectors of the data and node blocks
+        // (nilfs_inode_add_blocks). mkfs.nilfs2 writes the root's as 1 (a
+        // block count) and the kernel only adds and subtracts from it.
+        let nodes = self.report.stats.nodes - nodes0;
+        let per = u64::from(self.bs) / 512;
+        let want = (blocks.len() as u64 + nodes) * per;
+        let root_ok = nr == ino::ROOT.0 && want >= per && i.blocks == want - per + 1;
+        // A mapping with its own damage is that damage's finding, not this.
+        let walked_clean = self.lost == lost0;
+        if i.blocks != want && !root_ok && walked_clean && !self.stopped() {
+            self.find(
+                Code::NsBlocks,
+                here(),
+                None,
+                format!(
+                    "i_blocks {} ({} data and {nodes} node blocks are mapped)",
+                    i.blocks,
+                    blocks.len()
+                ),
+                format!("{want}, their 512-byte sectors"),
+            );
+        }
         // An inode with no links is on its way out: nilfs_rmdir and
         // nilfs_unlink drop the links (rmdir also zeroes i_size) in one
         // transaction, and nilfs_evict_inode truncates and frees it in a

@@ -22,11 +22,13 @@ impl Ck<'_, '_> {
     pub fn load_sufile(&mut self) {
         let inode = self.fs.super_root.sufile.clone();
         self.mdt_inode("sufile inode in the super root", &inode);
+        self.cur_ino = Some(crate::format::ino::SUFILE.0);
         let map = self.walk_bmap(
             &|| "sufile".into(),
             &inode.bmap,
             Ptrs::Virtual(self.latest()),
         );
+        self.cur_ino = None;
         let geo = SufileGeometry {
             block_size: self.bs,
             entry_size: self.fs.sb.segment_usage_size,

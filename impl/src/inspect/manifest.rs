@@ -389,6 +389,34 @@ pub fn manifest_with(view: &CheckpointView<'_, '_>, digest: ContentDigest) -> Re
     })
 }
 
+/// [`manifest`], calling `hashed(n)` after every `n` bytes of a file's
+/// contents it hashes (holes included): the progress of a long one.
+pub fn manifest_progress(
+    view: &CheckpointView<'_, '_>,
+    hashed: &mut dyn FnMut(u64),
+) -> Result<String> {
+    manifest_by(view, ContentDigest::Sha256, &mut |inode| {
+        let mut h = Sha256::new();
+        view.read_pieces(inode, &mut |piece| {
+            match piece {
+                Piece::Data(d) => {
+                    h.update(d);
+                    hashed(d.len() as u64);
+                }
+                Piece::Hole(n) => feed_zeros(
+                    &mut |b| {
+                        h.update(b);
+                        hashed(b.len() as u64);
+                    },
+                    n,
+                ),
+            }
+            Ok(())
+        })?;
+        Ok(h.finalize().into())
+    })
+}
+
 /// [`manifest_with`] by page digests ([`ContentDigest::Pages`]), with
 /// the digests of contents already hashed taken from `memo`. The lines
 /// are those of `manifest_with(view, ContentDigest::Pages)`; each file's

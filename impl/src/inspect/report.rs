@@ -279,7 +279,9 @@ fn log_chain_back(fs: &Nilfs<'_>) -> Result<Vec<(BlockNr, SegmentSummary, String
                 .ok()
                 .and_then(|b| SegmentSummary::decode(&b).ok())
                 .is_some_and(|h| {
-                    h.magic == SEGSUM_MAGIC && h.seq.0 + 1 == seq.0 && h.next == cur_start
+                    h.magic == SEGSUM_MAGIC
+                        && h.seq.0.checked_add(1) == Some(seq.0)
+                        && h.next == cur_start
                 })
         });
         let Some(prev) = prev else { break };

@@ -1,0 +1,70 @@
+//! The hostile-image campaign's short tier (peer tier, `NILFS_PEERS=1`):
+//! a dozen corrupted images (our bases and the kernel's, one field and
+//! several) through `nilref campaign hostile` on the default kernel in one
+//! boot. Every image must be judged (the five outcome columns add up to
+//! the images), check's verdict must be there, and our own tools must
+//! neither panic nor hang on any of them. A kernel failure is printed with
+//! its finding's folder but does not fail this tier: it is the kernel's,
+//! and docs/findings.md keeps them. The long runs: docs/findings.md.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+#[test]
+fn hostile_campaign_short_tier() {
+    if nilfs_conformance::peers::require(
+        "hostile_campaign_short_tier",
+        &["qemu-system-x86_64", "grub-fstest"],
+    )
+    .is_none()
+    {
+        return;
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("campaign-hostile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new(env!("CARGO_BIN_EXE_nilref"))
+        .args(["campaign", "hostile", "--seeds", "1..12", "--no-shrink"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run nilref");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let all = text
+        .lines()
+        .find(|l| l.starts_with("| all |"))
+        .unwrap_or_else(|| panic!("no totals row:\n{text}"));
+    let n: Vec<usize> = all
+        .split('|')
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    assert_eq!(n.len(), 7, "{all}");
+    assert_eq!(n[0], 12, "twelve images:\n{text}");
+    assert_eq!(
+        n[1..6].iter().sum::<usize>(),
+        12,
+        "every image has one of the five outcomes:\n{text}"
+    );
+    assert!(
+        !text.contains("hostile-ours-"),
+        "our own tools failed on a hostile image:\n{text}"
+    );
+    if !o.status.success() {
+        eprintln!("the kernel failed on some images (findings):\n{text}");
+    }
+    let results = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| {
+            e.file_name().to_string_lossy().starts_with("hostile-")
+                && e.path().join("results.jsonl").exists()
+        })
+        .map(|e| std::fs::read_to_string(e.path().join("results.jsonl")).unwrap())
+        .expect("results.jsonl");
+    assert_eq!(results.lines().count(), 12, "{results}");
+    let _ = std::fs::remove_dir_all(&out);
+}
