@@ -111,7 +111,7 @@ pub fn lockstep(
 
 /// What kind of divergence `d` is: the last operation's kind and the
 /// first words of what went wrong (kept constant while shrinking).
-fn kind(d: &Divergence) -> String {
+pub fn divergence_kind(d: &Divergence) -> String {
     let op = d
         .steps
         .last()
@@ -129,13 +129,16 @@ pub fn minimize(imp: &mut dyn Implementation, spec: &ImageSpec, lines: &[Value])
     let Err(first) = run_lines(imp, spec, lines, OnInvalid::Skip) else {
         return lines.to_vec();
     };
-    let want = kind(&first);
+    let want = divergence_kind(&first);
     ddmin(
         lines,
         |cands| {
             cands
                 .iter()
-                .map(|c| run_lines(imp, spec, c, OnInvalid::Skip).is_err_and(|d| kind(&d) == want))
+                .map(|c| {
+                    run_lines(imp, spec, c, OnInvalid::Skip)
+                        .is_err_and(|d| divergence_kind(&d) == want)
+                })
                 .collect()
         },
         2000,

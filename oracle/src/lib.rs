@@ -141,7 +141,8 @@ mod lockstep;
 mod sut;
 
 pub use check::{
-    check, lockstep, minimize, proptest, replay, run_lines, workload, Config, Failure,
+    check, divergence_kind, lockstep, minimize, proptest, replay, run_lines, workload, Config,
+    Failure,
 };
 pub use crash::{check_crashes, envelope, CrashFailure, CrashReport, WriteLog};
 pub use lockstep::{model_durable, run, run_workload, Divergence, ModelManifests, OnInvalid, Step};

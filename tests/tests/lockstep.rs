@@ -145,18 +145,6 @@ fn geometry(spec: &ImageSpec) -> nilfs_model::Geometry {
     format(&MemDevice::new(spec.device_bytes), spec).expect("mkfs")
 }
 
-/// What kind of divergence `d` is: the last operation's kind and the
-/// first words of what went wrong (kept constant while shrinking).
-fn divergence_kind(d: &Divergence) -> String {
-    let op = d
-        .steps
-        .last()
-        .map(|s| serde_json::to_value(&s.op).expect("serialises")["op"].to_string())
-        .unwrap_or_default();
-    let what: String = d.what.split(':').next().unwrap_or("").to_string();
-    format!("{op} {what}")
-}
-
 /// Delta debugging of a failing case down to the lines that matter, judged
 /// by the same harness: a candidate fails if it diverges the same way.
 fn minimal(case: &Case) -> String {
@@ -165,7 +153,7 @@ fn minimal(case: &Case) -> String {
     let Err(first) = run_lines(&case.spec, &|_| lines.clone(), |s| Box::new(s)) else {
         return "(the case passes now)".into();
     };
-    let kind = divergence_kind(&first);
+    let kind = nilfs_oracle::divergence_kind(&first);
     let min = nilfs_workload::shrink::ddmin(
         &lines,
         |cands| {
@@ -173,7 +161,7 @@ fn minimal(case: &Case) -> String {
                 .iter()
                 .map(|c| {
                     run_lines_with(&case.spec, &|_| c.clone(), |s| Box::new(s), OnInvalid::Skip)
-                        .is_err_and(|d| divergence_kind(&d) == kind)
+                        .is_err_and(|d| nilfs_oracle::divergence_kind(&d) == kind)
                 })
                 .collect()
         },
