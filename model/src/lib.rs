@@ -23,7 +23,9 @@
 //! - [`merge`]: states that differ only in when things happened, merged
 //!   (what keeps a trace near a full device to a handful of states).
 //! - [`trace`]: the oracle interface: JSON Lines traces and their checker;
-//!   [`linearize`]: concurrent histories against a sequential specification.
+//!   [`history`]: concurrent histories judged for linearizability against
+//!   the model; [`linearize`]: the textbook search for any sequential
+//!   specification.
 //! - [`variant::Variant`]: the Linux releases the model tells apart where
 //!   they differ.
 //! - [`pattern::Pattern`]: compact descriptions of written data.
@@ -35,6 +37,7 @@
 
 pub mod accept;
 pub mod fs;
+pub mod history;
 pub mod laws;
 pub mod linearize;
 pub mod manifest;
@@ -49,6 +52,7 @@ pub mod trace;
 pub mod variant;
 
 pub use fs::{Errno, FileType, Namespace, StatInfo, LINK_MAX, MAX_FILE_SIZE, NAME_LEN_MAX};
+pub use history::{check_history, is_history, Event, HistoryRejection, HistoryVerdict};
 pub use op::{CpEntry, Op, Outcome, StatfsInfo};
 pub use pattern::Pattern;
 pub use space::Geometry;

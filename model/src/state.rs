@@ -172,6 +172,20 @@ impl State {
         Some(n)
     }
 
+    /// The state with the clock read somewhere in `[lo, hi]` by an
+    /// operation of a concurrent history: unlike [`State::at_time`], the
+    /// interval may start before the current clock. Operations placed in
+    /// a linearization order need not have read the clock in that order (a
+    /// call reads it on entry, then may wait for a lock that a later
+    /// reader's call takes first), so each is bounded by its own interval
+    /// alone.
+    pub fn at_interval(&self, lo: i64, hi: i64) -> State {
+        let mut n = self.clone();
+        n.clock = lo;
+        n.clock_hi = hi.max(lo);
+        n
+    }
+
     /// The state after a stat of inode `id` in view `at` observed these
     /// times: each becomes its stamp's exact value.
     pub(crate) fn bind_times(

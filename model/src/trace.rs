@@ -263,87 +263,14 @@ fn walk_trace(
             unknown: None,
         };
         if states.is_empty() {
-            let Op::Mkfs {
-                block_size,
-                blocks_per_segment,
-                nsegments,
-                r_segments_percentage,
-                dot_nilfs,
-                clock,
-                kernel,
-            } = &line.op
-            else {
-                return Err(reject(vec!["the first line must be mkfs".into()]));
-            };
-            if line.out != Outcome::Ok {
-                return Err(reject(vec![describe(&Outcome::Ok)]));
-            }
-            let g = Geometry {
-                block_size: *block_size,
-                blocks_per_segment: *blocks_per_segment,
-                nsegments: *nsegments,
-                r_segments_percentage: *r_segments_percentage,
-            };
-            let mut first = State::mkfs(g, *dot_nilfs, *clock);
-            if line.t.is_none() {
-                first.time_window = LEGACY_WINDOW_NS;
-                first.clock_hi = first.clock + LEGACY_WINDOW_NS;
-            }
-            first.variant = opts.variant.unwrap_or_else(|| {
-                kernel
-                    .as_deref()
-                    .map_or(Variant::Any, Variant::from_release)
-            });
-            states.push(first);
+            states.push(first_state(&line, opts).map_err(reject)?);
             after_line(&states);
             continue;
         }
-        let mut next: Vec<State> = Vec::new();
-        let mut allowed: Vec<String> = Vec::new();
-        for s in &states {
-            let timed;
-            let s = match line.t {
-                None => s,
-                Some([lo, hi]) => match s.at_time(lo, hi) {
-                    Some(t) => {
-                        timed = t;
-                        &timed
-                    }
-                    None => {
-                        let d = format!(
-                            "a clock interval from {} on: the clock never goes back",
-                            s.clock
-                        );
-                        if !allowed.contains(&d) {
-                            allowed.push(d);
-                        }
-                        continue;
-                    }
-                },
-            };
-            for b in step(s, &line.op) {
-                let accepted = b.accept_all(&line.out);
-                match accepted.is_empty() {
-                    false => {
-                        for n in accepted {
-                            if !next.contains(&n) {
-                                next.push(n);
-                            }
-                        }
-                    }
-                    true => {
-                        let d = describe_expect(&b.expect, &line.out);
-                        if !allowed.contains(&d) {
-                            allowed.push(d);
-                        }
-                    }
-                }
-            }
-        }
+        let (next, allowed) = step_op(&states, &line.op, Some(&line.out), line.t, Clocks::Monotone);
         if next.is_empty() {
             return Err(reject(allowed));
         }
-        let next = crate::merge::merge_untimed(next);
         if next.len() > opts.max_states {
             return Err(Rejection {
                 unknown: Some(Bound {
@@ -373,6 +300,114 @@ fn walk_trace(
         },
         states,
     ))
+}
+
+/// The state a trace's first line, `mkfs`, makes.
+pub(crate) fn first_state(line: &Line, opts: Options) -> Result<State, Vec<String>> {
+    let Op::Mkfs {
+        block_size,
+        blocks_per_segment,
+        nsegments,
+        r_segments_percentage,
+        dot_nilfs,
+        clock,
+        kernel,
+    } = &line.op
+    else {
+        return Err(vec!["the first line must be mkfs".into()]);
+    };
+    if line.out != Outcome::Ok {
+        return Err(vec![describe(&Outcome::Ok)]);
+    }
+    let g = Geometry {
+        block_size: *block_size,
+        blocks_per_segment: *blocks_per_segment,
+        nsegments: *nsegments,
+        r_segments_percentage: *r_segments_percentage,
+    };
+    let mut first = State::mkfs(g, *dot_nilfs, *clock);
+    if line.t.is_none() {
+        first.time_window = LEGACY_WINDOW_NS;
+        first.clock_hi = first.clock + LEGACY_WINDOW_NS;
+    }
+    first.variant = opts.variant.unwrap_or_else(|| {
+        kernel
+            .as_deref()
+            .map_or(Variant::Any, Variant::from_release)
+    });
+    Ok(first)
+}
+
+/// How a line's clock interval relates to the lines before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Clocks {
+    /// One thread of calls: each interval starts no earlier than the one
+    /// before (a state whose clock is later cannot take the line).
+    Monotone,
+    /// Concurrent calls placed in a linearization order: each operation
+    /// read the clock inside its own interval, which may start before
+    /// that of an operation placed earlier (`State::at_interval`).
+    Own,
+}
+
+/// The states one operation leaves from `states`, with what the model
+/// allowed where the observation did not fit: each state is put at the
+/// operation's clock interval, stepped, and `out` accepted; the result is
+/// merged (`merge_untimed`). `out: None`, an operation whose response was
+/// never seen, leaves the state of every branch.
+pub(crate) fn step_op(
+    states: &[State],
+    op: &Op,
+    out: Option<&Outcome>,
+    t: Option<[i64; 2]>,
+    clocks: Clocks,
+) -> (Vec<State>, Vec<String>) {
+    let mut next: Vec<State> = Vec::new();
+    let mut allowed: Vec<String> = Vec::new();
+    let mut note = |d: String| {
+        if !allowed.contains(&d) {
+            allowed.push(d);
+        }
+    };
+    for s in states {
+        let timed;
+        let s = match (t, clocks) {
+            (None, _) => s,
+            (Some([lo, hi]), Clocks::Own) => {
+                timed = s.at_interval(lo, hi);
+                &timed
+            }
+            (Some([lo, hi]), Clocks::Monotone) => match s.at_time(lo, hi) {
+                Some(t) => {
+                    timed = t;
+                    &timed
+                }
+                None => {
+                    note(format!(
+                        "a clock interval from {} on: the clock never goes back",
+                        s.clock
+                    ));
+                    continue;
+                }
+            },
+        };
+        for b in step(s, op) {
+            let accepted = match (out, &b.expect) {
+                (Some(o), _) => b.accept_all(o),
+                (None, Expect::Invalid(_)) => vec![],
+                (None, _) => vec![b.next.clone()],
+            };
+            if let (true, Some(o)) = (accepted.is_empty(), out) {
+                note(describe_expect(&b.expect, o));
+            }
+            for n in accepted {
+                if !next.contains(&n) {
+                    next.push(n);
+                }
+            }
+        }
+    }
+    (crate::merge::merge_untimed(next), allowed)
 }
 
 /// A state's checkpoint table in one line: `1 2s 3l 5? 6m~ | mounted rw`.
@@ -407,7 +442,7 @@ pub fn describe_state(s: &State) -> String {
     )
 }
 
-fn describe(o: &Outcome) -> String {
+pub(crate) fn describe(o: &Outcome) -> String {
     match o {
         Outcome::Manifest(lines) => format!("manifest of {} lines", lines.len()),
         _ => serde_json::to_string(o).expect("serialises"),

@@ -1,0 +1,477 @@
+//! Concurrent histories: several workers' operations on one mount, judged
+//! for linearizability against the model.
+//!
+//! A history is a trace (module `trace`) whose operation lines also say
+//! which worker ran them and when, on one monotonic clock shared by every
+//! worker, the call was made (`call`) and its response came back (`ret`):
+//!
+//! ```text
+//! {"op":"mkfs",...,"out":"ok","t":[..]}
+//! {"op":"mount","out":"ok"}
+//! {"w":0,"call":1000,"ret":1900,"op":"write","path":"/s/f",...,"out":{"written":8},"t":[..]}
+//! {"w":1,"call":1200,"ret":1500,"op":"lstat","path":"/s/f","out":{"stat":{..}},"t":[..]}
+//! {"op":"sync","out":"ok","t":[..]}
+//! ```
+//!
+//! Lines without `w` are sequential: each begins after every line before
+//! it returned and returns before any line after it is called (the
+//! set-up, a barrier, the read-back after the workers have stopped).
+//! Between two of them the worker lines form a *phase*. A line with `w`
+//! and without `ret` never returned (the run stopped while the worker was
+//! waiting): it may have taken effect, with any outcome the model allows,
+//! or not at all.
+//!
+//! A phase is **linearizable** when some total order of its operations
+//! respects real time (an operation that returned before another was
+//! called comes first) and the sequential model accepts, step by step,
+//! every observed outcome in that order. Each worker is sequential, so the
+//! operations placed so far are always a prefix of each worker's list: the
+//! search's "set of operations already placed" is a vector of prefix
+//! lengths. The search is Wing and Gong's with Lowe's memo (each pair of a
+//! placed set and a model state is explored once, as Porcupine does), run
+//! breadth first: level `k` holds, for every placed set of `k` operations
+//! reachable in a real-time order, the set of model states some such order
+//! leaves, merged as the sequential checker merges them
+//! ([`crate::merge::merge_untimed`]). The phase is linearizable exactly
+//! when the last level is not empty; its states are where the history
+//! goes on from, so a crash or a remount after the phase must show a state
+//! that some linearization allows (durability is judged as it is for one
+//! thread).
+//!
+//! The search never guesses. When a level holds more model states than
+//! [`Options::max_states`], the verdict is unknown, with the level and the
+//! number of states it reached.
+//!
+//! Times: every operation read the clock somewhere inside its own `t`
+//! interval, but operations placed in a linearization order need not have
+//! read it in that order, so each is bounded by its own interval alone
+//! ([`crate::state::State::at_interval`]).
+//!
+//! No history is split into independent parts here: docs/model.md
+//! ("Concurrent histories") says why the model's state is not a product
+//! of per-path parts that no operation spans.
+
+use crate::op::{Op, Outcome};
+use crate::state::State;
+use crate::trace::{describe, describe_state, first_state, step_op, Bound, Clocks, Line, Options};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One line of a history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// The worker that ran it; `None` for a sequential line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w: Option<u32>,
+    /// When it was called (ns, monotonic; worker lines only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<u64>,
+    /// When its response came back; `None` for a worker line: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ret: Option<u64>,
+    #[serde(flatten)]
+    pub op: Op,
+    /// What came back; `None` only when nothing did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out: Option<Outcome>,
+    /// The real-time clock interval the call ran in, as in a trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t: Option<[i64; 2]>,
+}
+
+impl Event {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("an event always serialises")
+    }
+
+    /// The outcome the search must accept: `None` if the call never
+    /// returned (any outcome, or no effect).
+    fn observed(&self) -> Option<&Outcome> {
+        match (self.w, self.ret) {
+            (Some(_), None) => None,
+            _ => self.out.as_ref(),
+        }
+    }
+
+    fn pending(&self) -> bool {
+        self.w.is_some() && self.ret.is_none()
+    }
+}
+
+/// Whether `text` is a concurrent history (some line names a worker)
+/// rather than a one-thread trace.
+pub fn is_history(text: &str) -> bool {
+    text.lines().any(|l| {
+        serde_json::from_str::<serde_json::Value>(l)
+            .ok()
+            .is_some_and(|v| v.get("w").is_some())
+    })
+}
+
+/// An accepted history, with what the search cost.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistoryVerdict {
+    /// Lines checked.
+    pub lines: usize,
+    /// Worker operations among them.
+    pub ops: usize,
+    /// Workers seen.
+    pub workers: usize,
+    /// Model states consistent with the history at its end.
+    pub states: usize,
+    /// Search size: (placed set, state set) nodes expanded, over every
+    /// phase.
+    pub nodes: u64,
+    /// The most placed sets one level held: 1 means real time alone
+    /// ordered the history, or every order but one died at once; more
+    /// means the search had to keep several orders alive.
+    pub widest: usize,
+    /// The most model states one level held.
+    pub most_states: usize,
+    /// Nodes at which real time let more than one operation come next
+    /// (the orders the search had to try).
+    pub choices: u64,
+}
+
+impl HistoryVerdict {
+    /// Whether real time alone did not order the history: the search
+    /// had to try more than one operation next somewhere.
+    pub fn searched(&self) -> bool {
+        self.choices > 0
+    }
+}
+
+/// One operation that could come next in real time, and what the model
+/// allowed for it there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stuck {
+    /// 1-based line number in the history.
+    pub line: usize,
+    pub worker: u32,
+    /// The operation, as JSON.
+    pub op: String,
+    pub observed: String,
+    pub allowed: Vec<String>,
+}
+
+/// Why a history was not accepted, or why it was not decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryRejection {
+    /// A sequential line that no state allows (0: none; see `stuck`).
+    pub line: usize,
+    /// How many worker operations of the failing phase the longest real
+    /// time order placed.
+    pub placed: usize,
+    /// The operations that could come next after such an order, none of
+    /// which the model accepts there (at most 8), or the sequential line.
+    pub stuck: Vec<Stuck>,
+    /// Model states before that point, at most 4 (`describe_state`).
+    pub states: Vec<String>,
+    /// Set when nothing wrong was seen but the search hit its bound:
+    /// **unknown**, not rejected.
+    pub unknown: Option<Bound>,
+    /// Set when the history could not be read.
+    pub unreadable: Option<String>,
+}
+
+impl HistoryRejection {
+    fn unreadable(line: usize, why: String) -> HistoryRejection {
+        HistoryRejection {
+            line,
+            placed: 0,
+            stuck: vec![],
+            states: vec![],
+            unknown: None,
+            unreadable: Some(why),
+        }
+    }
+
+    /// The search could not decide: not a divergence.
+    pub fn is_unknown(&self) -> bool {
+        self.unknown.is_some()
+    }
+}
+
+impl fmt::Display for HistoryRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(why) = &self.unreadable {
+            return write!(f, "history unreadable at line {}: {why}", self.line);
+        }
+        if let Some(b) = self.unknown {
+            return write!(
+                f,
+                "history unknown after {} operations of a phase: not decided, nothing wrong seen so far\n  the search's level holds {} model states; it tracks at most {} (raise it: --max-states N, or NILFS_ORACLE_MAX_STATES=N)",
+                self.placed, b.reached, b.max_states
+            );
+        }
+        if self.line > 0 {
+            writeln!(f, "history rejected at line {} (sequential)", self.line)?;
+        } else {
+            writeln!(
+                f,
+                "history not linearizable: every real-time order stops after {} operations of a phase",
+                self.placed
+            )?;
+        }
+        for s in &self.stuck {
+            writeln!(f, "  line {} (worker {}): {}", s.line, s.worker, s.op)?;
+            writeln!(f, "    observed: {}", s.observed)?;
+            writeln!(f, "    allowed:")?;
+            for a in &s.allowed {
+                writeln!(f, "      {a}")?;
+            }
+        }
+        write!(f, "  model states there:")?;
+        for s in &self.states {
+            write!(f, "\n    {s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a history given as text.
+pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, HistoryRejection> {
+    let mut events: Vec<(usize, Event)> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let e: Event = serde_json::from_str(raw)
+            .map_err(|e| HistoryRejection::unreadable(i + 1, format!("unparsable: {e}")))?;
+        events.push((i + 1, e));
+    }
+    let mut verdict = HistoryVerdict {
+        lines: events.len(),
+        ..HistoryVerdict::default()
+    };
+    let mut workers: Vec<u32> = Vec::new();
+    let mut states: Vec<State> = Vec::new();
+    let mut phase: Vec<(usize, Event)> = Vec::new();
+    for (lineno, e) in events {
+        if let Some(w) = e.w {
+            if !workers.contains(&w) {
+                workers.push(w);
+            }
+            if states.is_empty() {
+                return Err(HistoryRejection::unreadable(
+                    lineno,
+                    "the first line must be mkfs".into(),
+                ));
+            }
+            verdict.ops += 1;
+            phase.push((lineno, e));
+            continue;
+        }
+        if !phase.is_empty() {
+            states = linearize(&states, &std::mem::take(&mut phase), opts, &mut verdict)?;
+        }
+        let Some(out) = e.out.clone() else {
+            return Err(HistoryRejection::unreadable(
+                lineno,
+                "a sequential line must record its outcome".into(),
+            ));
+        };
+        let line = Line {
+            op: e.op.clone(),
+            out,
+            t: e.t,
+        };
+        let rejected = |allowed: Vec<String>, states: &[State]| HistoryRejection {
+            line: lineno,
+            placed: 0,
+            stuck: vec![Stuck {
+                line: lineno,
+                worker: 0,
+                op: serde_json::to_string(&line.op).expect("serialises"),
+                observed: describe(&line.out),
+                allowed,
+            }],
+            states: states.iter().take(4).map(describe_state).collect(),
+            unknown: None,
+            unreadable: None,
+        };
+        if states.is_empty() {
+            states.push(first_state(&line, opts).map_err(|a| rejected(a, &[]))?);
+            continue;
+        }
+        let (next, allowed) = step_op(&states, &line.op, Some(&line.out), line.t, Clocks::Own);
+        if next.is_empty() {
+            return Err(rejected(allowed, &states));
+        }
+        if next.len() > opts.max_states {
+            return Err(HistoryRejection {
+                unknown: Some(bound(opts, next.len())),
+                ..rejected(vec![], &states)
+            });
+        }
+        states = next;
+    }
+    if !phase.is_empty() {
+        states = linearize(&states, &phase, opts, &mut verdict)?;
+    }
+    if states.is_empty() {
+        return Err(HistoryRejection::unreadable(0, "empty history".into()));
+    }
+    verdict.workers = workers.len();
+    verdict.states = states.len();
+    Ok(verdict)
+}
+
+fn bound(opts: Options, reached: usize) -> Bound {
+    Bound {
+        max_states: opts.max_states.min(u32::MAX as usize) as u32,
+        reached: reached.min(u32::MAX as usize) as u32,
+    }
+}
+
+/// The states every real-time order of `phase` that the model accepts
+/// leaves, from `init`: the breadth-first search of the module docs.
+fn linearize(
+    init: &[State],
+    phase: &[(usize, Event)],
+    opts: Options,
+    verdict: &mut HistoryVerdict,
+) -> Result<Vec<State>, HistoryRejection> {
+    // Each worker's operations, in the order it ran them.
+    let mut ids: Vec<u32> = phase.iter().filter_map(|(_, e)| e.w).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut seqs: Vec<Vec<&(usize, Event)>> = vec![Vec::new(); ids.len()];
+    for le in phase {
+        let w = ids
+            .binary_search(&le.1.w.expect("worker lines"))
+            .expect("listed");
+        seqs[w].push(le);
+    }
+    for seq in &seqs {
+        for (k, (lineno, e)) in seq.iter().enumerate() {
+            let Some(call) = e.call else {
+                return Err(HistoryRejection::unreadable(
+                    *lineno,
+                    "a worker line needs its call time".into(),
+                ));
+            };
+            let well_formed = match (e.ret, &e.out) {
+                (Some(r), Some(_)) => r >= call,
+                (None, _) => k + 1 == seq.len(),
+                (Some(_), None) => false,
+            };
+            let follows = k == 0 || seq[k - 1].1.ret.is_some_and(|r| r <= call);
+            if !well_formed || !follows {
+                return Err(HistoryRejection::unreadable(
+                    *lineno,
+                    "a worker's lines must each return (with an outcome) before its next is called; only its last may lack a response".into(),
+                ));
+            }
+        }
+    }
+    let total = phase.len();
+    let mut level: BTreeMap<Vec<u32>, Vec<State>> = BTreeMap::new();
+    level.insert(vec![0; seqs.len()], init.to_vec());
+    for placed in 0..total {
+        let mut next: BTreeMap<Vec<u32>, Vec<State>> = BTreeMap::new();
+        let mut stuck: Vec<Stuck> = Vec::new();
+        for (key, states) in &level {
+            verdict.nodes += 1;
+            let mut tried = 0;
+            for (w, seq) in seqs.iter().enumerate() {
+                let Some((lineno, e)) = seq.get(key[w] as usize).copied() else {
+                    continue;
+                };
+                // Real time: no other worker's next operation returned
+                // before this one was called (that one must come first).
+                let call = e.call.expect("checked");
+                let blocked = seqs.iter().enumerate().any(|(v, other)| {
+                    v != w
+                        && other
+                            .get(key[v] as usize)
+                            .and_then(|(_, f)| f.ret)
+                            .is_some_and(|r| r < call)
+                });
+                if blocked {
+                    continue;
+                }
+                tried += 1;
+                if tried == 2 {
+                    verdict.choices += 1;
+                }
+                let (mut after, allowed) = step_op(states, &e.op, e.observed(), e.t, Clocks::Own);
+                if e.pending() {
+                    // Or it never took effect.
+                    for s in states {
+                        if !after.contains(s) {
+                            after.push(s.clone());
+                        }
+                    }
+                }
+                if after.is_empty() {
+                    if stuck.len() < 8 && !stuck.iter().any(|s| s.line == *lineno) {
+                        stuck.push(Stuck {
+                            line: *lineno,
+                            worker: e.w.expect("worker line"),
+                            op: describe_event(e),
+                            observed: e.out.as_ref().map_or("nothing".into(), describe),
+                            allowed,
+                        });
+                    }
+                    continue;
+                }
+                let mut k = key.clone();
+                k[w] += 1;
+                let slot = next.entry(k).or_default();
+                for s in after {
+                    if !slot.contains(&s) {
+                        slot.push(s);
+                    }
+                }
+            }
+        }
+        if next.is_empty() {
+            return Err(HistoryRejection {
+                line: 0,
+                placed,
+                stuck,
+                states: level
+                    .values()
+                    .flatten()
+                    .take(4)
+                    .map(describe_state)
+                    .collect(),
+                unknown: None,
+                unreadable: None,
+            });
+        }
+        let mut held = 0;
+        for slot in next.values_mut() {
+            *slot = crate::merge::merge_untimed(std::mem::take(slot));
+            held += slot.len();
+        }
+        verdict.widest = verdict.widest.max(next.len());
+        verdict.most_states = verdict.most_states.max(held);
+        if held > opts.max_states {
+            return Err(HistoryRejection {
+                line: 0,
+                placed: placed + 1,
+                stuck: vec![],
+                states: vec![],
+                unknown: Some(bound(opts, held)),
+                unreadable: None,
+            });
+        }
+        level = next;
+    }
+    let (_, states) = level.pop_first().expect("the last level has the full set");
+    Ok(states)
+}
+
+/// An event's operation with its times, as JSON.
+fn describe_event(e: &Event) -> String {
+    let mut v = serde_json::to_value(&e.op).expect("serialises");
+    if let Some(t) = e.t {
+        v["t"] = serde_json::json!(t);
+    }
+    v["call"] = serde_json::json!(e.call);
+    v["ret"] = serde_json::json!(e.ret);
+    v.to_string()
+}

@@ -1,0 +1,271 @@
+//! The concurrent-history checker (`history`) on planted histories: the
+//! non-linearizable ones the issue names are rejected (a read of bytes a
+//! later write wrote, a rename seen half done, a link count that goes
+//! backwards), their overlapping twins are accepted, an operation that
+//! never returned may or may not have taken effect, and the bound gives
+//! "unknown", never a verdict.
+//!
+//! Outcomes are the model's own predictions from one-thread runs, so each
+//! planted history differs from a linearizable one only in its timing.
+
+use nilfs_model::trace::Options;
+use nilfs_model::{check_history, step, Event, Op, Outcome, State};
+
+const MKFS: &str = r#"{"op":"mkfs","block_size":4096,"blocks_per_segment":512,"nsegments":64,"r_segments_percentage":5,"dot_nilfs":false,"clock":1000000000000,"out":"ok"}"#;
+
+fn op(json: &str) -> Op {
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"))
+}
+
+/// The model's predicted outcomes of `ops` run in order after mkfs and
+/// mount.
+fn predict(ops: &[&str]) -> Vec<Outcome> {
+    let first: Event = serde_json::from_str(MKFS).unwrap();
+    let Op::Mkfs {
+        block_size,
+        blocks_per_segment,
+        nsegments,
+        r_segments_percentage,
+        dot_nilfs,
+        clock,
+        ..
+    } = first.op
+    else {
+        unreachable!()
+    };
+    let g = nilfs_model::Geometry {
+        block_size,
+        blocks_per_segment,
+        nsegments,
+        r_segments_percentage,
+    };
+    let mut s = State::mkfs(g, dot_nilfs, clock);
+    let mut outs = Vec::new();
+    for o in std::iter::once(r#"{"op":"mount","ro":false}"#).chain(ops.iter().copied()) {
+        let (out, next) = step(&s, &op(o))
+            .iter()
+            .find_map(|b| b.predicted())
+            .unwrap_or_else(|| panic!("no prediction for {o}"));
+        outs.push(out);
+        s = next;
+    }
+    outs.remove(0);
+    outs
+}
+
+/// A sequential line.
+fn seq(o: &str, out: &Outcome) -> String {
+    Event {
+        w: None,
+        call: None,
+        ret: None,
+        op: op(o),
+        out: Some(out.clone()),
+        t: None,
+    }
+    .to_json()
+}
+
+/// A worker's line, called at `call` and returned at `ret`.
+fn worker(w: u32, call: u64, ret: Option<u64>, o: &str, out: Option<&Outcome>) -> String {
+    Event {
+        w: Some(w),
+        call: Some(call),
+        ret,
+        op: op(o),
+        out: out.cloned(),
+        t: None,
+    }
+    .to_json()
+}
+
+fn history(lines: &[String]) -> String {
+    let mut h = vec![
+        MKFS.to_string(),
+        r#"{"op":"mount","ro":false,"out":"ok"}"#.to_string(),
+    ];
+    h.extend(lines.iter().cloned());
+    h.join("\n") + "\n"
+}
+
+fn judge(lines: &[String]) -> Result<nilfs_model::HistoryVerdict, nilfs_model::HistoryRejection> {
+    check_history(&history(lines), Options::default())
+}
+
+const CREATE: &str = r#"{"op":"create","path":"/f","perm":420,"excl":false}"#;
+const WRITE: &str = r#"{"op":"write","path":"/f","offset":0,"data":{"text":"abc"}}"#;
+const READ: &str = r#"{"op":"read","path":"/f","offset":0,"len":3}"#;
+
+/// A read (worker 1) that saw the bytes of a write (worker 0), at the
+/// times given.
+fn read_of_write(write: (u64, u64), read: (u64, u64)) -> Vec<String> {
+    let o = predict(&[CREATE, WRITE, READ]);
+    vec![
+        seq(CREATE, &o[0]),
+        worker(0, write.0, Some(write.1), WRITE, Some(&o[1])),
+        worker(1, read.0, Some(read.1), READ, Some(&o[2])),
+    ]
+}
+
+#[test]
+fn a_read_of_bytes_a_later_write_wrote_is_rejected() {
+    let r = judge(&read_of_write((300, 400), (100, 200))).expect_err("not linearizable");
+    assert!(!r.is_unknown(), "{r}");
+    assert_eq!(r.placed, 0, "{r}");
+    let text = r.to_string();
+    assert!(text.contains("not linearizable"), "{text}");
+    assert!(text.contains("\"read\""), "{text}");
+}
+
+#[test]
+fn a_read_overlapping_the_write_may_see_it() {
+    let v = judge(&read_of_write((100, 400), (200, 300))).expect("linearizable");
+    assert_eq!((v.ops, v.workers), (2, 2));
+    assert!(v.searched(), "two orders had to be kept: {v:?}");
+    // And one that followed it must see it.
+    judge(&read_of_write((100, 200), (300, 400))).expect("linearizable");
+}
+
+#[test]
+fn a_read_that_follows_a_write_must_see_it() {
+    let o = predict(&[CREATE, READ]);
+    let w = predict(&[CREATE, WRITE]);
+    let h = vec![
+        seq(CREATE, &o[0]),
+        worker(0, 100, Some(200), WRITE, Some(&w[1])),
+        // The read of the file before the write: empty.
+        worker(1, 300, Some(400), READ, Some(&o[1])),
+    ];
+    judge(&h).expect_err("a read after the write returned sees it");
+}
+
+const MKDIR: &str = r#"{"op":"mkdir","path":"/d","perm":493}"#;
+const CREATE_A: &str = r#"{"op":"create","path":"/d/a","perm":420,"excl":false}"#;
+const CREATE_B: &str = r#"{"op":"create","path":"/d/b","perm":420,"excl":false}"#;
+const RENAME: &str = r#"{"op":"rename","old":"/d/a","new":"/d/b"}"#;
+const READDIR: &str = r#"{"op":"readdir","path":"/d"}"#;
+
+#[test]
+fn a_rename_seen_half_done_is_rejected() {
+    let o = predict(&[MKDIR, CREATE_A, RENAME]);
+    // What a listing shows with both names: never, during a rename.
+    let both = predict(&[MKDIR, CREATE_A, CREATE_B, READDIR]);
+    let before = predict(&[MKDIR, CREATE_A, READDIR]);
+    let after = predict(&[MKDIR, CREATE_A, RENAME, READDIR]);
+    let set_up = vec![seq(MKDIR, &o[0]), seq(CREATE_A, &o[1])];
+    let with = |listing: &Outcome| {
+        let mut h = set_up.clone();
+        h.push(worker(0, 100, Some(500), RENAME, Some(&o[2])));
+        h.push(worker(1, 200, Some(300), READDIR, Some(listing)));
+        h
+    };
+    judge(&with(&before[2])).expect("the listing before the rename");
+    judge(&with(&after[3])).expect("the listing after it");
+    let r = judge(&with(&both[3])).expect_err("both names at once");
+    assert!(!r.is_unknown(), "{r}");
+}
+
+const LINK: &str = r#"{"op":"link","old":"/f","new":"/g"}"#;
+const LSTAT: &str = r#"{"op":"lstat","path":"/f"}"#;
+
+#[test]
+fn a_link_count_that_goes_backwards_is_rejected() {
+    let o = predict(&[CREATE, LINK]);
+    let one = predict(&[CREATE, LSTAT]);
+    let two = predict(&[CREATE, LINK, LSTAT]);
+    let base = vec![seq(CREATE, &o[0])];
+    // During the link, worker 1 sees 2 then 1: backwards.
+    let mut h = base.clone();
+    h.push(worker(0, 100, Some(900), LINK, Some(&o[1])));
+    h.push(worker(1, 200, Some(300), LSTAT, Some(&two[2])));
+    h.push(worker(1, 400, Some(500), LSTAT, Some(&one[1])));
+    let r = judge(&h).expect_err("the count went back");
+    assert!(!r.is_unknown(), "{r}");
+    assert_eq!(r.placed, 2, "the link and the first lstat place: {r}");
+    // 1 then 2 is the link taking effect between them.
+    let mut h = base.clone();
+    h.push(worker(0, 100, Some(900), LINK, Some(&o[1])));
+    h.push(worker(1, 200, Some(300), LSTAT, Some(&one[1])));
+    h.push(worker(1, 400, Some(500), LSTAT, Some(&two[2])));
+    judge(&h).expect("linearizable");
+    // After the link returned, 1 is too old.
+    let mut h = base;
+    h.push(worker(0, 100, Some(150), LINK, Some(&o[1])));
+    h.push(worker(1, 200, Some(300), LSTAT, Some(&one[1])));
+    judge(&h).expect_err("the link had returned");
+}
+
+#[test]
+fn an_operation_that_never_returned_may_or_may_not_have_taken_effect() {
+    let o = predict(&[CREATE, WRITE, READ]);
+    let empty = predict(&[CREATE, READ]);
+    for seen in [&o[2], &empty[1]] {
+        let h = vec![
+            seq(CREATE, &o[0]),
+            worker(0, 100, None, WRITE, None),
+            worker(1, 200, Some(300), READ, Some(seen)),
+        ];
+        judge(&h).expect("either reading");
+    }
+    // But the reader itself may not be seen twice differently.
+    let h = vec![
+        seq(CREATE, &o[0]),
+        worker(0, 100, None, WRITE, None),
+        worker(1, 200, Some(300), READ, Some(&o[2])),
+        worker(1, 400, Some(500), READ, Some(&empty[1])),
+    ];
+    judge(&h).expect_err("the write took effect, then was undone");
+}
+
+#[test]
+fn a_sequential_line_after_the_phase_sees_some_linearization() {
+    let o = predict(&[CREATE, WRITE, READ]);
+    let empty = predict(&[CREATE, READ]);
+    let h = |seen: &Outcome| {
+        vec![
+            seq(CREATE, &o[0]),
+            worker(0, 100, None, WRITE, None),
+            seq(READ, seen),
+        ]
+    };
+    judge(&h(&o[2])).expect("the pending write took effect");
+    judge(&h(&empty[1])).expect("or it did not");
+}
+
+#[test]
+fn the_bound_gives_unknown_never_a_verdict() {
+    // Eight writers of different bytes overlapping one another, then a
+    // read: the orders leave several states alive at every level.
+    let mut lines = vec![seq(CREATE, &predict(&[CREATE])[0])];
+    for w in 0..6u32 {
+        let wr = format!(r#"{{"op":"write","path":"/f","offset":0,"data":{{"text":"w{w}"}}}}"#);
+        let o = predict(&[CREATE, &wr]);
+        lines.push(worker(w, 100 + w as u64, Some(1000), &wr, Some(&o[1])));
+    }
+    let h = history(&lines);
+    let r = check_history(
+        &h,
+        Options {
+            max_states: 2,
+            ..Options::default()
+        },
+    )
+    .expect_err("the bound is hit");
+    assert!(r.is_unknown(), "{r}");
+    assert!(r.to_string().contains("unknown"), "{r}");
+    let v = check_history(&h, Options::default()).expect("decided with room");
+    assert!(v.most_states > 2, "{v:?}");
+}
+
+#[test]
+fn malformed_histories_are_unreadable_not_rejected() {
+    let o = predict(&[CREATE, WRITE]);
+    // A worker whose second call came before its first returned.
+    let h = vec![
+        seq(CREATE, &o[0]),
+        worker(0, 100, Some(300), WRITE, Some(&o[1])),
+        worker(0, 200, Some(400), WRITE, Some(&o[1])),
+    ];
+    let r = judge(&h).expect_err("not a history");
+    assert!(r.unreadable.is_some(), "{r}");
+}
