@@ -761,3 +761,23 @@ fn ranged_reads_agree_with_the_whole_file_map() {
         );
     }
 }
+
+/// Postmortem: a directory moved to another parent kept its mtime, while
+/// `nilfs_rename` rewrites its ".." with `nilfs_set_link`, which sets the
+/// directory's mtime and ctime. Lockstep never saw it (its clock rarely
+/// moved between a mkdir and the move), the one-thread campaigns' 1 s
+/// slack hid it, and the concurrent campaign's first history on `nilref
+/// mount` caught it.
+#[test]
+fn regress_a_moved_directory_gets_a_new_mtime() {
+    let dev = fresh(32 << 20, 1024, 64);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+    fs.paths().mkdir(b"/a", 0o755).unwrap();
+    fs.paths().mkdir(b"/b", 0o755).unwrap();
+    let d = fs.paths().mkdir(b"/a/d", 0o755).unwrap();
+    fs.set_time(1_800_000_100);
+    fs.paths().rename(b"/a/d", b"/b/d").unwrap();
+    let st = fs.stat(d).unwrap();
+    assert_eq!((st.mtime, st.ctime), (1_800_000_100, 1_800_000_100));
+}

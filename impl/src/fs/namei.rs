@@ -326,7 +326,10 @@ impl<'a> Fs<'a> {
                 .ok_or_else(|| Error::corrupt("directory", "no \"..\""))?;
             self.dir(old.ino)?
                 .set_link(dotdot.pos, ndir, crate::format::dir::FT_DIR)?;
-            self.inodes.touch(old.ino);
+            // nilfs_set_link: the directory whose entry was rewritten,
+            // here the moved one's "..", gets mtime and ctime (6.1 does it
+            // for every renamed directory, as this does).
+            self.touch_dir(old.ino);
             let p = self.inodes.loaded_mut(odir);
             p.raw.links_count = p.raw.links_count.saturating_sub(1);
         }
