@@ -32,8 +32,14 @@ const PROTECTION_PERIOD_S: u64 = 3600;
 const NSEGMENTS_PER_CLEAN: usize = 2;
 const MIN_CLEAN_PERCENT: u64 = 10;
 const MAX_CLEAN_PERCENT: u64 = 20;
-/// How long the kernel may cache what a reply says.
-const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may cache what a reply says: not at all. The
+/// server changes attributes the kernel's FUSE client cannot predict (a
+/// directory moved to another parent gets a new mtime, as
+/// `nilfs_set_link` on its ".." gives it in `nilfs_rename`; the client
+/// only updates ctime), and a cached reply showed the old mtime for up to
+/// a second. Found by the concurrent campaign's first history; the
+/// one-thread campaigns' 1 s time slack had hidden it.
+const TTL: Duration = Duration::ZERO;
 
 /// The mounted file system: `Fs` behind one lock, and the log writer's
 /// state.
