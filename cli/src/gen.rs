@@ -1,6 +1,7 @@
 //! `nilref gen`: a workload (a trace without outcomes) generated from a
 //! seed by the model's generator, for `apply` or `exec`.
 
+use nilfs_workload::concurrent::{generate_concurrent, ConcurrentConfig};
 use nilfs_workload::gen::{generate, Features, GenConfig, Profile};
 
 /// Arguments of `nilref gen`.
@@ -34,6 +35,12 @@ pub struct GenArgs {
     /// Leave out the closing sync, manifest, lscp and umount.
     #[arg(long)]
     pub no_epilogue: bool,
+    /// A concurrent workload of this many writers (plus a checkpoint
+    /// worker and a cleaner worker where the features allow them), each
+    /// running `--len` operations at once (`nilfs_workload::concurrent`);
+    /// `--profile` does not apply.
+    #[arg(long)]
+    pub workers: Option<usize>,
 }
 
 /// `nilref gen`.
@@ -47,6 +54,7 @@ pub fn run(a: GenArgs) -> Result<String, String> {
         blocks_per_segment,
         nsegments,
         no_epilogue,
+        workers,
     } = a;
     let profile: Profile = profile.parse()?;
     let mut cfg = GenConfig::new(seed, len, profile);
@@ -71,5 +79,17 @@ pub fn run(a: GenArgs) -> Result<String, String> {
         cfg.geometry.nsegments = n;
     }
     cfg.epilogue = !no_epilogue;
+    if let Some(writers) = workers {
+        let c = ConcurrentConfig {
+            geometry: cfg.geometry,
+            dot_nilfs: cfg.dot_nilfs,
+            features: cfg.features,
+            ..ConcurrentConfig::new(seed, writers, len)
+        };
+        return Ok(generate_concurrent(&c)
+            .iter()
+            .map(|v| v.to_string() + "\n")
+            .collect());
+    }
     Ok(generate(&cfg).to_jsonl())
 }

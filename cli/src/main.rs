@@ -100,6 +100,9 @@ enum Cmd {
     /// Run a workload through system calls on a mounted file system (any
     /// implementation) and record what it observed (for `nilref oracle check`).
     Exec(exec::ExecArgs),
+    /// One worker of `exec`'s concurrent run (internal).
+    #[command(hide = true)]
+    ExecWorker(exec::concurrent::WorkerArgs),
     /// Generate a workload (a trace without outcomes) from a seed, biased
     /// by the model's state; run it with `apply` or `exec`.
     Gen(gen::GenArgs),
@@ -150,6 +153,7 @@ fn run(cmd: Cmd) -> Result<String, String> {
         Cmd::Apply(a) => apply::run(a),
         Cmd::Campaign { cmd } => campaign::run(&cmd),
         Cmd::Exec(a) => exec::run(a),
+        Cmd::ExecWorker(a) => exec::concurrent::worker(a),
         Cmd::Gen(a) => gen::run(a),
         Cmd::Sim { cmd } => sim::run(cmd),
         Cmd::Oracle { .. } => unreachable!("handled in main"),

@@ -35,17 +35,47 @@ impl Judged {
     }
 }
 
-/// The three-valued verdict on the trace at `path`.
+/// The three-valued verdict on the trace at `path`: a one-thread trace,
+/// or a concurrent history (some line names a worker), judged for
+/// linearizability.
 pub fn judge(path: &Path, opts: nilfs_model::Options) -> Judged {
-    let verdict = std::fs::read_to_string(path)
-        .map_err(|e| nilfs_model::Rejection::unreadable(e.to_string()))
-        .and_then(|text| nilfs_model::check_trace_with(&text, opts));
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => return Judged::Rejected(format!("{}: cannot read: {e}", path.display())),
+    };
+    if nilfs_model::is_history(&text) {
+        return judge_history(path, &text, opts);
+    }
+    let verdict = nilfs_model::check_trace_with(&text, opts);
     match verdict {
         Ok(v) => Judged::Accepted(format!(
             "{}: accepted: {} lines, {} model state(s) consistent with it at the end\n",
             path.display(),
             v.lines,
             v.states
+        )),
+        Err(r) if r.is_unknown() => Judged::Unknown(format!("{}: {r}", path.display())),
+        Err(r) => Judged::Rejected(format!("{}: {r}", path.display())),
+    }
+}
+
+/// A concurrent history's verdict, with what the search cost.
+pub fn judge_history(path: &Path, text: &str, opts: nilfs_model::Options) -> Judged {
+    match nilfs_model::check_history(text, opts) {
+        Ok(v) => Judged::Accepted(format!(
+            "{}: linearizable: {} lines, {} operations of {} workers; search: {} nodes, at most {} orders and {} model states at once{}\n",
+            path.display(),
+            v.lines,
+            v.ops,
+            v.workers,
+            v.nodes,
+            v.widest,
+            v.most_states,
+            if v.searched() {
+                ""
+            } else {
+                " (real time alone ordered it)"
+            }
         )),
         Err(r) if r.is_unknown() => Judged::Unknown(format!("{}: {r}", path.display())),
         Err(r) => Judged::Rejected(format!("{}: {r}", path.display())),

@@ -113,6 +113,20 @@ impl Resolver {
         }
     }
 
+    /// What it has observed, as JSON (for a runner that hands it to
+    /// another process: a concurrent run's workers).
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({"mkcp": self.mkcp, "lscp": self.lscp})
+    }
+
+    /// A resolver that has observed what [`Resolver::to_json`] wrote.
+    pub fn from_json(v: &Value) -> Option<Resolver> {
+        Some(Resolver {
+            mkcp: serde_json::from_value(v.get("mkcp")?.clone()).ok()?,
+            lscp: serde_json::from_value(v.get("lscp")?.clone()).ok()?,
+        })
+    }
+
     /// Records what `op` returned (call it for every operation run).
     pub fn observe(&mut self, op: &Op, out: &Outcome) {
         match (op, out) {

@@ -10,11 +10,13 @@
 //!   the model along to pick operations that mean something);
 //! - [`front`]: the generator's front ends (proptest, quickcheck and
 //!   arbitrary), each only a source of its choices;
-//! - [`shrink`]: delta debugging of a failing workload.
+//! - [`shrink`]: delta debugging of a failing workload;
+//! - [`concurrent`]: workloads of several workers made to collide.
 //!
 //! It depends on nilfs-model (the operations, and the model's predictions
 //! the generator follows); the model does not depend on it.
 
+pub mod concurrent;
 mod format;
 pub mod front;
 pub mod gen;

@@ -35,6 +35,12 @@
 //! - Checkpoint references resolve from the outcomes observed so far
 //!   (`nilfs_workload`); a line whose reference cannot be resolved,
 //!   or that reads a snapshot view that is not mounted, is not run.
+//! - A concurrent workload (lines with `"w": K`, `nilfs_workload::concurrent`)
+//!   runs its workers' lines at once, one process per worker, between its
+//!   sequential lines, and the observed trace is a history: each worker
+//!   line also records its worker and its call and return times on
+//!   `CLOCK_MONOTONIC` (module `concurrent`), for `nilref oracle check`'s
+//!   linearizability checker.
 //! - With `--mark-log-writes DMNAME` (DIR's device is a dm-log-writes
 //!   target of that name, see `campaign::crash`), the runner puts a mark
 //!   `op-K` into the write log before it runs the operation that becomes
@@ -44,6 +50,7 @@
 //!   before operation K began.
 
 mod calls;
+pub mod concurrent;
 pub(crate) mod nilfs_ioctl;
 mod runner;
 
@@ -63,7 +70,7 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
     let lines = workload::parse(&text)
         .map_err(|(n, m)| format!("{} line {n}: {m}", opts.workload.display()))?;
     let mut runner = Runner::new(opts)?;
-    let mut observed: Vec<Line> = Vec::new();
+    let mut observed: Vec<String> = Vec::new();
     let describe = match runner.describe() {
         Ok(op) => op,
         // Not NILFS2 underneath (tmpfs, a FUSE file system under test):
@@ -85,12 +92,15 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
         Op::Mkfs { clock, .. } => *clock,
         _ => 0,
     };
-    observed.push(Line {
-        t: Some([clock, clock]),
-        ..Line::new(describe, Outcome::Ok)
-    });
+    observed.push(
+        Line {
+            t: Some([clock, clock]),
+            ..Line::new(describe, Outcome::Ok)
+        }
+        .to_json(),
+    );
     if let Some(ro) = runner.mounted_read_only() {
-        observed.push(Line::new(Op::Mount { cp: None, ro }, Outcome::Ok));
+        observed.push(Line::new(Op::Mount { cp: None, ro }, Outcome::Ok).to_json());
     }
     let mut resolver = Resolver::default();
     let last = lines.len().saturating_sub(1);
@@ -100,7 +110,34 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
     };
     let mut skipped = 0usize;
     let mut result = Ok(());
+    // A concurrent workload's worker lines since the last sequential one.
+    let mut phase: Vec<(usize, serde_json::Value)> = Vec::new();
+    let flush = |phase: &mut Vec<(usize, serde_json::Value)>,
+                     runner: &mut Runner<'_>,
+                     resolver: &mut Resolver,
+                     observed: &mut Vec<String>|
+     -> Result<(), String> {
+        if phase.is_empty() {
+            return Ok(());
+        }
+        if opts.mark_log_writes.is_some() {
+            return Err("--mark-log-writes cannot mark a concurrent phase".into());
+        }
+        let events =
+            concurrent::run_phase(runner, opts, phase, resolver, opts.worker_deadline)?;
+        observed.extend(events.iter().map(|e| e.to_json()));
+        phase.clear();
+        Ok(())
+    };
     for (k, (n, line)) in lines.iter().enumerate() {
+        if line.get("w").is_some() {
+            phase.push((*n, line.clone()));
+            continue;
+        }
+        if let Err(why) = flush(&mut phase, &mut runner, &mut resolver, &mut observed) {
+            result = Err(why);
+            break;
+        }
         let op = match resolver.resolve(line) {
             Ok(op) => op,
             Err(u @ Unresolved::Malformed(_)) => {
@@ -150,14 +187,20 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
         };
         let after = Runner::clock_after();
         resolver.observe(&op, &out);
-        observed.push(Line {
-            t: Some([before, after]),
-            ..Line::new(op, out)
-        });
+        observed.push(
+            Line {
+                t: Some([before, after]),
+                ..Line::new(op, out)
+            }
+            .to_json(),
+        );
+    }
+    if result.is_ok() {
+        result = flush(&mut phase, &mut runner, &mut resolver, &mut observed);
     }
     runner.finish();
     result?;
-    let text: String = observed.iter().map(|l| l.to_json() + "\n").collect();
+    let text: String = observed.iter().map(|l| l.clone() + "\n").collect();
     match opts.out {
         None => Ok(text),
         Some(o) => {
@@ -223,6 +266,11 @@ pub struct ExecArgs {
     /// operation must or must not change.
     #[arg(long)]
     pub sleep_on_clock: bool,
+    /// A concurrent workload: how long (s) its workers may run in one
+    /// phase before they are stopped (their last calls then have no
+    /// response).
+    #[arg(long, default_value_t = 600)]
+    pub worker_deadline: u64,
 }
 
 /// `nilref exec`.
@@ -234,5 +282,6 @@ pub fn run(a: ExecArgs) -> Result<String, String> {
         device: a.device.as_deref(),
         mark_log_writes: a.mark_log_writes.as_deref(),
         sleep_on_clock: a.sleep_on_clock,
+        worker_deadline: std::time::Duration::from_secs(a.worker_deadline),
     })
 }

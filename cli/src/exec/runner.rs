@@ -27,6 +27,8 @@ pub struct ExecOptions<'a> {
     pub mark_log_writes: Option<&'a str>,
     /// Let real time pass as the workload's `clock` lines say.
     pub sleep_on_clock: bool,
+    /// How long a concurrent phase's workers may run.
+    pub worker_deadline: Duration,
 }
 
 /// Which root the process is in.
@@ -174,6 +176,12 @@ impl<'a> Runner<'a> {
     /// server's `SystemTime::now()`) lies between the two readings.
     pub fn clock_after() -> i64 {
         ns(rustix::time::clock_gettime(rustix::time::ClockId::Realtime))
+    }
+
+    /// Back in the host's root (to start other programs, such as a
+    /// concurrent run's workers).
+    pub fn to_host(&mut self) -> Result<(), String> {
+        self.enter(Root::Host).map_err(|e| format!("{e:?}"))
     }
 
     fn open_live(&mut self) -> Result<(), Stop> {
