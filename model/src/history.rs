@@ -241,6 +241,7 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
             .map_err(|e| HistoryRejection::unreadable(i + 1, format!("unparsable: {e}")))?;
         events.push((i + 1, e));
     }
+    let past = unobserved_past(&events);
     let mut verdict = HistoryVerdict {
         lines: events.len(),
         ..HistoryVerdict::default()
@@ -264,7 +265,13 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
             continue;
         }
         if !phase.is_empty() {
-            states = linearize(&states, &std::mem::take(&mut phase), opts, &mut verdict)?;
+            states = linearize(
+                &states,
+                &std::mem::take(&mut phase),
+                opts,
+                past,
+                &mut verdict,
+            )?;
         }
         let Some(out) = e.out.clone() else {
             return Err(HistoryRejection::unreadable(
@@ -308,7 +315,7 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
         states = next;
     }
     if !phase.is_empty() {
-        states = linearize(&states, &phase, opts, &mut verdict)?;
+        states = linearize(&states, &phase, opts, past, &mut verdict)?;
     }
     if states.is_empty() {
         return Err(HistoryRejection::unreadable(0, "empty history".into()));
@@ -331,6 +338,7 @@ fn linearize(
     init: &[State],
     phase: &[(usize, Event)],
     opts: Options,
+    past: Option<u64>,
     verdict: &mut HistoryVerdict,
 ) -> Result<Vec<State>, HistoryRejection> {
     // Each worker's operations, in the order it ran them.
@@ -367,6 +375,9 @@ fn linearize(
         }
     }
     let total = phase.len();
+    // Every operation brings its own interval (else the clock a line
+    // without one reads is the state's, and must be kept).
+    let timed = phase.iter().all(|(_, e)| e.t.is_some());
     let mut level: BTreeMap<Vec<u32>, Vec<State>> = BTreeMap::new();
     level.insert(vec![0; seqs.len()], init.to_vec());
     for placed in 0..total {
@@ -397,6 +408,14 @@ fn linearize(
                     verdict.choices += 1;
                 }
                 let (mut after, allowed) = step_op(states, &e.op, e.observed(), e.t, Clocks::Own);
+                for s in &mut after {
+                    if timed {
+                        forget_clock(s);
+                    }
+                    if let Some(budget) = past {
+                        forget_past(s, budget);
+                    }
+                }
                 if e.pending() {
                     // Or it never took effect.
                     for s in states {
@@ -461,8 +480,167 @@ fn linearize(
         }
         level = next;
     }
-    let (_, states) = level.pop_first().expect("the last level has the full set");
+    let (_, mut states) = level.pop_first().expect("the last level has the full set");
+    // A later line without an interval of its own runs after the phase.
+    let end = phase.iter().filter_map(|(_, e)| e.t.map(|t| t[1])).max();
+    if let Some(end) = end {
+        for s in &mut states {
+            s.clock = end;
+            s.clock_hi = end;
+        }
+    }
     Ok(states)
+}
+
+/// `Some(budget)` when nothing in the history can observe the past: no
+/// line lists, makes, changes or removes checkpoints, reads a snapshot,
+/// runs the cleaner, asks statfs or crashes. The budget is an upper bound
+/// on the blocks the model can charge the whole history (every operation
+/// a construction, and its data): see [`forget_past`].
+fn unobserved_past(events: &[(usize, Event)]) -> Option<u64> {
+    let mut budget = 0u64;
+    for (_, e) in events {
+        let observes = matches!(
+            e.op,
+            Op::Crash
+                | Op::Lscp
+                | Op::Mkcp { .. }
+                | Op::Chcp { .. }
+                | Op::Rmcp { .. }
+                | Op::Clean { .. }
+                | Op::Statfs { .. }
+                | Op::Mount { cp: Some(_), .. }
+                | Op::Umount { cp: Some(_) }
+        ) || e.op.at().is_some();
+        if observes {
+            return None;
+        }
+        let data = match &e.op {
+            Op::Write { data, .. } => data.len(),
+            Op::Truncate { size, .. } => *size,
+            _ => 0,
+        };
+        // Bytes as 512-byte blocks (the smallest block size) with the
+        // model's B-tree share, and the most any one operation adds
+        // besides (a construction's `CHECKPOINT_BLOCKS`).
+        budget = budget
+            .saturating_add(data / 512 + data / 512 / 32 + 2)
+            .saturating_add(crate::space::CHECKPOINT_BLOCKS);
+    }
+    Some(budget)
+}
+
+/// The past no later line can observe, forgotten. With no crash and no
+/// look at checkpoints, snapshots or free space, what a state says about
+/// durability (the checkpoint table, what is pending since the latest
+/// construction, the space estimate) decides no outcome: the operations
+/// left (names, data, attributes, fsync, sync, a clean unmount and a
+/// mount of the latest, which shows the live namespace) answer from the
+/// live namespace and the mount alone, and the model allows ENOSPC only
+/// near a full device. So a state far enough from full (its estimate plus
+/// the history's whole `budget` stays under half of what the geometry
+/// can hold) becomes the state with the same live namespace just after a
+/// construction: one checkpoint, number 1, showing the live namespace;
+/// nothing pending; no blocks counted. States that differ only in their
+/// pasts then merge, and the search keeps one state per live namespace
+/// instead of one per sequence of constructions. A state nearer full
+/// keeps its past.
+fn forget_past(s: &mut State, budget: u64) {
+    let far =
+        s.consumed_blocks.saturating_add(budget).saturating_mul(2) < s.geometry.usable_blocks();
+    if !far || s.mount != Some(crate::state::Mount::ReadWrite) || !s.snapshot_mounts.is_empty() {
+        return;
+    }
+    s.live = canonical(&s.live);
+    let latest = crate::state::Checkpoint {
+        ns: Some(s.live.clone()),
+        snapshot: false,
+        created: 0,
+        bound: false,
+        may_be_gone: false,
+        minor: false,
+    };
+    s.checkpoints = imbl::OrdMap::unit(1, latest);
+    s.next_cno = 2;
+    s.pending = crate::state::Pending::default();
+    s.consumed_blocks = 0;
+}
+
+/// The namespace with its inodes renumbered in one order fixed by the
+/// names alone: the root first, then depth first by name. The model's
+/// inode ids are the order in which inodes were made, which no outcome
+/// shows (a stat reports no inode number), so two workers' creations in
+/// either order leave the same namespace once renumbered. Ids the walk
+/// does not reach keep their order, after the reached ones.
+fn canonical(ns: &crate::fs::Namespace) -> crate::fs::Namespace {
+    use crate::fs::{Id, Kind, ROOT};
+    let mut order: Vec<Id> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut stack = vec![ROOT];
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        order.push(id);
+        if let Some(Kind::Dir { entries, .. }) = ns.inodes.get(&id).map(|i| &i.kind) {
+            // Reversed, so the smallest name is walked first.
+            stack.extend(entries.values().rev().copied());
+        }
+    }
+    order.extend(ns.inodes.keys().copied().filter(|id| !seen.contains(id)));
+    // Ids below the root's are the file system's own (mkfs's); keep them.
+    let first = ns.inodes.keys().copied().filter(|&i| i > ROOT).min();
+    let renumber: BTreeMap<Id, Id> = match first {
+        None => return ns.clone(),
+        Some(_) => {
+            let mut next = ROOT;
+            order
+                .iter()
+                .map(|&id| {
+                    let to = if id <= ROOT { id } else { next + 1 };
+                    if id > ROOT {
+                        next += 1;
+                    }
+                    (id, to)
+                })
+                .collect()
+        }
+    };
+    let map = |id: Id| renumber.get(&id).copied().unwrap_or(id);
+    let mut out = crate::fs::Namespace {
+        inodes: imbl::OrdMap::new(),
+        next_id: ns.next_id,
+    };
+    for (id, ino) in ns.inodes.iter() {
+        let mut ino = ino.clone();
+        if let Kind::Dir { entries, parent } = &ino.kind {
+            ino.kind = Kind::Dir {
+                entries: entries.iter().map(|(n, e)| (n.clone(), map(*e))).collect(),
+                parent: map(*parent),
+            };
+        }
+        out.inodes.insert(map(*id), ino);
+    }
+    out.next_id = out
+        .inodes
+        .keys()
+        .copied()
+        .max()
+        .map_or(ns.next_id, |m| m + 1)
+        .max(
+            // Never below the file system's own numbers.
+            ROOT + 1,
+        );
+    out
+}
+
+/// Each operation of a history reads the clock in its own interval
+/// (`State::at_interval` sets both ends), so the clock an operation
+/// leaves is never read again: cleared, it no longer keeps apart states
+/// that differ only in which operation came last.
+fn forget_clock(s: &mut State) {
+    s.clock = 0;
+    s.clock_hi = 0;
 }
 
 /// An event's operation with its times, as JSON.

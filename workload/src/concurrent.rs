@@ -22,6 +22,15 @@
 //! - a cleaner worker runs the cleaner (`nilfs-clean -p 0`, seed 001's
 //!   scenario) again and again while the others write.
 //!
+//! Writes, reads, fsyncs and fdatasyncs go only to the data files
+//! (`/s/f` and each writer's `/wK/data`), whose names nothing renames,
+//! unlinks or replaces: each is open + call + close, so its path is
+//! resolved at the open and the call lands later; a rename of the path in
+//! between (seen on the first campaign: a write whose open came before a
+//! rename and whose bytes came after it) is not one step of the model's
+//! path-named write. Names in the pools are renamed, linked, unlinked and
+//! truncated (`truncate(2)` is one call on a path).
+//!
 //! Writes stay inside one 4 KiB page: a write(2) that spans pages is not
 //! atomic in Linux, neither for a concurrent read (`filemap_read` copies
 //! page by page without the inode lock) nor for a checkpoint (each page is
@@ -73,9 +82,7 @@ impl ConcurrentConfig {
 
     /// The number of workers, checkpoint and cleaner workers included.
     pub fn workers(&self) -> usize {
-        self.writers
-            + usize::from(self.features.checkpoints)
-            + usize::from(self.features.clean)
+        self.writers + usize::from(self.features.checkpoints) + usize::from(self.features.clean)
     }
 }
 
@@ -129,6 +136,9 @@ pub fn generate_concurrent(cfg: &ConcurrentConfig) -> Vec<Value> {
         lines.push(json!({"op": "mkdir", "path": format!("/w{w}"), "perm": 0o755}));
     }
     lines.push(json!({"op": "create", "path": FILE, "perm": 0o644, "excl": false}));
+    for w in 0..cfg.writers {
+        lines.push(json!({"op": "create", "path": format!("/w{w}/data"), "perm": 0o644, "excl": false}));
+    }
     lines.push(json!({"op": "write", "path": FILE, "offset": 0,
         "data": {"seeded": {"seed": r.next(), "len": 6000}}}));
     lines.push(json!({"op": "sync"}));
@@ -190,22 +200,30 @@ pub fn generate_concurrent(cfg: &ConcurrentConfig) -> Vec<Value> {
     lines
 }
 
-/// A name a writer may use: mostly the shared pool, then its own
+/// A name of the pools: mostly the shared one, then the writer's own
 /// directory, sometimes another writer's.
 fn name(r: &mut Rng, w: usize, writers: usize) -> String {
-    match r.below(10) {
+    match r.below(9) {
         0..=4 => format!("/s/{}", r.pick(&SHARED)),
         5..=7 => format!("/w{w}/{}", r.pick(&OWN)),
-        8 => format!("/w{}/{}", r.below(writers as u64), r.pick(&OWN)),
-        _ => FILE.to_string(),
+        _ => format!("/w{}/{}", r.below(writers as u64), r.pick(&OWN)),
     }
 }
 
-/// A file a writer writes, reads or truncates: the shared file half the
-/// time.
+/// A data file (see the module docs): the shared one two times in three,
+/// else a writer's own (sometimes another writer's).
 fn file(r: &mut Rng, w: usize, writers: usize) -> String {
+    match r.below(6) {
+        0..=3 => FILE.to_string(),
+        4 => format!("/w{w}/data"),
+        _ => format!("/w{}/data", r.below(writers as u64)),
+    }
+}
+
+/// A file to truncate, link or chmod: a data file or a pool name.
+fn any(r: &mut Rng, w: usize, writers: usize) -> String {
     if r.below(2) == 0 {
-        FILE.to_string()
+        file(r, w, writers)
     } else {
         name(r, w, writers)
     }
@@ -224,21 +242,23 @@ fn writer_op(r: &mut Rng, w: usize, writers: usize, f: Features) -> Value {
                 json!({"op": "write", "path": file(r, w, n), "offset": page * 4096 + off,
                     "data": {"seeded": {"seed": r.next(), "len": len}}})
             }
-            4 => json!({"op": "truncate", "path": file(r, w, n),
+            4 => json!({"op": "truncate", "path": any(r, w, n),
                 "size": *r.pick(&[0u64, 100, 4096, 8199, 12288])}),
             5 | 6 => json!({"op": "read", "path": file(r, w, n), "offset": 0, "len": 16384}),
-            7 | 8 => json!({"op": "lstat", "path": name(r, w, n)}),
-            9 => json!({"op": "create", "path": name(r, w, n), "perm": 0o644, "excl": r.below(2) == 0}),
+            7 | 8 => json!({"op": "lstat", "path": any(r, w, n)}),
+            9 => {
+                json!({"op": "create", "path": name(r, w, n), "perm": 0o644, "excl": r.below(2) == 0})
+            }
             10 => json!({"op": "mkdir", "path": name(r, w, n), "perm": 0o755}),
             11 => json!({"op": "unlink", "path": name(r, w, n)}),
             12 => json!({"op": "rmdir", "path": name(r, w, n)}),
             13 | 14 => json!({"op": "rename", "old": name(r, w, n), "new": name(r, w, n)}),
-            15 => json!({"op": "link", "old": file(r, w, n), "new": name(r, w, n)}),
+            15 => json!({"op": "link", "old": any(r, w, n), "new": name(r, w, n)}),
             16 => json!({"op": "symlink", "target": "f", "path": name(r, w, n)}),
             17 => json!({"op": "readdir", "path": *r.pick(&["/s".to_string(), format!("/w{w}")])}),
             18 => json!({"op": "fsync", "path": file(r, w, n)}),
             19 => json!({"op": "fdatasync", "path": file(r, w, n)}),
-            20 if f.attrs => json!({"op": "chmod", "path": file(r, w, n),
+            20 if f.attrs => json!({"op": "chmod", "path": any(r, w, n),
                 "perm": *r.pick(&[0o600u32, 0o644, 0o755])}),
             21 => json!({"op": "sync"}),
             _ => continue,
@@ -256,7 +276,13 @@ mod tests {
         let cfg = ConcurrentConfig::new(7, 3, 50);
         let a = generate_concurrent(&cfg);
         assert_eq!(a, generate_concurrent(&cfg));
-        assert_ne!(a, generate_concurrent(&ConcurrentConfig { seed: 8, ..cfg.clone() }));
+        assert_ne!(
+            a,
+            generate_concurrent(&ConcurrentConfig {
+                seed: 8,
+                ..cfg.clone()
+            })
+        );
         let text: String = a.iter().map(|v| v.to_string() + "\n").collect();
         let parsed = crate::parse(&text).expect("parses");
         let resolver = crate::Resolver::default();
@@ -282,11 +308,14 @@ mod tests {
                 .count()
         };
         for w in 0..3 {
-            assert!(touches(w) > 10, "writer {w} touches /s {} times", touches(w));
+            assert!(
+                touches(w) > 10,
+                "writer {w} touches /s {} times",
+                touches(w)
+            );
         }
-        assert!(a
-            .iter()
-            .any(|v| v["op"] == "rename" && v.to_string().contains("/w")
-                && v.to_string().contains("/s/")));
+        assert!(a.iter().any(|v| v["op"] == "rename"
+            && v.to_string().contains("/w")
+            && v.to_string().contains("/s/")));
     }
 }

@@ -13,6 +13,7 @@
 //! owns its arguments and its `run`.
 
 pub mod common;
+pub mod concurrent;
 pub mod crash;
 pub mod grub;
 pub mod guest;
@@ -49,6 +50,10 @@ pub enum Cmd {
     /// a boot: refused, errored, degraded, failed badly or silently
     /// accepted, beside `nilref check`'s verdict and our own tools'.
     Hostile(hostile::HostileArgs),
+    /// Concurrent histories on `nilref mount`: several workers at once on
+    /// one mount, judged for linearizability against the model; rejected
+    /// histories shrunk.
+    Concurrent(concurrent::ConcurrentArgs),
 }
 
 /// `nilref campaign …`.
@@ -59,5 +64,6 @@ pub fn run(cmd: &Cmd) -> Result<String, String> {
         Cmd::Crash(a) => crash::run(a),
         Cmd::Matrix(a) => matrix::run(a),
         Cmd::Hostile(a) => hostile::run(a),
+        Cmd::Concurrent(a) => concurrent::run(a),
     }
 }

@@ -342,6 +342,12 @@ fn read(path: &str, offset: u64, len: u64) -> R<Outcome> {
         }
         h.update(&buf[..n]);
         got += n as u64;
+        // A short read of a regular file is its end: reading on would
+        // join what a concurrent write appended to what was read before
+        // it (seen in a concurrent history), two states in one outcome.
+        if n < want {
+            break;
+        }
     }
     Ok(Outcome::Data {
         len: got,

@@ -75,9 +75,7 @@ pub fn run_phase(
         if opts.device.is_some() {
             cmd.arg("--device").arg(&runner.device);
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("{}: {e}", exe.display()))?;
+        let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", exe.display()))?;
         let mut stdin = child.stdin.take().expect("piped");
         stdin
             .write_all(mine.as_bytes())
@@ -117,7 +115,9 @@ pub fn run_phase(
             .filter(|(_, v)| v["w"].as_u64() == Some(*w))
             .collect();
         let mut open: Option<Event> = None;
-        let mut records = text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+        let mut records = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok());
         let mut k = 0usize;
         for rec in records.by_ref() {
             if let Some(e) = open.take() {
@@ -128,7 +128,10 @@ pub fn run_phase(
                     if let (Some(lo), Some(hi)) = (e.t.map(|t| t[0]), rec["t1"].as_i64()) {
                         e.t = Some([lo, hi]);
                     }
-                    let out = e.out.clone().ok_or_else(|| format!("worker {w}: a response without an outcome"))?;
+                    let out = e
+                        .out
+                        .clone()
+                        .ok_or_else(|| format!("worker {w}: a response without an outcome"))?;
                     resolver.observe(&e.op, &out);
                     events.push(e);
                     k += 1;

@@ -113,9 +113,9 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
     // A concurrent workload's worker lines since the last sequential one.
     let mut phase: Vec<(usize, serde_json::Value)> = Vec::new();
     let flush = |phase: &mut Vec<(usize, serde_json::Value)>,
-                     runner: &mut Runner<'_>,
-                     resolver: &mut Resolver,
-                     observed: &mut Vec<String>|
+                 runner: &mut Runner<'_>,
+                 resolver: &mut Resolver,
+                 observed: &mut Vec<String>|
      -> Result<(), String> {
         if phase.is_empty() {
             return Ok(());
@@ -123,8 +123,7 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
         if opts.mark_log_writes.is_some() {
             return Err("--mark-log-writes cannot mark a concurrent phase".into());
         }
-        let events =
-            concurrent::run_phase(runner, opts, phase, resolver, opts.worker_deadline)?;
+        let events = concurrent::run_phase(runner, opts, phase, resolver, opts.worker_deadline)?;
         observed.extend(events.iter().map(|e| e.to_json()));
         phase.clear();
         Ok(())

@@ -59,6 +59,9 @@ pub struct Options {
     /// Known-bad: a write answers success for all its bytes but stores
     /// only the whole blocks it covers (what fsx must catch).
     pub known_bad_drop_partial_writes: bool,
+    /// Known-bad: a write answers at once and is stored 50 ms later by
+    /// another thread (what the concurrent campaign must catch).
+    pub known_bad_late_writes: bool,
 }
 
 /// Arguments of `nilref mount`.
@@ -77,7 +80,7 @@ pub struct MountArgs {
     #[arg(long)]
     pub cleaner: bool,
     /// A known-bad variant for the tests: `ignore-chmod`,
-    /// `drop-partial-writes`.
+    /// `drop-partial-writes`, `late-writes`.
     #[arg(long, hide = true)]
     pub known_bad: Option<String>,
 }
@@ -92,9 +95,10 @@ pub fn run(a: MountArgs) -> Result<String, String> {
         None => {}
         Some("ignore-chmod") => opts.known_bad_ignore_chmod = true,
         Some("drop-partial-writes") => opts.known_bad_drop_partial_writes = true,
+        Some("late-writes") => opts.known_bad_late_writes = true,
         Some(k) => {
             return Err(format!(
-                "unknown known-bad variant {k:?} (ignore-chmod, drop-partial-writes)"
+                "unknown known-bad variant {k:?} (ignore-chmod, drop-partial-writes, late-writes)"
             ))
         }
     }
@@ -160,6 +164,7 @@ pub fn mount(image: &Path, mountpoint: &Path, opts: &Options) -> Result<(), Stri
         },
         ignore_chmod: opts.known_bad_ignore_chmod,
         drop_partial_writes: opts.known_bad_drop_partial_writes,
+        late_writes: opts.known_bad_late_writes,
     });
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![

@@ -50,6 +50,10 @@ pub struct Mounted {
     pub open_flags: FopenFlags,
     pub ignore_chmod: bool,
     pub drop_partial_writes: bool,
+    /// Known-bad: a write is answered at once and stored later, by
+    /// another thread (what the concurrent campaign must catch: a read
+    /// that begins after the write returned may miss it).
+    pub late_writes: bool,
 }
 
 pub struct State {
@@ -549,6 +553,23 @@ impl Filesystem for Served {
         } else {
             (offset, data)
         };
+        if self.late_writes {
+            // The reply first; the bytes 50 ms later, under the lock.
+            reply.written(data.len() as u32);
+            let (m, bytes, at) = (self.0.clone(), stored.1.to_vec(), stored.0);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                let mut st = m.state.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(fs) = st.fs.as_mut() {
+                    fs.set_time_ns(now_ns());
+                    let _ = fs.write(to_nilfs(i), at, &bytes);
+                }
+                if st.dirty_since.is_none() {
+                    st.dirty_since = Some(Instant::now());
+                }
+            });
+            return;
+        }
         match self.with(req, |fs| fs.write(to_nilfs(i), stored.0, stored.1)) {
             Ok(_) if self.drop_partial_writes => reply.written(data.len() as u32),
             Ok(n) => reply.written(n as u32),
