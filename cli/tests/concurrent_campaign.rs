@@ -15,7 +15,12 @@ fn campaign(dir: &std::path::Path, extra: &[&str]) -> String {
     let mut args = vec!["campaign", "concurrent", "--seeds", "1..3", "--out", out];
     args.extend_from_slice(extra);
     let r = common::run(&args);
-    assert!(r.ok(), "nilref campaign concurrent {extra:?}: {}\n{}", r.out, r.err);
+    assert!(
+        r.ok(),
+        "nilref campaign concurrent {extra:?}: {}\n{}",
+        r.out,
+        r.err
+    );
     r.out
 }
 

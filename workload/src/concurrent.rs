@@ -137,7 +137,9 @@ pub fn generate_concurrent(cfg: &ConcurrentConfig) -> Vec<Value> {
     }
     lines.push(json!({"op": "create", "path": FILE, "perm": 0o644, "excl": false}));
     for w in 0..cfg.writers {
-        lines.push(json!({"op": "create", "path": format!("/w{w}/data"), "perm": 0o644, "excl": false}));
+        lines.push(
+            json!({"op": "create", "path": format!("/w{w}/data"), "perm": 0o644, "excl": false}),
+        );
     }
     lines.push(json!({"op": "write", "path": FILE, "offset": 0,
         "data": {"seeded": {"seed": r.next(), "len": 6000}}}));

@@ -92,7 +92,11 @@ pub fn run(a: &ConcurrentArgs) -> Result<String, String> {
             r.check_ms,
             r.nodes,
             if r.searched { ", searched" } else { "" },
-            if r.image_clean { "" } else { "; IMAGE NOT CLEAN" }
+            if r.image_clean {
+                ""
+            } else {
+                "; IMAGE NOT CLEAN"
+            }
         );
         runs.push(r);
     }
@@ -132,7 +136,11 @@ fn one(
     let wpath = dir.join("workload.jsonl");
     std::fs::write(&wpath, &workload).map_err(|e| e.to_string())?;
     let mut mount = Command::new(exe);
-    mount.arg("mount").arg(&img).arg(&mnt).args(["-o", "direct_io"]);
+    mount
+        .arg("mount")
+        .arg(&img)
+        .arg(&mnt)
+        .args(["-o", "direct_io"]);
     if let Some(k) = &a.known_bad {
         mount.args(["--known-bad", k]);
     }
@@ -255,7 +263,11 @@ fn report(runs: &[Run], took: Duration, a: &ConcurrentArgs) -> String {
         .iter()
         .filter(|r| matches!(r.verdict, Verdict::Rejected(_)))
         .collect();
-    let unclean: Vec<u64> = runs.iter().filter(|r| !r.image_clean).map(|r| r.seed).collect();
+    let unclean: Vec<u64> = runs
+        .iter()
+        .filter(|r| !r.image_clean)
+        .map(|r| r.seed)
+        .collect();
     let ops: usize = runs.iter().map(|r| r.ops).sum();
     let ms: f64 = runs.iter().map(|r| r.check_ms).sum();
     let max_ms = runs.iter().map(|r| r.check_ms).fold(0.0, f64::max);
@@ -298,7 +310,11 @@ fn report(runs: &[Run], took: Duration, a: &ConcurrentArgs) -> String {
     }
     for r in runs {
         if let Verdict::Unknown(why) = &r.verdict {
-            out += &format!("  seed {}: unknown: {}\n", r.seed, why.lines().next().unwrap_or(""));
+            out += &format!(
+                "  seed {}: unknown: {}\n",
+                r.seed,
+                why.lines().next().unwrap_or("")
+            );
         }
     }
     out

@@ -52,7 +52,7 @@ pub fn run_phase(
     let mut ids: Vec<u64> = lines.iter().filter_map(|(_, v)| v["w"].as_u64()).collect();
     ids.sort_unstable();
     ids.dedup();
-    runner.to_host()?;
+    runner.enter_host()?;
     let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     let start = monotonic() + START_DELAY.as_nanos() as u64;
     let mut children: Vec<(u64, Child, std::thread::JoinHandle<String>)> = Vec::new();
@@ -247,6 +247,6 @@ pub fn worker(a: WorkerArgs) -> Result<String, String> {
         resolver.observe(&op, &o);
         emit(json!({"ret": ret, "t1": t1, "out": o}));
     }
-    let _ = runner.to_host();
+    let _ = runner.enter_host();
     Ok(String::new())
 }

@@ -180,7 +180,7 @@ impl<'a> Runner<'a> {
 
     /// Back in the host's root (to start other programs, such as a
     /// concurrent run's workers).
-    pub fn to_host(&mut self) -> Result<(), String> {
+    pub fn enter_host(&mut self) -> Result<(), String> {
         self.enter(Root::Host).map_err(|e| format!("{e:?}"))
     }
 
