@@ -364,8 +364,9 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Vec<State> {
     if list.windows(2).any(|w| w[0].cno >= w[1].cno) {
         return Vec::new();
     }
-    // lscp without -a hides MINOR checkpoints that are not snapshots.
-    let shown = |cp: &Checkpoint| !cp.minor || cp.snapshot;
+    // lscp without -a hides MINOR checkpoints that are not snapshots, and
+    // never lists an invalid (removed) slot.
+    let shown = |cp: &Checkpoint| (!cp.minor || cp.snapshot) && !cp.removed;
     let Some((latest_cno, latest_cp)) = s
         .checkpoints
         .iter()
@@ -537,6 +538,7 @@ fn learn_unpredicted(n: &mut State, list: &[CpEntry], taken: &[bool]) {
                 bound: true,
                 may_be_gone: false,
                 minor: false,
+                removed: false,
             },
         );
     }

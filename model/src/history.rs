@@ -559,6 +559,7 @@ fn forget_past(s: &mut State, budget: u64) {
         bound: false,
         may_be_gone: false,
         minor: false,
+        removed: false,
     };
     s.checkpoints = imbl::OrdMap::unit(1, latest);
     s.next_cno = 2;

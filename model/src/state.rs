@@ -37,6 +37,15 @@ pub struct Checkpoint {
     /// file blocks (`nilfs_cpfile_finalize_checkpoint(.., !HAVE_DELTA)`).
     /// `lscp` hides it unless it is a snapshot.
     pub minor: bool,
+    /// Deleted by `rmcp` while it was the latest. The kernel allows it
+    /// (`nilfs_cpfile_delete_checkpoint` refuses only snapshots; seen on
+    /// Linux 6.1): the slot is invalid, so lscp does not list it and chcp
+    /// and rmcp of it find nothing, but it is still what the live file
+    /// system was last made durable as and what a crash returns to (the
+    /// deletion is a cpfile change of the next construction), so it stays
+    /// the model's latest until the next construction replaces it.
+    #[doc(alias = "invalid")]
+    pub removed: bool,
 }
 
 /// How the latest checkpoint is mounted.
@@ -136,6 +145,7 @@ impl State {
                 bound: true,
                 may_be_gone: false,
                 minor: false,
+                removed: false,
             },
         );
         State {

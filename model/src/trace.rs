@@ -161,7 +161,7 @@ impl fmt::Display for Rejection {
         if !self.states.is_empty() {
             write!(
                 f,
-                "\n  model states before this line (checkpoints: cno, s = snapshot, ? = number not observed, m = minor, ~ = the cleaner may have removed it, l = learned from a listing, contents unknown):"
+                "\n  model states before this line (checkpoints: cno, s = snapshot, ? = number not observed, m = minor, ~ = the cleaner may have removed it, l = learned from a listing, contents unknown, x = the latest, deleted by rmcp):"
             )?;
             for s in &self.states {
                 write!(f, "\n    {s}")?;
@@ -422,8 +422,8 @@ pub fn describe_state(s: &State) -> String {
                 if cp.bound { "" } else { "?" },
                 if cp.minor { "m" } else { "" },
                 if cp.may_be_gone { "~" } else { "" },
-                if cp.ns.is_none() { "l" } else { "" }
-            )
+                if cp.ns.is_none() { "l" } else { "" },
+            ) + if cp.removed { "x" } else { "" }
         })
         .collect();
     format!(

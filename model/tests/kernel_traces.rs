@@ -402,3 +402,34 @@ fn a_held_eviction_in_a_generated_workload() {
     let t = trace("held-eviction-generated.jsonl");
     check_trace_str(&t).unwrap_or_else(|r| panic!("{r}"));
 }
+
+// postmortem: the first concurrent history on Linux 6.1 (campaign
+// concurrent seed 2) had its checkpoint worker remove the checkpoint it
+// had just made; the kernel said ok, the model EBUSY, and so did the model
+// for our own one-thread run of the workload. nilfs_ioctl_delete_checkpoint
+// -> nilfs_cpfile_delete_checkpoint refuses only snapshots; a sequential
+// trace on 6.1 (rmcp-of-the-latest) shows it for the latest twice. The
+// model now marks such a latest `removed`: unlisted, not found by chcp and
+// rmcp, replaced by the next construction.
+#[test]
+fn rmcp_of_the_latest_checkpoint_succeeds() {
+    let text = trace("rmcp-of-the-latest.jsonl");
+    check_trace_str(&text).expect("the kernel removes the latest");
+    let rmcp = first_line(&text, "rmcp", |l| l.contains("\"op\":\"rmcp\""));
+    // Known-bad: refusing it, or listing it afterwards, is rejected.
+    let refused = edit_line(&text, rmcp, |v| {
+        v["out"] = serde_json::json!({"err": "EBUSY"})
+    });
+    assert_eq!(check_trace_str(&refused).unwrap_err().line, rmcp);
+    let listed = edit_line(
+        &text,
+        rmcp + 1,
+        |v| {
+            v["out"] = serde_json::json!({"checkpoints": [{"cno": 1, "ss": false}, {"cno": 2, "ss": false}]})
+        },
+    );
+    assert_eq!(check_trace_str(&listed).unwrap_err().line, rmcp + 1);
+    // A second rmcp of it finds nothing.
+    let twice = insert_after(&text, rmcp, &[r#"{"op":"rmcp","cno":2,"out":"ok"}"#]);
+    assert_eq!(check_trace_str(&twice).unwrap_err().line, rmcp + 1);
+}

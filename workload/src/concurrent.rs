@@ -20,7 +20,7 @@
 //! - a checkpoint worker takes checkpoints and snapshots, turns them into
 //!   plain checkpoints and back, removes them and lists them;
 //! - a cleaner worker runs the cleaner (`nilfs-clean -p 0`, seed 001's
-//!   scenario) again and again while the others write.
+//!   scenario) while the others write.
 //!
 //! Writes, reads, fsyncs and fdatasyncs go only to the data files
 //! (`/s/f` and each writer's `/wK/data`), whose names nothing renames,
@@ -177,9 +177,10 @@ pub fn generate_concurrent(cfg: &ConcurrentConfig) -> Vec<Value> {
         next += 1;
     }
     if cfg.features.clean {
-        for _ in 0..3 {
-            lines.push(json!({"op": "clean", "protection_s": 0, "w": next}));
-        }
+        // One pass: it starts with the writers and, under a slow guest,
+        // outlasts them (a pass is a cleanerd started, a request, and a
+        // wait until it is idle).
+        lines.push(json!({"op": "clean", "protection_s": 0, "w": next}));
     }
     // The epilogue: everything durable, then observed.
     lines.push(json!({"op": "sync"}));
@@ -296,7 +297,7 @@ mod tests {
         }
         for w in 0..cfg.workers() {
             let k = a.iter().filter(|v| v["w"] == json!(w)).count();
-            assert!(k >= 3, "worker {w} has {k} lines");
+            assert!(k >= 1, "worker {w} has {k} lines");
         }
     }
 

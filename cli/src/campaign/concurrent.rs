@@ -11,6 +11,20 @@
 //! one process per worker, the mount unmounted, the image checked
 //! (`nilref check`), and the history judged (`nilfs_model::history`).
 //!
+//! With `--kernel V` the histories run on Linux's nilfs2 in the qemu
+//! guest instead (2 vCPUs, up to 12 histories a boot, each on a fresh
+//! mkfs.nilfs2 disk): the workload gains a checkpoint worker (mkcp, mkcp
+//! -s, chcp, rmcp, lscp) and a cleaner worker (`nilfs-clean -p 0` again
+//! and again, seed 001's scenario), and its epilogue mounts every snapshot
+//! taken during the run and reads its manifest, which the history's
+//! linearizations must allow after the cleaner ran. Besides the history,
+//! each run is judged by its image (`nilref check` of the kernel's disk,
+//! and our read path's manifests of its latest checkpoint and snapshots
+//! against the kernel's own), by the guest's kernel log (an oops, a BUG, a
+//! WARN or a hung task is a finding; the runner dumps blocked tasks with
+//! sysrq `w` when its workers pass their deadline), and by our own run of
+//! the same workload (`apply`, one thread).
+//!
 //! A rejected history is shrunk: worker operations are removed, one at a
 //! time, while the history stays rejected at the same operation; what is
 //! left is kept with its workload and a replay command. An unknown
@@ -48,6 +62,9 @@ pub struct ConcurrentArgs {
     /// The most model states the search keeps at once.
     #[arg(long)]
     pub max_states: Option<usize>,
+    /// Run on this pinned Linux in the guest instead of on `nilref mount`.
+    #[arg(long)]
+    pub kernel: Option<String>,
 }
 
 /// One seed's result.
@@ -59,6 +76,9 @@ struct Run {
     nodes: u64,
     searched: bool,
     image_clean: bool,
+    /// Everything else found wrong (the kernel's runs): the image, our
+    /// read path, the kernel log, our own run.
+    problems: Vec<String>,
 }
 
 enum Verdict {
@@ -77,6 +97,10 @@ pub fn run(a: &ConcurrentArgs) -> Result<String, String> {
         opts.max_states = m;
     }
     let started = Instant::now();
+    if a.kernel.is_some() {
+        let runs = on_kernel(&seeds, a, opts)?;
+        return Ok(report(&runs, started.elapsed(), a));
+    }
     let mut runs = Vec::new();
     for &seed in &seeds {
         let dir = a.out.join(format!("seed-{seed}"));
@@ -176,15 +200,23 @@ fn one(
         .status()
         .is_ok_and(|s| s.success());
     let text = std::fs::read_to_string(&hpath).map_err(|e| format!("{}: {e}", hpath.display()))?;
+    let mut r = judge_text(&text, dir, opts)?;
+    r.seed = seed;
+    r.image_clean = image_clean;
+    Ok(r)
+}
+
+/// The history's verdict, shrunk and kept in `dir` when rejected.
+fn judge_text(text: &str, dir: &Path, opts: Options) -> Result<Run, String> {
     let t = Instant::now();
-    let judged = check_history(&text, opts);
+    let judged = check_history(text, opts);
     let check_ms = t.elapsed().as_secs_f64() * 1e3;
     let ops = text.lines().filter(|l| l.contains("\"w\":")).count();
     let (verdict, nodes, searched) = match judged {
         Ok(v) => (Verdict::Linearizable, v.nodes, v.searched()),
         Err(r) if r.is_unknown() => (Verdict::Unknown(r.to_string()), 0, true),
         Err(r) => {
-            let small = shrink(&text, opts);
+            let small = shrink(text, opts);
             let spath = dir.join("history.min.jsonl");
             std::fs::write(&spath, &small).map_err(|e| e.to_string())?;
             let why = check_history(&small, opts)
@@ -195,14 +227,140 @@ fn one(
         }
     };
     Ok(Run {
-        seed,
+        seed: 0,
         verdict,
         ops,
         check_ms,
         nodes,
         searched,
-        image_clean,
+        image_clean: true,
+        problems: vec![],
     })
+}
+
+/// The histories on Linux in the guest, a batch of up to 12 a boot.
+fn on_kernel(seeds: &[u64], a: &ConcurrentArgs, opts: Options) -> Result<Vec<Run>, String> {
+    use crate::campaign::common::Workload;
+    use crate::campaign::guest::{fresh_share, sparse_disk, Harness, BOOT_TIMEOUT_S, DEVS};
+    use crate::campaign::kernel;
+    use crate::peers::{Installed, Kind};
+    let mut harness = Harness::new(
+        Installed::get(Kind::Kernel, a.kernel.as_deref())?,
+        Installed::get(Kind::Grub, None)?,
+    )?;
+    harness.smp = 2;
+    let mut runs = Vec::new();
+    for chunk in seeds.chunks(DEVS.len()) {
+        let batch: Vec<Workload> = chunk
+            .iter()
+            .map(|&seed| {
+                let cfg = ConcurrentConfig::new(seed, a.writers, a.ops);
+                let lines = generate_concurrent(&cfg);
+                Workload {
+                    label: format!("concurrent seed {seed} writers {} ops {}", a.writers, a.ops),
+                    geometry: cfg.geometry.clone(),
+                    lines,
+                }
+            })
+            .collect();
+        let work = a.out.join("work");
+        fresh_share(&work, &batch)?;
+        let mut disks = Vec::new();
+        for (i, w) in batch.iter().enumerate() {
+            let d = work.join(format!("d{i}.img"));
+            sparse_disk(&d, w.device_bytes())?;
+            disks.push(d);
+        }
+        let script = kernel::script(&batch).replace(
+            "dmesg | grep -i nilfs > /host/dmesg.txt",
+            "dmesg > /host/dmesg.txt",
+        );
+        let boot = harness.boot(&disks, &work, &script, BOOT_TIMEOUT_S)?;
+        let log = std::fs::read_to_string(work.join("dmesg.txt")).unwrap_or_default();
+        let bad_log: Vec<&str> = log
+            .lines()
+            .filter(|l| {
+                [
+                    "Oops",
+                    "BUG:",
+                    "WARNING:",
+                    "blocked for more than",
+                    "general protection",
+                ]
+                .iter()
+                .any(|k| l.contains(k))
+            })
+            .collect();
+        for (i, (w, &seed)) in batch.iter().zip(chunk).enumerate() {
+            let dir = a.out.join(format!("seed-{seed}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            std::fs::write(dir.join("workload.jsonl"), w.to_jsonl()).map_err(|e| e.to_string())?;
+            let read = |n: String| std::fs::read_to_string(work.join(n)).ok();
+            let rc = read(format!("rc{i}")).map(|s| s.trim().to_string());
+            let mut problems: Vec<String> = Vec::new();
+            let mut r = match (rc.as_deref(), read(format!("o{i}.jsonl"))) {
+                (Some("0"), Some(text)) => {
+                    std::fs::write(dir.join("history.jsonl"), &text).map_err(|e| e.to_string())?;
+                    judge_text(&text, &dir, opts)?
+                }
+                _ => {
+                    problems.push(format!(
+                        "nilref exec in the guest ended with {}: {}{}",
+                        rc.as_deref()
+                            .unwrap_or("no status (the guest stopped first)"),
+                        read(format!("e{i}.txt")).unwrap_or_default().trim(),
+                        if boot.success {
+                            ""
+                        } else {
+                            " (the boot failed)"
+                        }
+                    ));
+                    Run {
+                        seed,
+                        verdict: Verdict::Unknown("not run to the end".into()),
+                        ops: 0,
+                        check_ms: 0.0,
+                        nodes: 0,
+                        searched: false,
+                        image_clean: false,
+                        problems: vec![],
+                    }
+                }
+            };
+            r.seed = seed;
+            match kernel::read_path_problems(&work.join(format!("d{i}.img")), &work, i) {
+                Ok(ps) => {
+                    r.image_clean = !ps.iter().any(|p| p.headline().contains("check"));
+                    problems.extend(ps.iter().map(|p| p.headline()));
+                }
+                Err(e) => {
+                    problems.push(format!("our read path cannot open the kernel's image: {e}"))
+                }
+            }
+            problems.extend(kernel::ours(w).iter().map(|p| p.headline()));
+            if !bad_log.is_empty() {
+                problems.push(format!("kernel log: {}", bad_log.join(" | ")));
+                let _ = std::fs::write(dir.join("dmesg.txt"), &log);
+            }
+            r.problems = problems;
+            eprintln!(
+                "seed {seed}: {}{}",
+                match &r.verdict {
+                    Verdict::Linearizable => "linearizable",
+                    Verdict::Rejected(_) => "REJECTED",
+                    Verdict::Unknown(_) => "unknown",
+                },
+                if r.problems.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", r.problems.join("; "))
+                }
+            );
+            runs.push(r);
+        }
+    }
+    Ok(runs)
 }
 
 fn is_mounted(dir: &Path) -> bool {
@@ -216,14 +374,20 @@ fn is_mounted(dir: &Path) -> bool {
         .any(|l| l.split_whitespace().nth(1) == Some(&*d.to_string_lossy()))
 }
 
+/// How long shrinking one history may take.
+const SHRINK_BUDGET: Duration = Duration::from_secs(120);
+
 /// The rejected history with worker operations removed while it stays
 /// rejected at the same operation (the first one the search could not
-/// place), latest first.
+/// place) with the same outcomes allowed for it, by chunks and then one by one, latest first, within
+/// [`SHRINK_BUDGET`].
 pub fn shrink(text: &str, opts: Options) -> String {
     let stuck_at = |t: &str| -> Option<String> {
         match check_history(t, opts) {
             Err(r) if !r.is_unknown() && r.unreadable.is_none() => {
-                r.stuck.first().map(|s| s.op.clone())
+                // The operation and what the model allowed for it: a
+                // removal that changes why it is stuck is not kept.
+                r.stuck.first().map(|s| format!("{} {:?}", s.op, s.allowed))
             }
             _ => None,
         }
@@ -232,19 +396,50 @@ pub fn shrink(text: &str, opts: Options) -> String {
         return text.to_string();
     };
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let mut i = lines.len();
-    while i > 0 {
-        i -= 1;
-        let is_worker = serde_json::from_str::<Event>(&lines[i]).is_ok_and(|e| e.w.is_some());
-        if !is_worker {
-            continue;
+    let worker = |l: &str| serde_json::from_str::<Event>(l).is_ok_and(|e| e.w.is_some());
+    // Chunks of worker lines first (halves, quarters, ...), then single
+    // lines, latest first; within a time budget, since each try is a
+    // whole search.
+    let deadline = Instant::now() + SHRINK_BUDGET;
+    let mut chunk = lines
+        .iter()
+        .filter(|l| worker(l))
+        .count()
+        .div_ceil(2)
+        .max(1);
+    loop {
+        let mut end = lines.len();
+        while end > 0 && Instant::now() < deadline {
+            // The last `chunk` worker lines before `end`.
+            let mut picked = Vec::new();
+            let mut i = end;
+            while i > 0 && picked.len() < chunk {
+                i -= 1;
+                if worker(&lines[i]) {
+                    picked.push(i);
+                }
+            }
+            if picked.is_empty() {
+                break;
+            }
+            let fewer: Vec<String> = lines
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| !picked.contains(k))
+                .map(|(_, l)| l.clone())
+                .collect();
+            let t = fewer.join("\n") + "\n";
+            if stuck_at(&t).as_deref() == Some(target.as_str()) {
+                lines = fewer;
+                end = i.min(lines.len());
+            } else {
+                end = i;
+            }
         }
-        let mut fewer = lines.clone();
-        fewer.remove(i);
-        let t = fewer.join("\n") + "\n";
-        if stuck_at(&t).as_deref() == Some(target.as_str()) {
-            lines = fewer;
+        if chunk == 1 || Instant::now() >= deadline {
+            break;
         }
+        chunk /= 2;
     }
     lines.join("\n") + "\n"
 }
@@ -275,10 +470,13 @@ fn report(runs: &[Run], took: Duration, a: &ConcurrentArgs) -> String {
     let max_nodes = runs.iter().map(|r| r.nodes).max().unwrap_or(0);
     let searched = runs.iter().filter(|r| r.searched).count();
     let mut out = format!(
-        "concurrent campaign on nilref mount{}: {} histories ({} writers x {} ops) in {:.0} s ({:.1} histories/min)\n\
+        "concurrent campaign on {}{}: {} histories ({} writers x {} ops) in {:.0} s ({:.1} histories/min)\n\
          linearizable {lin}, rejected {}, unknown {unknown}; images not clean: {unclean:?}\n\
          operations per history: {:.0}; checker: {:.0} ms mean, {:.0} ms max; search: {:.0} nodes mean, {max_nodes} max; \
          {searched} of {} needed more than real time's order\n",
+        a.kernel
+            .as_deref()
+            .map_or("nilref mount".to_string(), |k| format!("Linux {k} (2 vCPUs)")),
         a.known_bad
             .as_deref()
             .map_or(String::new(), |k| format!(" (known-bad: {k})")),
@@ -307,6 +505,9 @@ fn report(runs: &[Run], took: Duration, a: &ConcurrentArgs) -> String {
                 out += &format!("    {l}\n");
             }
         }
+    }
+    for r in runs.iter().filter(|r| !r.problems.is_empty()) {
+        out += &format!("  seed {}: {}\n", r.seed, r.problems.join("; "));
     }
     for r in runs {
         if let Verdict::Unknown(why) = &r.verdict {

@@ -44,6 +44,9 @@ pub struct Harness {
     dir: PathBuf,
     pub kernel: Installed,
     pub grub: Installed,
+    /// The guest's vCPUs (1 unless a campaign needs more: the concurrent
+    /// one runs its workers on 2).
+    pub smp: u32,
 }
 
 /// What one boot printed.
@@ -77,7 +80,12 @@ impl Harness {
                 std::fs::rename(&tmp, &p).map_err(|e| format!("{}: {e}", p.display()))?;
             }
         }
-        Ok(Harness { dir, kernel, grub })
+        Ok(Harness {
+            dir,
+            kernel,
+            grub,
+            smp: 1,
+        })
     }
 
     /// Boots the guest with `disks` as /dev/vda, /dev/vdb, ..., `share` at
@@ -108,6 +116,7 @@ impl Harness {
             .env("SHARE", share)
             .env("BINS", &runner)
             .env("TIMEOUT", timeout_s.to_string())
+            .env("SMP", self.smp.to_string())
             .output()
             .map_err(|e| format!("kernel-run.sh: {e}"))?;
         Ok(Boot {

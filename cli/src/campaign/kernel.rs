@@ -117,7 +117,7 @@ pub fn shrink_ours(w: &Workload, target: &Problem) -> Workload {
 }
 
 /// The guest script for one batch: workload i on disk DEVS[i].
-fn script(batch: &[Workload]) -> String {
+pub(crate) fn script(batch: &[Workload]) -> String {
     let mut s = String::from("set +e\nmkdir -p /snap\n");
     for (i, w) in batch.iter().enumerate() {
         let g = &w.geometry;
@@ -227,7 +227,11 @@ fn judge(grub: &Installed, work: &Path, i: usize, w: &Workload) -> Vec<Problem> 
 }
 
 /// Our manifests of the kernel's image against the kernel's own.
-fn read_path_problems(img: &Path, work: &Path, i: usize) -> Result<Vec<Problem>, String> {
+pub(crate) fn read_path_problems(
+    img: &Path,
+    work: &Path,
+    i: usize,
+) -> Result<Vec<Problem>, String> {
     let dev = FileDevice::open_read_only(img).map_err(|e| e.to_string())?;
     let mut problems = image_check(&dev, "the kernel's image");
     let nilfs = Nilfs::open(&dev).map_err(|e| e.to_string())?;

@@ -98,6 +98,9 @@ pub fn run_phase(
                 Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
                 _ => {
                     eprintln!("nilref exec: worker {w} passed the deadline; stopped, its last call has no response");
+                    // The watchdog: blocked tasks into the kernel log
+                    // (sysrq w), where a hang's stacks are.
+                    let _ = std::fs::write("/proc/sysrq-trigger", "w");
                     let _ = child.kill();
                     let _ = child.wait();
                     break;

@@ -67,20 +67,26 @@ pub(super) fn chcp(s: &State, cno: Cno, snapshot: bool) -> Vec<Branch> {
     })
 }
 
-/// `rmcp CNO` (`nilfs_cpfile_delete_checkpoint`): EBUSY for a snapshot.
-/// The latest is refused too (rmcp never passes it for a range, and
-/// `s_last_cno` must keep naming a valid checkpoint). A deletion dirties
-/// the cpfile, as chcp does.
+/// `rmcp CNO` (`nilfs_ioctl_delete_checkpoint` ->
+/// `nilfs_cpfile_delete_checkpoint`): EBUSY for a snapshot, and nothing
+/// else is refused: the latest is deleted too (Linux 6.1, trace
+/// kernel-6.1/rmcp-of-the-latest), though it stays the model's latest,
+/// `removed`, until the next construction (see `Checkpoint::removed`).
+/// A deletion dirties the cpfile, as chcp does.
 pub(super) fn rmcp(s: &State, cno: Cno) -> Vec<Branch> {
     if let Err(refused) = mounted_rw(s, "rmcp") {
         return refused;
     }
     let (latest, _) = s.latest();
     cp_op(s, cno, |next| {
-        if next.checkpoints[&cno].snapshot || cno == latest {
+        if next.checkpoints[&cno].snapshot {
             return Err(Errno::EBUSY);
         }
-        next.checkpoints.remove(&cno);
+        if cno == latest {
+            next.checkpoints.get_mut(&cno).expect("present").removed = true;
+        } else {
+            next.checkpoints.remove(&cno);
+        }
         next.pending.dirty = true;
         Ok(())
     })
@@ -93,7 +99,7 @@ pub(super) fn rmcp(s: &State, cno: Cno) -> Vec<Branch> {
 /// table as it was; its success is a cpfile change since the last
 /// construction (`State::remember_table`).
 fn cp_op(s: &State, cno: Cno, f: impl FnOnce(&mut State) -> R<()>) -> Vec<Branch> {
-    let Some(cp) = s.checkpoints.get(&cno) else {
+    let Some(cp) = s.checkpoints.get(&cno).filter(|cp| !cp.removed) else {
         return fail(s, Errno::ENOENT);
     };
     let mut out = Vec::new();

@@ -93,8 +93,19 @@ impl State {
                 bound: false,
                 may_be_gone: false,
                 minor,
+                removed: false,
             },
         );
+        // A latest deleted by rmcp is replaced now (its slot was invalid).
+        let gone: Vec<Cno> = self
+            .checkpoints
+            .iter()
+            .filter(|(_, cp)| cp.removed)
+            .map(|(c, _)| *c)
+            .collect();
+        for c in gone {
+            self.checkpoints.remove(&c);
+        }
     }
 }
 
