@@ -415,6 +415,7 @@ fn linearize(
                     if let Some(budget) = past {
                         forget_past(s, budget);
                     }
+                    canonical_ids(s);
                 }
                 if e.pending() {
                     // Or it never took effect.
@@ -494,11 +495,14 @@ fn linearize(
 
 /// `Some(budget)` when nothing in the history can observe the past: no
 /// line lists, makes, changes or removes checkpoints, reads a snapshot,
-/// runs the cleaner, asks statfs or crashes. The budget is an upper bound
+/// asks statfs or crashes. (A cleaner pass may run: what it removes and
+/// moves shows only in those, and in the space it uses, which the budget
+/// counts.) The budget is an upper bound
 /// on the blocks the model can charge the whole history (every operation
 /// a construction, and its data): see [`forget_past`].
 fn unobserved_past(events: &[(usize, Event)]) -> Option<u64> {
     let mut budget = 0u64;
+    let mut cleaner_passes = 0u64;
     for (_, e) in events {
         let observes = matches!(
             e.op,
@@ -507,13 +511,15 @@ fn unobserved_past(events: &[(usize, Event)]) -> Option<u64> {
                 | Op::Mkcp { .. }
                 | Op::Chcp { .. }
                 | Op::Rmcp { .. }
-                | Op::Clean { .. }
                 | Op::Statfs { .. }
                 | Op::Mount { cp: Some(_), .. }
                 | Op::Umount { cp: Some(_) }
         ) || e.op.at().is_some();
         if observes {
             return None;
+        }
+        if matches!(e.op, Op::Clean { .. }) {
+            cleaner_passes += 1;
         }
         let data = match &e.op {
             Op::Write { data, .. } => data.len(),
@@ -522,12 +528,16 @@ fn unobserved_past(events: &[(usize, Event)]) -> Option<u64> {
         };
         // Bytes as 512-byte blocks (the smallest block size) with the
         // model's B-tree share, and the most any one operation adds
-        // besides (a construction's `CHECKPOINT_BLOCKS`).
+        // besides (a construction's `CHECKPOINT_BLOCKS`, an inode's
+        // `META_OP_BLOCKS`).
         budget = budget
             .saturating_add(data / 512 + data / 512 / 32 + 2)
-            .saturating_add(crate::space::CHECKPOINT_BLOCKS);
+            .saturating_add(crate::space::CHECKPOINT_BLOCKS + crate::space::META_OP_BLOCKS);
     }
-    Some(budget)
+    // A cleaner pass is charged what it may move (`cleaner_moves`): at
+    // most everything the history wrote, every inode and every checkpoint
+    // it made, which the budget so far bounds.
+    Some(budget.saturating_mul(1 + cleaner_passes))
 }
 
 /// The past no later line can observe, forgotten. With no crash and no
@@ -551,7 +561,7 @@ fn forget_past(s: &mut State, budget: u64) {
     if !far || s.mount != Some(crate::state::Mount::ReadWrite) || !s.snapshot_mounts.is_empty() {
         return;
     }
-    s.live = canonical(&s.live);
+    canonical_ids(s);
     let latest = crate::state::Checkpoint {
         ns: Some(s.live.clone()),
         snapshot: false,
@@ -567,72 +577,117 @@ fn forget_past(s: &mut State, budget: u64) {
     s.consumed_blocks = 0;
 }
 
-/// The namespace with its inodes renumbered in one order fixed by the
-/// names alone: the root first, then depth first by name. The model's
-/// inode ids are the order in which inodes were made, which no outcome
-/// shows (a stat reports no inode number), so two workers' creations in
-/// either order leave the same namespace once renumbered. Ids the walk
-/// does not reach keep their order, after the reached ones.
-fn canonical(ns: &crate::fs::Namespace) -> crate::fs::Namespace {
-    use crate::fs::{Id, Kind, ROOT};
+/// The state with its inodes renumbered in one order fixed by names
+/// alone. The model's inode ids are the order in which inodes were made,
+/// which no outcome shows (a stat reports no inode number), so two
+/// workers' creations in either order leave states that differ only in
+/// their ids; renumbered, they are equal. The order: the live namespace
+/// walked from the root, depth first by name; then each checkpoint's
+/// namespace, in checkpoint order; then the namespaces pending since the
+/// latest construction; then any id left, in its old order. One map is
+/// applied everywhere an id appears (every namespace, the pending sets,
+/// the data-only logs), so the renumbered state is the same state under
+/// other names.
+fn canonical_ids(s: &mut State) {
+    use crate::fs::{Id, Kind, Namespace, ROOT};
     let mut order: Vec<Id> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
-    let mut stack = vec![ROOT];
-    while let Some(id) = stack.pop() {
-        if !seen.insert(id) {
-            continue;
+    let mut walk = |ns: &Namespace, order: &mut Vec<Id>| {
+        let mut stack = vec![ROOT];
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            order.push(id);
+            if let Some(Kind::Dir { entries, .. }) = ns.inodes.get(&id).map(|i| &i.kind) {
+                // Reversed, so the smallest name is walked first.
+                stack.extend(entries.values().rev().copied());
+            }
         }
-        order.push(id);
-        if let Some(Kind::Dir { entries, .. }) = ns.inodes.get(&id).map(|i| &i.kind) {
-            // Reversed, so the smallest name is walked first.
-            stack.extend(entries.values().rev().copied());
-        }
-    }
-    order.extend(ns.inodes.keys().copied().filter(|id| !seen.contains(id)));
-    // Ids below the root's are the file system's own (mkfs's); keep them.
-    let first = ns.inodes.keys().copied().filter(|&i| i > ROOT).min();
-    let renumber: BTreeMap<Id, Id> = match first {
-        None => return ns.clone(),
-        Some(_) => {
-            let mut next = ROOT;
-            order
-                .iter()
-                .map(|&id| {
-                    let to = if id <= ROOT { id } else { next + 1 };
-                    if id > ROOT {
-                        next += 1;
-                    }
-                    (id, to)
-                })
-                .collect()
+        for id in ns.inodes.keys() {
+            if seen.insert(*id) {
+                order.push(*id);
+            }
         }
     };
-    let map = |id: Id| renumber.get(&id).copied().unwrap_or(id);
-    let mut out = crate::fs::Namespace {
-        inodes: imbl::OrdMap::new(),
-        next_id: ns.next_id,
-    };
-    for (id, ino) in ns.inodes.iter() {
-        let mut ino = ino.clone();
-        if let Kind::Dir { entries, parent } = &ino.kind {
-            ino.kind = Kind::Dir {
-                entries: entries.iter().map(|(n, e)| (n.clone(), map(*e))).collect(),
-                parent: map(*parent),
-            };
+    walk(&s.live, &mut order);
+    for cp in s.checkpoints.values() {
+        if let Some(ns) = &cp.ns {
+            walk(ns, &mut order);
         }
-        out.inodes.insert(map(*id), ino);
     }
-    out.next_id = out
-        .inodes
-        .keys()
-        .copied()
-        .max()
-        .map_or(ns.next_id, |m| m + 1)
-        .max(
-            // Never below the file system's own numbers.
-            ROOT + 1,
-        );
-    out
+    for ns in s.pending.history.iter() {
+        walk(ns, &mut order);
+    }
+    // The file system's own ids (the root and mkfs's) keep their numbers.
+    let fixed = |id: Id| id <= ROOT;
+    let mut next = ROOT;
+    let mut map: BTreeMap<Id, Id> = BTreeMap::new();
+    for id in order {
+        if fixed(id) {
+            map.insert(id, id);
+        } else {
+            next += 1;
+            map.insert(id, next);
+        }
+    }
+    let identity = map.iter().all(|(a, b)| a == b);
+    let m = |id: Id| map.get(&id).copied().unwrap_or(id);
+    let renumber = |ns: &Namespace| -> Namespace {
+        if identity {
+            return ns.clone();
+        }
+        let mut out = Namespace {
+            inodes: imbl::OrdMap::new(),
+            next_id: ns.next_id,
+        };
+        for (id, ino) in ns.inodes.iter() {
+            let mut ino = ino.clone();
+            if let Kind::Dir { entries, parent } = &ino.kind {
+                ino.kind = Kind::Dir {
+                    entries: entries.iter().map(|(n, e)| (n.clone(), m(*e))).collect(),
+                    parent: m(*parent),
+                };
+            }
+            out.inodes.insert(m(*id), ino);
+        }
+        out
+    };
+    // Fresh ids stay fresh: past every id any namespace holds (and the
+    // same in every namespace, whichever order made them).
+    let fresh = next + 1;
+    let with_next = |mut ns: Namespace| {
+        ns.next_id = fresh;
+        ns
+    };
+    s.live = with_next(renumber(&s.live));
+    s.checkpoints = s
+        .checkpoints
+        .iter()
+        .map(|(c, cp)| {
+            let mut cp = cp.clone();
+            cp.ns = cp.ns.as_ref().map(|ns| with_next(renumber(ns)));
+            (*c, cp)
+        })
+        .collect();
+    s.pending.history = s
+        .pending
+        .history
+        .iter()
+        .map(|ns| with_next(renumber(ns)))
+        .collect();
+    s.pending.dirty_inodes = s.pending.dirty_inodes.iter().map(|i| m(*i)).collect();
+    s.pending.inode_sync = s.pending.inode_sync.iter().map(|i| m(*i)).collect();
+    s.pending.dsync = s
+        .pending
+        .dsync
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            d.id = m(d.id);
+            d
+        })
+        .collect();
 }
 
 /// Each operation of a history reads the clock in its own interval

@@ -269,3 +269,28 @@ fn malformed_histories_are_unreadable_not_rejected() {
     let r = judge(&h).expect_err("not a history");
     assert!(r.unreadable.is_some(), "{r}");
 }
+
+#[test]
+fn creations_in_either_order_leave_one_state() {
+    // Inode numbers are the order inodes were made in, which no outcome
+    // shows: the search renumbers them, so two overlapping creations leave
+    // one state, not one per order: with nothing observing the past, and
+    // with the past observed (a sync, then lscp) once the sync has made
+    // the two orders' pending changes the same.
+    let a = r#"{"op":"create","path":"/a","perm":420,"excl":false}"#;
+    let b = r#"{"op":"create","path":"/b","perm":420,"excl":false}"#;
+    let o = predict(&[a, b]);
+    let after = predict(&[a, b, "{\"op\":\"sync\"}", "{\"op\":\"lscp\"}"]);
+    for observed_past in [false, true] {
+        let mut h = vec![
+            worker(0, 100, Some(400), a, Some(&o[0])),
+            worker(1, 200, Some(300), b, Some(&o[1])),
+        ];
+        if observed_past {
+            h.push(seq(r#"{"op":"sync"}"#, &after[2]));
+            h.push(seq(r#"{"op":"lscp"}"#, &after[3]));
+        }
+        let v = judge(&h).expect("linearizable");
+        assert_eq!(v.states, 1, "{v:?} (past observed: {observed_past})");
+    }
+}

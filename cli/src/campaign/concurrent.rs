@@ -65,6 +65,10 @@ pub struct ConcurrentArgs {
     /// Run on this pinned Linux in the guest instead of on `nilref mount`.
     #[arg(long)]
     pub kernel: Option<String>,
+    /// On the kernel: leave out the checkpoint worker (and so the
+    /// snapshots read back), keeping the writers and the cleaner.
+    #[arg(long)]
+    pub without_checkpoints: bool,
 }
 
 /// One seed's result.
@@ -254,7 +258,11 @@ fn on_kernel(seeds: &[u64], a: &ConcurrentArgs, opts: Options) -> Result<Vec<Run
         let batch: Vec<Workload> = chunk
             .iter()
             .map(|&seed| {
-                let cfg = ConcurrentConfig::new(seed, a.writers, a.ops);
+                let mut cfg = ConcurrentConfig::new(seed, a.writers, a.ops);
+                if a.without_checkpoints {
+                    cfg.features.checkpoints = false;
+                    cfg.features.snapshot_mounts = false;
+                }
                 let lines = generate_concurrent(&cfg);
                 Workload {
                     label: format!("concurrent seed {seed} writers {} ops {}", a.writers, a.ops),
@@ -474,9 +482,14 @@ fn report(runs: &[Run], took: Duration, a: &ConcurrentArgs) -> String {
          linearizable {lin}, rejected {}, unknown {unknown}; images not clean: {unclean:?}\n\
          operations per history: {:.0}; checker: {:.0} ms mean, {:.0} ms max; search: {:.0} nodes mean, {max_nodes} max; \
          {searched} of {} needed more than real time's order\n",
-        a.kernel
-            .as_deref()
-            .map_or("nilref mount".to_string(), |k| format!("Linux {k} (2 vCPUs)")),
+        a.kernel.as_deref().map_or("nilref mount".to_string(), |k| format!(
+            "Linux {k} (2 vCPUs{})",
+            if a.without_checkpoints {
+                ", no checkpoint worker"
+            } else {
+                ""
+            }
+        )),
         a.known_bad
             .as_deref()
             .map_or(String::new(), |k| format!(" (known-bad: {k})")),
