@@ -16,6 +16,8 @@ use crate::exec::nilfs_ioctl;
 
 /// Bytes moved per read/write system call.
 const CHUNK: usize = 1 << 20;
+/// getdents64's buffer (see `readdir`).
+const READDIR_BUFFER: usize = 1 << 20;
 
 type R<T> = Result<T, Errno>;
 
@@ -394,13 +396,25 @@ fn readdir(path: &str) -> R<Vec<String>> {
         Mode::empty(),
     )
     .map_err(errno)?;
-    let dir = rustix::fs::Dir::read_from(&fd).map_err(errno)?;
+    // One getdents64 call where the listing fits its buffer: a call runs
+    // under the directory's lock, so it is one step against a concurrent
+    // rename or create, while a second call (even the one that finds the
+    // end) may add what was made in between: a concurrent history showed
+    // a name listed twice. Bigger directories take more calls.
+    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); READDIR_BUFFER];
+    let mut dir = rustix::fs::RawDir::new(&fd, &mut buf);
     let mut names = Vec::new();
-    for e in dir {
+    let mut bytes = 0usize;
+    while let Some(e) = dir.next() {
         let e = e.map_err(errno)?;
         let n = e.file_name().to_bytes();
+        // linux_dirent64: 19 bytes, the name and its NUL, 8-aligned.
+        bytes += (19 + n.len() + 1).div_ceil(8) * 8;
         if n != b"." && n != b".." {
             names.push(String::from_utf8_lossy(n).into_owned());
+        }
+        if dir.is_buffer_empty() && bytes + 4096 < READDIR_BUFFER {
+            break;
         }
     }
     Ok(names)
