@@ -24,6 +24,17 @@ impl Judged {
         }
     }
 
+    /// For a shrinker: a rejection is the result wanted (exit 0, with
+    /// `what` and the verdict); anything else is not.
+    pub fn flip_rejection(self, what: &str) -> Judged {
+        match self {
+            Judged::Rejected(v) => Judged::Accepted(format!("{what}\n{v}\n")),
+            Judged::Accepted(v) | Judged::Unknown(v) => {
+                Judged::Rejected(format!("{what}: no longer rejected: {v}"))
+            }
+        }
+    }
+
     /// `nilref oracle check`'s exit status: 0 accepted, 1 rejected, 3
     /// unknown (2 is clap's, for a bad command line).
     pub fn exit_code(&self) -> u8 {

@@ -24,6 +24,16 @@ pub enum Cmd {
         #[arg(long)]
         max_states: Option<usize>,
     },
+    /// Shrink a rejected concurrent history: worker operations removed
+    /// while it stays rejected at the same operation for the same reason
+    /// (exit 0 with the smaller history, 1 if it is not rejected).
+    ShrinkHistory {
+        /// The history (from `nilref exec` of a concurrent workload).
+        history: PathBuf,
+        /// Where to write the shrunk history.
+        #[arg(short = 'o')]
+        out: PathBuf,
+    },
 }
 
 /// `nilref oracle …`: the verdict's words and its exit status (0
@@ -43,6 +53,29 @@ pub fn run(cmd: &Cmd) -> oracle::Judged {
                 opts.max_states = *m;
             }
             oracle::judge(trace, opts)
+        }
+        Cmd::ShrinkHistory { history, out } => {
+            let text = match std::fs::read_to_string(history) {
+                Ok(t) => t,
+                Err(e) => return oracle::Judged::Rejected(format!("{}: {e}", history.display())),
+            };
+            let opts = nilfs_model::Options::default();
+            if nilfs_model::check_history(&text, opts).is_ok_and(|_| true) {
+                return oracle::Judged::Rejected(format!(
+                    "{}: linearizable: nothing to shrink",
+                    history.display()
+                ));
+            }
+            let small = crate::campaign::concurrent::shrink(&text, opts);
+            if let Err(e) = std::fs::write(out, &small) {
+                return oracle::Judged::Rejected(format!("{}: {e}", out.display()));
+            }
+            oracle::judge(out, opts).flip_rejection(&format!(
+                "{}: {} lines, from {}",
+                out.display(),
+                small.lines().count(),
+                text.lines().count()
+            ))
         }
     }
 }

@@ -387,7 +387,8 @@ const SHRINK_BUDGET: Duration = Duration::from_secs(120);
 
 /// The rejected history with worker operations removed while it stays
 /// rejected at the same operation (the first one the search could not
-/// place) with the same outcomes allowed for it, by chunks and then one by one, latest first, within
+/// place) with the same outcomes allowed for it; the operations that
+/// overlap it or name its paths stay. By chunks and then one by one, latest first, within
 /// [`SHRINK_BUDGET`].
 pub fn shrink(text: &str, opts: Options) -> String {
     let stuck_at = |t: &str| -> Option<String> {
@@ -404,7 +405,33 @@ pub fn shrink(text: &str, opts: Options) -> String {
         return text.to_string();
     };
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let worker = |l: &str| serde_json::from_str::<Event>(l).is_ok_and(|e| e.w.is_some());
+    // The stuck operation itself, and the operations that explain it are
+    // kept: those that overlap it in real time, and those that name one
+    // of its paths (without them the operation may stay stuck for a
+    // reason that says nothing, such as a name no longer made).
+    let stuck = check_history(text, opts)
+        .err()
+        .and_then(|r| r.stuck.first().map(|s| s.line))
+        .and_then(|n| lines.get(n - 1))
+        .and_then(|l| serde_json::from_str::<Event>(l).ok());
+    let paths = |e: &Event| -> Vec<String> {
+        let v = serde_json::to_value(&e.op).unwrap_or_default();
+        ["path", "old", "new"]
+            .iter()
+            .filter_map(|k| v.get(*k).and_then(|p| p.as_str()).map(str::to_string))
+            .collect()
+    };
+    let keep = |l: &str| -> bool {
+        let (Some(s), Ok(e)) = (&stuck, serde_json::from_str::<Event>(l)) else {
+            return false;
+        };
+        let overlaps = e.call.unwrap_or(0) <= s.ret.unwrap_or(u64::MAX)
+            && s.call.unwrap_or(0) <= e.ret.unwrap_or(u64::MAX);
+        let mine = paths(s);
+        overlaps || paths(&e).iter().any(|p| mine.contains(p))
+    };
+    let worker =
+        |l: &str| !keep(l) && serde_json::from_str::<Event>(l).is_ok_and(|e| e.w.is_some());
     // Chunks of worker lines first (halves, quarters, ...), then single
     // lines, latest first; within a time budget, since each try is a
     // whole search.
