@@ -345,14 +345,14 @@ fn linearize(
     let mut ids: Vec<u32> = phase.iter().filter_map(|(_, e)| e.w).collect();
     ids.sort_unstable();
     ids.dedup();
-    let mut seqs: Vec<Vec<&(usize, Event)>> = vec![Vec::new(); ids.len()];
+    let mut events: Vec<Vec<&(usize, Event)>> = vec![Vec::new(); ids.len()];
     for le in phase {
         let w = ids
             .binary_search(&le.1.w.expect("worker lines"))
             .expect("listed");
-        seqs[w].push(le);
+        events[w].push(le);
     }
-    for seq in &seqs {
+    for seq in &events {
         for (k, (lineno, e)) in seq.iter().enumerate() {
             let Some(call) = e.call else {
                 return Err(HistoryRejection::unreadable(
@@ -374,30 +374,55 @@ fn linearize(
             }
         }
     }
-    let total = phase.len();
+    // Each worker's steps: one per operation, two for those Linux carries
+    // out in two (`Part`).
+    let seqs: Vec<Vec<StepRef>> = events
+        .iter()
+        .map(|seq| {
+            seq.iter()
+                .flat_map(|(lineno, e)| {
+                    let parts: &[Part] = if two_steps(e) {
+                        &[Part::First, Part::Second]
+                    } else {
+                        &[Part::Whole]
+                    };
+                    parts.iter().map(move |&part| StepRef {
+                        lineno: *lineno,
+                        e,
+                        part,
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let total: usize = seqs.iter().map(Vec::len).sum();
     // Every operation brings its own interval (else the clock a line
     // without one reads is the state's, and must be kept).
     let timed = phase.iter().all(|(_, e)| e.t.is_some());
-    let mut level: BTreeMap<Vec<u32>, Vec<State>> = BTreeMap::new();
-    level.insert(vec![0; seqs.len()], init.to_vec());
+    let mut level: BTreeMap<Key, Vec<State>> = BTreeMap::new();
+    level.insert(
+        (vec![0; seqs.len()], vec![Pin::None; seqs.len()]),
+        init.to_vec(),
+    );
     for placed in 0..total {
-        let mut next: BTreeMap<Vec<u32>, Vec<State>> = BTreeMap::new();
+        let mut next: BTreeMap<Key, Vec<State>> = BTreeMap::new();
         let mut stuck: Vec<Stuck> = Vec::new();
-        for (key, states) in &level {
+        for ((at, pins), states) in &level {
             verdict.nodes += 1;
             let mut tried = 0;
             for (w, seq) in seqs.iter().enumerate() {
-                let Some((lineno, e)) = seq.get(key[w] as usize).copied() else {
+                let Some(step) = seq.get(at[w] as usize) else {
                     continue;
                 };
+                let e = step.e;
                 // Real time: no other worker's next operation returned
                 // before this one was called (that one must come first).
                 let call = e.call.expect("checked");
                 let blocked = seqs.iter().enumerate().any(|(v, other)| {
                     v != w
                         && other
-                            .get(key[v] as usize)
-                            .and_then(|(_, f)| f.ret)
+                            .get(at[v] as usize)
+                            .and_then(|f| f.e.ret)
                             .is_some_and(|r| r < call)
                 });
                 if blocked {
@@ -407,28 +432,11 @@ fn linearize(
                 if tried == 2 {
                     verdict.choices += 1;
                 }
-                let (mut after, allowed) = step_op(states, &e.op, e.observed(), e.t, Clocks::Own);
-                for s in &mut after {
-                    if timed {
-                        forget_clock(s);
-                    }
-                    if let Some(budget) = past {
-                        forget_past(s, budget);
-                    }
-                    canonical_ids(s);
-                }
-                if e.pending() {
-                    // Or it never took effect.
-                    for s in states {
-                        if !after.contains(s) {
-                            after.push(s.clone());
-                        }
-                    }
-                }
-                if after.is_empty() {
-                    if stuck.len() < 8 && !stuck.iter().any(|s| s.line == *lineno) {
+                let (results, allowed) = take_step(states, step, pins[w]);
+                if results.iter().all(|(_, after)| after.is_empty()) {
+                    if stuck.len() < 8 && !stuck.iter().any(|s| s.line == step.lineno) {
                         stuck.push(Stuck {
-                            line: *lineno,
+                            line: step.lineno,
                             worker: e.w.expect("worker line"),
                             op: describe_event(e),
                             observed: e.out.as_ref().map_or("nothing".into(), describe),
@@ -437,12 +445,38 @@ fn linearize(
                     }
                     continue;
                 }
-                let mut k = key.clone();
-                k[w] += 1;
-                let slot = next.entry(k).or_default();
-                for s in after {
-                    if !slot.contains(&s) {
-                        slot.push(s);
+                for (pin, after) in results {
+                    let mut k = (at.clone(), pins.clone());
+                    k.0[w] += 1;
+                    k.1[w] = pin;
+                    for mut s in after {
+                        if timed {
+                            forget_clock(&mut s);
+                        }
+                        if let Some(budget) = past {
+                            forget_past(&mut s, budget);
+                        }
+                        // An inode a step holds that has no name left is
+                        // gone for good (its id may be given again).
+                        let mut k = k.clone();
+                        for p in &mut k.1 {
+                            if let Pin::Inode(id) = *p {
+                                if !s.live.inodes.contains_key(&id) {
+                                    *p = Pin::Gone;
+                                }
+                            }
+                        }
+                        // Renumbered, with the inodes the steps hold.
+                        let map = canonical_ids(&mut s);
+                        for p in &mut k.1 {
+                            if let Pin::Inode(id) = p {
+                                *id = map.get(id).copied().unwrap_or(*id);
+                            }
+                        }
+                        let slot = next.entry(k).or_default();
+                        if !slot.contains(&s) {
+                            slot.push(s);
+                        }
                     }
                 }
             }
@@ -463,6 +497,7 @@ fn linearize(
             });
         }
         let mut held = 0;
+        next.retain(|_, slot| !slot.is_empty());
         for slot in next.values_mut() {
             *slot = crate::merge::merge_untimed(std::mem::take(slot));
             held += slot.len();
@@ -481,7 +516,12 @@ fn linearize(
         }
         level = next;
     }
-    let (_, mut states) = level.pop_first().expect("the last level has the full set");
+    let mut states: Vec<State> = Vec::new();
+    for s in level.into_values().flatten() {
+        if !states.contains(&s) {
+            states.push(s);
+        }
+    }
     // A later line without an interval of its own runs after the phase.
     let end = phase.iter().filter_map(|(_, e)| e.t.map(|t| t[1])).max();
     if let Some(end) = end {
@@ -490,7 +530,228 @@ fn linearize(
             s.clock_hi = end;
         }
     }
-    Ok(states)
+    Ok(crate::merge::merge_untimed(states))
+}
+
+/// A search node: how many steps of each worker are placed, and what each
+/// worker's operation in progress holds between its two steps.
+type Key = (Vec<u32>, Vec<Pin>);
+
+/// One step of a worker.
+#[derive(Clone, Copy)]
+struct StepRef<'a> {
+    lineno: usize,
+    e: &'a Event,
+    part: Part,
+}
+
+/// Which part of its operation a step is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Part {
+    /// The whole operation, at one point.
+    Whole,
+    /// The first of two steps (see [`two_steps`]).
+    First,
+    /// The second.
+    Second,
+}
+
+/// What a worker's operation holds between its two steps.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Pin {
+    /// Nothing: no operation in progress.
+    None,
+    /// The operation took effect whole at its first step; the second does
+    /// nothing.
+    Done,
+    /// The inode the first step found (or changed), which the second acts
+    /// on.
+    Inode(crate::fs::Id),
+    /// That inode lost its last name in between (`vfs_link`'s ENOENT).
+    Gone,
+}
+
+/// Whether Linux carries out `e` in two steps with other calls free to
+/// run between them, where the model's operation is one:
+/// - `lstat`: `vfs_statx` looks the path up (`filename_lookup`), then
+///   reads the inode's attributes (`vfs_getattr`, no lock); a rename in
+///   between shows the old name with the attributes the rename gave;
+/// - `link`: `do_linkat` looks the old path up, then creates the new name
+///   (`filename_create`), and `vfs_link` refuses an inode whose last link
+///   went in between (ENOENT);
+/// - `truncate`: `nilfs_setattr` changes the size (`truncate_setsize`,
+///   `nilfs_truncate`), then the times (`setattr_copy`); a stat in between
+///   sees the new size with the old times.
+///
+/// Each may also take effect whole at its first step. An operation that
+/// never returned stays one step.
+fn two_steps(e: &Event) -> bool {
+    e.ret.is_some()
+        && matches!(
+            e.op,
+            Op::Lstat { at: None, .. } | Op::Link { at: None, .. } | Op::Truncate { at: None, .. }
+        )
+}
+
+/// The states one step leaves, by what its worker holds after it, and
+/// what the model allowed where the observation did not fit.
+fn take_step(states: &[State], step: &StepRef, pin: Pin) -> (Vec<(Pin, Vec<State>)>, Vec<String>) {
+    let e = step.e;
+    let whole = |states: &[State]| {
+        let (mut after, allowed) = step_op(states, &e.op, e.observed(), e.t, Clocks::Own);
+        if e.pending() {
+            // Or it never took effect.
+            for s in states {
+                if !after.contains(s) {
+                    after.push(s.clone());
+                }
+            }
+        }
+        (after, allowed)
+    };
+    match step.part {
+        Part::Whole => {
+            let (after, allowed) = whole(states);
+            (vec![(Pin::None, after)], allowed)
+        }
+        Part::First => {
+            // Whole here, or its first half.
+            let (done, allowed) = whole(states);
+            let mut out = vec![(Pin::Done, done)];
+            let mut halves: BTreeMap<Pin, Vec<State>> = BTreeMap::new();
+            for s in states {
+                if let Some((id, n)) = first_half(s, e) {
+                    halves.entry(Pin::Inode(id)).or_default().push(n);
+                }
+            }
+            out.extend(halves);
+            (out, allowed)
+        }
+        Part::Second => match pin {
+            Pin::Done => (vec![(Pin::None, states.to_vec())], vec![]),
+            Pin::None => (vec![], vec![]),
+            Pin::Gone => {
+                let enoent = Outcome::Err(crate::fs::Errno::ENOENT);
+                match (&e.op, &e.out) {
+                    (Op::Link { .. }, Some(o)) if *o == enoent => {
+                        (vec![(Pin::None, states.to_vec())], vec![])
+                    }
+                    // A truncate's times on an inode nobody can name.
+                    (Op::Truncate { .. }, _) => (vec![(Pin::None, states.to_vec())], vec![]),
+                    _ => (vec![], vec!["an inode with a name left".into()]),
+                }
+            }
+            Pin::Inode(id) => {
+                let mut after = Vec::new();
+                let mut allowed = Vec::new();
+                for s in states {
+                    let (a, why) = second_half(s, e, id);
+                    after.extend(a);
+                    allowed.extend(why);
+                }
+                (vec![(Pin::None, after)], allowed)
+            }
+        },
+    }
+}
+
+/// The first half of a two-step operation in `s`: the inode its path
+/// names (no effect yet), or for a truncate the state with the new size
+/// and the old times. `None` when the path names nothing (then only the
+/// whole operation, at the first step, can have been observed).
+fn first_half(s: &State, e: &Event) -> Option<(crate::fs::Id, State)> {
+    match &e.op {
+        Op::Lstat { path, .. } => Some((s.live.lookup(path, false).ok()?, s.clone())),
+        Op::Link { old, .. } => Some((s.live.lookup(old, false).ok()?, s.clone())),
+        Op::Truncate { path, .. } => {
+            if e.out != Some(Outcome::Ok) {
+                return None;
+            }
+            let id = s.live.lookup(path, true).ok()?;
+            let before = s.live.inodes.get(&id)?.clone();
+            let (after, _) = step_op(
+                std::slice::from_ref(s),
+                &e.op,
+                e.observed(),
+                e.t,
+                Clocks::Own,
+            );
+            let mut n = after.into_iter().next()?;
+            let mut ino = n.live.inodes.get(&id)?.clone();
+            if (ino.mtime, ino.ctime) == (before.mtime, before.ctime) {
+                // The times do not change: one step says it all.
+                return None;
+            }
+            ino.mtime = before.mtime;
+            ino.ctime = before.ctime;
+            n.live.inodes.insert(id, ino);
+            Some((id, n))
+        }
+        _ => None,
+    }
+}
+
+/// The second half, on the inode the first found, with what the model
+/// allowed there if the observation does not fit.
+fn second_half(s: &State, e: &Event, id: crate::fs::Id) -> (Vec<State>, Vec<String>) {
+    let at = |op: Op| step_op(std::slice::from_ref(s), &op, e.observed(), e.t, Clocks::Own);
+    match &e.op {
+        // The attributes of that inode now, under any of its names.
+        Op::Lstat { .. } => match path_of(&s.live, id) {
+            Some(path) => at(Op::Lstat { path, at: None }),
+            None => (vec![], vec!["an inode with a name left".into()]),
+        },
+        Op::Link { new, .. } => match path_of(&s.live, id) {
+            Some(old) => at(Op::Link {
+                old,
+                new: new.clone(),
+                at: None,
+            }),
+            // Its last name went: vfs_link's ENOENT.
+            None if e.out == Some(Outcome::Err(crate::fs::Errno::ENOENT)) => {
+                (vec![s.clone()], vec![])
+            }
+            None => (
+                vec![],
+                vec![describe(&Outcome::Err(crate::fs::Errno::ENOENT))],
+            ),
+        },
+        // The times, set in the call's interval.
+        Op::Truncate { .. } => {
+            let mut n = s.clone();
+            let Some(mut ino) = n.live.inodes.get(&id).cloned() else {
+                return (vec![s.clone()], vec![]);
+            };
+            let [lo, hi] = e.t.unwrap_or([s.clock, s.clock_hi]);
+            ino.mtime = crate::time::Stamp::between(lo, hi);
+            ino.ctime = crate::time::Stamp::between(lo, hi);
+            n.live.inodes.insert(id, ino);
+            (vec![n], vec![])
+        }
+        _ => (vec![], vec![]),
+    }
+}
+
+/// A path naming inode `id` in `ns` (the first by name, depth first).
+fn path_of(ns: &crate::fs::Namespace, id: crate::fs::Id) -> Option<String> {
+    use crate::fs::{Kind, ROOT};
+    if id == ROOT {
+        return Some("/".into());
+    }
+    let mut stack: Vec<(crate::fs::Id, String)> = vec![(ROOT, String::new())];
+    while let Some((d, prefix)) = stack.pop() {
+        let Some(Kind::Dir { entries, .. }) = ns.inodes.get(&d).map(|i| &i.kind) else {
+            continue;
+        };
+        for (name, child) in entries.iter() {
+            let p = format!("{prefix}/{name}");
+            if *child == id {
+                return Some(p);
+            }
+            stack.push((*child, p));
+        }
+    }
+    None
 }
 
 /// `Some(budget)` when nothing in the history can observe the past: no
@@ -561,7 +822,6 @@ fn forget_past(s: &mut State, budget: u64) {
     if !far || s.mount != Some(crate::state::Mount::ReadWrite) || !s.snapshot_mounts.is_empty() {
         return;
     }
-    canonical_ids(s);
     let latest = crate::state::Checkpoint {
         ns: Some(s.live.clone()),
         snapshot: false,
@@ -588,7 +848,7 @@ fn forget_past(s: &mut State, budget: u64) {
 /// applied everywhere an id appears (every namespace, the pending sets,
 /// the data-only logs), so the renumbered state is the same state under
 /// other names.
-fn canonical_ids(s: &mut State) {
+fn canonical_ids(s: &mut State) -> BTreeMap<crate::fs::Id, crate::fs::Id> {
     use crate::fs::{Id, Kind, Namespace, ROOT};
     let mut order: Vec<Id> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
@@ -632,6 +892,11 @@ fn canonical_ids(s: &mut State) {
         }
     }
     let identity = map.iter().all(|(a, b)| a == b);
+    let renamed: BTreeMap<Id, Id> = if identity {
+        BTreeMap::new()
+    } else {
+        map.clone()
+    };
     let m = |id: Id| map.get(&id).copied().unwrap_or(id);
     let renumber = |ns: &Namespace| -> Namespace {
         if identity {
@@ -688,6 +953,7 @@ fn canonical_ids(s: &mut State) {
             d
         })
         .collect();
+    renamed
 }
 
 /// Each operation of a history reads the clock in its own interval
