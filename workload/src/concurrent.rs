@@ -39,7 +39,9 @@
 //! write is one transaction under the page lock.
 //!
 //! The epilogue syncs, reads the shared file, lists the directories, lists
-//! the checkpoints and, where the runner can mount them, mounts every
+//! the checkpoints, unmounts and mounts again where the runner can (what
+//! is durable must be what some linearization allows) and, where the
+//! runner can mount them, mounts every
 //! snapshot taken during the run and reads its manifest: what a snapshot
 //! shows after the cleaner ran must be what some linearization allows at
 //! the point it was taken ("no live or snapshot block is lost").
@@ -192,6 +194,13 @@ pub fn generate_concurrent(cfg: &ConcurrentConfig) -> Vec<Value> {
     lines.push(json!({"op": "manifest"}));
     if cfg.features.checkpoints {
         lines.push(json!({"op": "lscp"}));
+    }
+    if cfg.features.remount {
+        // Durability: what an unmount leaves is what some linearization
+        // allows.
+        lines.push(json!({"op": "umount"}));
+        lines.push(json!({"op": "mount", "ro": false}));
+        lines.push(json!({"op": "manifest"}));
     }
     if cfg.features.snapshot_mounts {
         for k in snapshots {
