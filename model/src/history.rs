@@ -242,6 +242,7 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
         events.push((i + 1, e));
     }
     let past = unobserved_past(&events);
+    let budget = space_budget(&events);
     let mut verdict = HistoryVerdict {
         lines: events.len(),
         ..HistoryVerdict::default()
@@ -270,6 +271,7 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
                 &std::mem::take(&mut phase),
                 opts,
                 past,
+                budget,
                 &mut verdict,
             )?;
         }
@@ -315,7 +317,7 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
         states = next;
     }
     if !phase.is_empty() {
-        states = linearize(&states, &phase, opts, past, &mut verdict)?;
+        states = linearize(&states, &phase, opts, past, budget, &mut verdict)?;
     }
     if states.is_empty() {
         return Err(HistoryRejection::unreadable(0, "empty history".into()));
@@ -338,7 +340,8 @@ fn linearize(
     init: &[State],
     phase: &[(usize, Event)],
     opts: Options,
-    past: Option<u64>,
+    past: bool,
+    budget: u64,
     verdict: &mut HistoryVerdict,
 ) -> Result<Vec<State>, HistoryRejection> {
     // Each worker's operations, in the order it ran them.
@@ -453,9 +456,10 @@ fn linearize(
                         if timed {
                             forget_clock(&mut s);
                         }
-                        if let Some(budget) = past {
+                        if past {
                             forget_past(&mut s, budget);
                         }
+                        forget_space(&mut s, budget);
                         // An inode a step holds that has no name left is
                         // gone for good (its id may be given again).
                         let mut k = k.clone();
@@ -754,18 +758,13 @@ fn path_of(ns: &crate::fs::Namespace, id: crate::fs::Id) -> Option<String> {
     None
 }
 
-/// `Some(budget)` when nothing in the history can observe the past: no
-/// line lists, makes, changes or removes checkpoints, reads a snapshot,
-/// asks statfs or crashes. (A cleaner pass may run: what it removes and
-/// moves shows only in those, and in the space it uses, which the budget
-/// counts.) The budget is an upper bound
-/// on the blocks the model can charge the whole history (every operation
-/// a construction, and its data): see [`forget_past`].
-fn unobserved_past(events: &[(usize, Event)]) -> Option<u64> {
-    let mut budget = 0u64;
-    let mut cleaner_passes = 0u64;
-    for (_, e) in events {
-        let observes = matches!(
+/// Whether nothing in the history can observe the past: no line lists,
+/// makes, changes or removes checkpoints, reads a snapshot, asks statfs or
+/// crashes. (A cleaner pass may run: what it removes and moves shows only
+/// in those, and in the space it uses, which [`space_budget`] counts.)
+fn unobserved_past(events: &[(usize, Event)]) -> bool {
+    !events.iter().any(|(_, e)| {
+        matches!(
             e.op,
             Op::Crash
                 | Op::Lscp
@@ -775,10 +774,19 @@ fn unobserved_past(events: &[(usize, Event)]) -> Option<u64> {
                 | Op::Statfs { .. }
                 | Op::Mount { cp: Some(_), .. }
                 | Op::Umount { cp: Some(_) }
-        ) || e.op.at().is_some();
-        if observes {
-            return None;
-        }
+        ) || e.op.at().is_some()
+    })
+}
+
+/// An upper bound on the blocks the model can charge the whole history
+/// (`consumed_blocks`): every operation a construction and an inode's
+/// metadata besides its data, and every cleaner pass what it may move
+/// (`cleaner_moves`: at most everything the history wrote, every inode
+/// and every checkpoint it made, which the rest of the budget bounds).
+fn space_budget(events: &[(usize, Event)]) -> u64 {
+    let mut budget = 0u64;
+    let mut cleaner_passes = 0u64;
+    for (_, e) in events {
         if matches!(e.op, Op::Clean { .. }) {
             cleaner_passes += 1;
         }
@@ -788,17 +796,29 @@ fn unobserved_past(events: &[(usize, Event)]) -> Option<u64> {
             _ => 0,
         };
         // Bytes as 512-byte blocks (the smallest block size) with the
-        // model's B-tree share, and the most any one operation adds
-        // besides (a construction's `CHECKPOINT_BLOCKS`, an inode's
-        // `META_OP_BLOCKS`).
+        // model's B-tree share.
         budget = budget
             .saturating_add(data / 512 + data / 512 / 32 + 2)
             .saturating_add(crate::space::CHECKPOINT_BLOCKS + crate::space::META_OP_BLOCKS);
     }
-    // A cleaner pass is charged what it may move (`cleaner_moves`): at
-    // most everything the history wrote, every inode and every checkpoint
-    // it made, which the budget so far bounds.
-    Some(budget.saturating_mul(1 + cleaner_passes))
+    budget.saturating_mul(1 + cleaner_passes)
+}
+
+/// Whether `s` is far enough from full that no line of the history can
+/// meet ENOSPC however the rest is charged: its estimate plus the whole
+/// history's `budget` stays under half of what the geometry can hold
+/// (`Geometry::may_enospc` allows ENOSPC only past all of it).
+fn far_from_full(s: &State, budget: u64) -> bool {
+    s.consumed_blocks.saturating_add(budget).saturating_mul(2) < s.geometry.usable_blocks()
+}
+
+/// The space estimate, forgotten where it decides nothing: far from full
+/// ([`far_from_full`]) no outcome depends on it, and states that differ
+/// only in the order their operations were charged merge.
+fn forget_space(s: &mut State, budget: u64) {
+    if far_from_full(s, budget) {
+        s.consumed_blocks = 0;
+    }
 }
 
 /// The past no later line can observe, forgotten. With no crash and no
@@ -817,9 +837,10 @@ fn unobserved_past(events: &[(usize, Event)]) -> Option<u64> {
 /// instead of one per sequence of constructions. A state nearer full
 /// keeps its past.
 fn forget_past(s: &mut State, budget: u64) {
-    let far =
-        s.consumed_blocks.saturating_add(budget).saturating_mul(2) < s.geometry.usable_blocks();
-    if !far || s.mount != Some(crate::state::Mount::ReadWrite) || !s.snapshot_mounts.is_empty() {
+    if !far_from_full(s, budget)
+        || s.mount != Some(crate::state::Mount::ReadWrite)
+        || !s.snapshot_mounts.is_empty()
+    {
         return;
     }
     let latest = crate::state::Checkpoint {
