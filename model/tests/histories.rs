@@ -8,6 +8,7 @@
 //! - `link` looks the old name up, then makes the new one (a rename
 //!   between lets `link y y` succeed, or frees the inode: ENOENT);
 //! - `truncate` (`nilfs_setattr`) sets the size, then the times.
+//!
 //! The checker now gives those operations two points (`history`,
 //! `two_steps`).
 
