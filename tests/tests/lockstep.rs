@@ -694,6 +694,156 @@ fn a_reused_durable_answer_is_the_one_reading_gives() {
     );
 }
 
+/// An implementation that damages its own image right after its `after`-th
+/// operation, as `recipes` say (`nilfs::corrupt`, checksums resealed so
+/// that only what reads the damaged structure can see it).
+struct DamagesItsImage<'d> {
+    inner: ImplUnderTest<'d>,
+    dev: &'d MemDevice,
+    after: usize,
+    applied: usize,
+    recipes: &'static [&'static str],
+    /// After each `durable` call: the operations applied, and the
+    /// checkpoints the memo skipped.
+    skipped: Vec<(usize, Vec<u64>)>,
+}
+
+impl Sut for DamagesItsImage<'_> {
+    fn apply(&mut self, op: &Op) -> Outcome {
+        let out = self.inner.apply(op);
+        self.applied += 1;
+        if self.applied == self.after {
+            for r in self.recipes {
+                let recipe = nilfs::corrupt::Recipe::parse(r).expect("a recipe");
+                nilfs::corrupt::apply(self.dev, &recipe).unwrap_or_else(|e| panic!("{r}: {e}"));
+            }
+        }
+        out
+    }
+    fn durable(&mut self) -> Result<Durable, String> {
+        let d = self.inner.durable();
+        self.skipped.push((self.applied, self.inner.memo_skipped()));
+        d
+    }
+    fn detail(&self) -> Option<String> {
+        self.inner.detail()
+    }
+}
+
+/// What the memo skipped at each `durable` call of a run.
+type Skips = Vec<(usize, Vec<u64>)>;
+
+/// `ops` in lockstep, the implementation damaging its image after its
+/// `after`-th operation (never if 0); with `blind`, the abstraction's memo
+/// skips every checkpoint it has seen without looking (known-bad).
+fn run_damaged(
+    ops: &[Op],
+    after: usize,
+    recipes: &'static [&'static str],
+    blind: bool,
+) -> (Result<Vec<lockstep::Step>, Divergence>, Skips) {
+    let spec = ImageSpec::default();
+    let dev = MemDevice::new(spec.device_bytes);
+    let g = format(&dev, &spec).expect("mkfs");
+    let mut inner = ImplUnderTest::from_device(&dev, spec.ctime);
+    if blind {
+        inner = inner.known_bad_blind_memo();
+    }
+    let mut sut = DamagesItsImage {
+        inner,
+        dev: &dev,
+        after,
+        applied: 0,
+        recipes,
+        skipped: Vec::new(),
+    };
+    let r = lockstep::run(&mut sut, model_after_format(g, &spec), ops);
+    (r, sut.skipped)
+}
+
+/// Checks that damage made at operation `at` to what only checkpoint
+/// `old` reaches is caught at the durability point `caught_at`, where the
+/// undamaged run's memo skips `old`: the memo sees the change. The
+/// known-bad memo that skips old checkpoints unseen does not catch it
+/// there, so nothing else in the abstraction would have.
+fn memo_catches(
+    seq: &[Op],
+    at: usize,
+    caught_at: usize,
+    old: u64,
+    recipes: &'static [&'static str],
+) {
+    let (r, skips) = run_damaged(seq, 0, recipes, false);
+    r.expect("the undamaged run passes");
+    let there = skips.iter().find(|(n, _)| *n == caught_at);
+    assert!(
+        there.is_some_and(|(_, s)| s.contains(&old)),
+        "the undamaged run's memo must skip checkpoint {old} at operation {caught_at}: {skips:?}"
+    );
+    run_damaged(seq, 0, recipes, true)
+        .0
+        .expect("the undamaged run passes, blind too");
+    let d = run_damaged(seq, at, recipes, false)
+        .0
+        .expect_err("the damage must be a divergence");
+    assert_eq!(
+        d.steps.len(),
+        caught_at,
+        "caught at the first durability point after the damage:\n{d}"
+    );
+    if let Err(d) = run_damaged(seq, at, recipes, true).0 {
+        assert!(
+            d.steps.len() > caught_at,
+            "the blind memo caught the damage at once: it does not test the memo\n{d}"
+        );
+    }
+}
+
+/// Lockstep's memo (`nilfs::check::Memo`, `ImplUnderTest::durable`) skips
+/// the check and read-back of a checkpoint none of whose blocks changed.
+/// An implementation that overwrites a data block of an old checkpoint
+/// (checkpoint 2's first block of /a, which checkpoint 3 no longer
+/// shares) is caught at the sync that wrote it, when checkpoint 2 would
+/// otherwise be skipped.
+#[test]
+fn the_memo_catches_an_overwritten_block_of_an_old_checkpoint() {
+    let seq = ops(r#"
+{"op":"create","path":"/a"}
+{"op":"write","path":"/a","offset":0,"data":{"text":"one"}}
+{"op":"sync"}
+{"op":"write","path":"/a","offset":0,"data":{"text":"two"}}
+{"op":"sync"}
+{"op":"create","path":"/b"}
+{"op":"sync"}
+"#);
+    memo_catches(&seq, 8, 8, 2, &["block[/a@2:0].byte[0] ^= 0x20"]);
+}
+
+/// A cleaner that moves a block wrongly: after `nilfs-clean`, the DAT
+/// entry of a block only snapshot 2 reaches names the disk block of the
+/// live tree's /a. Caught at the sync after the clean.
+#[test]
+fn the_memo_catches_a_block_the_cleaner_moved_wrongly() {
+    let seq = ops(r#"
+{"op":"create","path":"/a"}
+{"op":"write","path":"/a","offset":0,"data":{"text":"one"}}
+{"op":"mkcp","snapshot":true}
+{"op":"write","path":"/a","offset":0,"data":{"text":"two"}}
+{"op":"sync"}
+{"op":"create","path":"/b"}
+{"op":"sync"}
+{"op":"clean","protection_s":0}
+{"op":"sync"}
+"#);
+    memo_catches(
+        &seq,
+        9,
+        10,
+        2,
+        &["dat[/a@2:0].de_blocknr = @dat[/a:0].de_blocknr"],
+    );
+}
+
 // ------------------------------------------------------ shrunk failures
 
 /// Found by the lockstep proptest (block size 1024; shrunk, then reduced by

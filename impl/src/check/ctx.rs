@@ -161,6 +161,14 @@ pub(crate) struct Ck<'a, 'd> {
     pub lost: u64,
     /// Progress: blocks done and the total.
     pub done: u64,
+    /// Calls of [`Ck::find`], stored or not (a pass that made none found
+    /// nothing).
+    pub finds: u64,
+    /// The memo of checkpoint passes, if the caller keeps one.
+    pub memo: Option<super::memo::Running>,
+    /// The translations of the pass being recorded for the memo: the
+    /// virtual block, the file tag its placement checks, its disk block.
+    pub recording: Option<Vec<(u64, Option<u32>, u64)>>,
 }
 
 impl<'a, 'd> Ck<'a, 'd> {
@@ -192,6 +200,9 @@ impl<'a, 'd> Ck<'a, 'd> {
             next_file: None,
             lost: 0,
             done: 0,
+            finds: 0,
+            memo: None,
+            recording: None,
         }
     }
 
@@ -204,6 +215,7 @@ impl<'a, 'd> Ck<'a, 'd> {
         found: impl Into<String>,
         expected: impl Into<String>,
     ) {
+        self.finds += 1;
         let structure = structure.into();
         if !self.seen.insert((code, structure.clone(), block)) {
             return;
@@ -306,6 +318,7 @@ impl<'a, 'd> Ck<'a, 'd> {
     /// checking its DAT entry, its liveness at `cno`, that the checkpoint
     /// reaches it once, and (the first time it is seen) where its block is.
     pub fn translate(&mut self, v: u64, cno: Cno, who: Name<'_>) -> Option<u64> {
+        let tag = self.next_file;
         if !self.scope.insert(v) {
             self.find(
                 Code::BtreeShared,
@@ -330,6 +343,9 @@ impl<'a, 'd> Ck<'a, 'd> {
                 return None;
             }
         };
+        if let Some(r) = self.recording.as_mut() {
+            r.push((v, tag, e.blocknr.0));
+        }
         if e.blocknr.0 == 0 {
             self.find(
                 Code::DatBlocknrZero,

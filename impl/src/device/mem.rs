@@ -18,8 +18,16 @@ pub struct MemDevice {
 /// The contents, and how many write requests have reached them.
 #[derive(Clone, Default)]
 struct Chunks {
-    map: BTreeMap<u64, Box<[u8]>>,
+    map: BTreeMap<u64, Chunk>,
     writes: u64,
+}
+
+/// A chunk's bytes, and the write request that last stored into it (its
+/// number in [`Chunks::writes`]).
+#[derive(Clone)]
+struct Chunk {
+    data: Box<[u8]>,
+    written: u64,
 }
 
 impl MemDevice {
@@ -43,9 +51,9 @@ impl MemDevice {
         mut f: impl FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
         let chunks = lock(&self.chunks);
-        for (idx, data) in chunks.map.iter() {
-            if data.iter().any(|&b| b != 0) {
-                f(idx * CHUNK, data)?;
+        for (idx, c) in chunks.map.iter() {
+            if !is_zero(&c.data) {
+                f(idx * CHUNK, &c.data)?;
             }
         }
         Ok(())
@@ -82,21 +90,27 @@ fn pieces(off: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usiz
     })
 }
 
-/// Copy `buf` into the chunks from byte `off` (range already checked).
-fn store(chunks: &mut BTreeMap<u64, Box<[u8]>>, off: u64, buf: &[u8]) {
+/// Copy `buf` into the chunks from byte `off` (range already checked), as
+/// write request number `written`. Zeros written over a hole change
+/// nothing and are not stored.
+fn store(chunks: &mut BTreeMap<u64, Chunk>, off: u64, buf: &[u8], written: u64) {
     for (idx, within, done, n) in pieces(off, buf.len()) {
         let src = &buf[done..done + n];
         match chunks.get_mut(&idx) {
-            Some(c) => c[within..within + n].copy_from_slice(src),
+            Some(c) => {
+                c.data[within..within + n].copy_from_slice(src);
+                c.written = written;
+            }
             None if is_zero(src) => {}
             // A whole chunk is copied as it is, without zeroing first.
             None if n == CHUNK as usize => {
-                chunks.insert(idx, Box::from(src));
+                let data = Box::from(src);
+                chunks.insert(idx, Chunk { data, written });
             }
             None => {
-                let mut c = vec![0u8; CHUNK as usize].into_boxed_slice();
-                c[within..within + n].copy_from_slice(src);
-                chunks.insert(idx, c);
+                let mut data = vec![0u8; CHUNK as usize].into_boxed_slice();
+                data[within..within + n].copy_from_slice(src);
+                chunks.insert(idx, Chunk { data, written });
             }
         }
     }
@@ -112,7 +126,7 @@ impl BlockDevice for MemDevice {
         let chunks = lock(&self.chunks);
         for (idx, within, done, n) in pieces(off, buf.len()) {
             match chunks.map.get(&idx) {
-                Some(c) => buf[done..done + n].copy_from_slice(&c[within..within + n]),
+                Some(c) => buf[done..done + n].copy_from_slice(&c.data[within..within + n]),
                 None => buf[done..done + n].fill(0),
             }
         }
@@ -128,9 +142,10 @@ impl BlockDevice for MemDevice {
         check_range(self.size, off, len)?;
         let mut chunks = lock(&self.chunks);
         chunks.writes += 1;
+        let written = chunks.writes;
         let mut at = off;
         for buf in bufs {
-            store(&mut chunks.map, at, buf);
+            store(&mut chunks.map, at, buf, written);
             at += buf.len() as u64;
         }
         Ok(())
@@ -142,6 +157,23 @@ impl BlockDevice for MemDevice {
 
     fn write_generation(&self) -> Option<u64> {
         Some(lock(&self.chunks).writes)
+    }
+
+    fn last_change(&self, off: u64, len: u64) -> Option<u64> {
+        let chunks = lock(&self.chunks);
+        let (first, end) = (off / CHUNK, off.saturating_add(len).div_ceil(CHUNK));
+        if end <= first + 1 {
+            // One chunk (a block): a lookup, not a range walk.
+            return Some(chunks.map.get(&first).map_or(0, |c| c.written));
+        }
+        Some(
+            chunks
+                .map
+                .range(first..end)
+                .map(|(_, c)| c.written)
+                .max()
+                .unwrap_or(0),
+        )
     }
 }
 
@@ -187,6 +219,24 @@ mod tests {
         assert!(ra == rb);
         assert_eq!(a.resident_bytes(), b.resident_bytes());
         assert!(a.write_vectored_at((1 << 20) - 4096, &slices).is_err());
+    }
+
+    #[test]
+    fn last_change_names_the_last_write_that_stored_there() {
+        let d = MemDevice::new(1 << 20);
+        assert_eq!(d.last_change(0, 1 << 20), Some(0));
+        d.write_at(4096, &[1u8; 1024]).unwrap(); // write 1
+        d.write_at(16384, &[0u8; 4096]).unwrap(); // 2: zeros on a hole, nothing stored
+        d.write_at(8192, &[2u8; 8192]).unwrap(); // 3
+        d.write_at(5120, &[0u8; 512]).unwrap(); // 4: zeros over data
+        assert_eq!(d.write_generation(), Some(4));
+        assert_eq!(d.last_change(4096, 1024), Some(4));
+        assert_eq!(d.last_change(0, 4096), Some(0));
+        assert_eq!(d.last_change(8192, 1024), Some(3));
+        assert_eq!(d.last_change(12288, 1024), Some(3));
+        assert_eq!(d.last_change(16384, 4096), Some(0));
+        assert_eq!(d.last_change(0, 1 << 20), Some(4));
+        assert_eq!(d.last_change(8192, 8192), Some(3));
     }
 
     #[test]

@@ -57,6 +57,19 @@ pub trait BlockDevice: Send + Sync {
     fn write_generation(&self) -> Option<u64> {
         None
     }
+    /// The [`BlockDevice::write_generation`] of the last write request
+    /// that may have changed a byte of `[off, off + len)` (0 if none ever
+    /// did), for a device that keeps one; `None` (the default) for one that
+    /// does not. An answer of at most `g` means those bytes are what they
+    /// were at generation `g`, so whatever was computed from them alone
+    /// then still holds (lockstep's abstraction function skips the
+    /// read-back of a checkpoint none of whose blocks changed). It may
+    /// name a later write than the last real change, never an earlier one.
+    /// A wrapper that writes around its inner device keeps the default.
+    fn last_change(&self, off: u64, len: u64) -> Option<u64> {
+        let _ = (off, len);
+        None
+    }
 }
 
 /// Whether every byte of `b` is 0, sixteen at a time: a sparse device

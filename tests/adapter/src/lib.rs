@@ -15,7 +15,7 @@
 //! with `mount`, `umount` and a power cut; errnos and stat fields are
 //! translated by name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use nilfs::device::BlockDevice;
@@ -61,6 +61,12 @@ pub struct ImplUnderTest<'d> {
     /// The page digests of the file contents [`ImplUnderTest::durable`]
     /// has read, by the exact input hashed.
     digests: DigestMemo,
+    /// What each checkpoint's check read at the last
+    /// [`ImplUnderTest::durable`] (`nilfs::check::Memo`).
+    check_memo: nilfs::check::Memo,
+    /// The manifest lines of each checkpoint at the last
+    /// [`ImplUnderTest::durable`], by checkpoint number.
+    cp_lines: HashMap<u64, Vec<String>>,
 }
 
 impl<'d> ImplUnderTest<'d> {
@@ -78,7 +84,18 @@ impl<'d> ImplUnderTest<'d> {
             on_mount: None,
             last_durable: None,
             digests: DigestMemo::default(),
+            check_memo: nilfs::check::Memo::default(),
+            cp_lines: HashMap::new(),
         }
+    }
+
+    /// Known-bad, for the tests that show the memo of
+    /// [`ImplUnderTest::durable`] is one: skip every checkpoint checked
+    /// before without looking at whether anything it reaches changed.
+    #[doc(hidden)]
+    pub fn known_bad_blind_memo(mut self) -> Self {
+        self.check_memo.known_bad_blind();
+        self
     }
 
     /// Start from the page digests another adapter computed (its
@@ -531,6 +548,18 @@ impl<'d> ImplUnderTest<'d> {
     /// 1,428 calls came with no write since the call before. File
     /// contents hashed at an earlier call are not hashed again
     /// ([`DigestMemo`]).
+    ///
+    /// Where the device also says which blocks changed
+    /// ([`BlockDevice::last_change`]), a checkpoint is checked and read
+    /// back only if something it reaches changed since the last call
+    /// ([`nilfs::check::Memo`]: its cpfile entry's ifile inode, the DAT
+    /// entry of a block it reaches, or one of those blocks); otherwise its
+    /// manifest is the last call's. A checkpoint's read-back translates
+    /// only blocks its check translated (a check that found nothing has
+    /// seen every directory entry name an allocated inode, whose mapping it
+    /// walked), and reads only their disk blocks, so the same inputs give
+    /// the same lines. Each answer is the one [`ImplUnderTest::read_durable`]
+    /// gives (tests/tests/lockstep.rs compares them over generated cases).
     pub fn durable(&mut self) -> Result<Durable, String> {
         let generation = self.dev.write_generation();
         if let (Some(now), Some((then, last))) = (generation, &self.last_durable) {
@@ -538,15 +567,34 @@ impl<'d> ImplUnderTest<'d> {
                 return Ok(last.clone());
             }
         }
-        let d = self.read_durable()?;
+        let d = self.read(true);
+        if d.is_err() {
+            self.check_memo.clear();
+            self.cp_lines.clear();
+        }
+        let d = d?;
         if let Some(now) = generation {
             self.last_durable = Some((now, d.clone()));
         }
         Ok(d)
     }
 
-    /// [`ImplUnderTest::durable`], always read from the device.
+    /// The checkpoints the last [`ImplUnderTest::durable`] that read the
+    /// device neither checked nor read back (nothing they reach changed).
+    pub fn memo_skipped(&self) -> Vec<u64> {
+        self.check_memo.skipped().iter().map(|c| c.0).collect()
+    }
+
+    /// [`ImplUnderTest::durable`], always read from the device, every
+    /// checkpoint checked and read back.
     pub fn read_durable(&mut self) -> Result<Durable, String> {
+        self.read(false)
+    }
+
+    /// The durable state read back; with `memo`, checkpoints whose inputs
+    /// did not change since the last such call are neither checked nor
+    /// read again.
+    fn read(&mut self, memo: bool) -> Result<Durable, String> {
         // The image itself must be consistent, every checkpoint of it.
         let opts = nilfs::check::Options {
             checkpoints: nilfs::check::Checkpoints::All,
@@ -561,9 +609,22 @@ impl<'d> ImplUnderTest<'d> {
                 return Err(format!("open: {e}\nnilref check:\n{report}"));
             }
         };
-        let report = nilfs::check::check_opened(&nilfs, &opts);
+        let report = if memo {
+            nilfs::check::check_opened_memo(&nilfs, &opts, &mut self.check_memo)
+        } else {
+            nilfs::check::check_opened(&nilfs, &opts)
+        };
         if !report.is_clean() {
             return Err(format!("nilref check:\n{report}"));
+        }
+        // The lines of the checkpoints the check skipped: unchanged.
+        let mut unchanged: HashMap<u64, Vec<String>> = HashMap::new();
+        if memo {
+            for c in self.check_memo.skipped() {
+                if let Some(l) = self.cp_lines.remove(&c.0) {
+                    unchanged.insert(c.0, l);
+                }
+            }
         }
         let digests = &mut self.digests;
         let mut view_manifest = |cno: Option<Cno>| -> Result<Vec<String>, String> {
@@ -579,12 +640,25 @@ impl<'d> ImplUnderTest<'d> {
             .checkpoints(Cno(1))
             .map_err(|e| format!("cpfile: {e}"))?
         {
-            checkpoints.insert(cp.cno.0, Some(view_manifest(Some(cp.cno))?));
+            let l = match unchanged.remove(&cp.cno.0) {
+                Some(l) => l,
+                None => view_manifest(Some(cp.cno))?,
+            };
+            checkpoints.insert(cp.cno.0, Some(l));
         }
-        Ok(Durable {
-            live: view_manifest(None)?,
-            checkpoints,
-        })
+        // The live tree is the latest checkpoint's (`CheckpointView::open`
+        // of `None`), read above if the cpfile lists it.
+        let live = match checkpoints.get(&nilfs.scan.cno.0) {
+            Some(Some(l)) => l.clone(),
+            _ => view_manifest(None)?,
+        };
+        if memo {
+            self.cp_lines = checkpoints
+                .iter()
+                .filter_map(|(c, l)| Some((*c, l.clone()?)))
+                .collect();
+        }
+        Ok(Durable { live, checkpoints })
     }
 }
 

@@ -115,4 +115,7 @@ impl BlockDevice for Logged {
     fn write_generation(&self) -> Option<u64> {
         self.inner.write_generation()
     }
+    fn last_change(&self, off: u64, len: u64) -> Option<u64> {
+        self.inner.last_change(off, len)
+    }
 }
