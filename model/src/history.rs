@@ -585,7 +585,11 @@ enum Pin {
 ///   went in between (ENOENT);
 /// - `truncate`: `nilfs_setattr` changes the size (`truncate_setsize`,
 ///   `nilfs_truncate`), then the times (`setattr_copy`); a stat in between
-///   sees the new size with the old times.
+///   sees the new size with the old times;
+/// - `write`: `__generic_file_write_iter` sets the times first
+///   (`file_modified`), then copies the bytes and moves the size
+///   (`generic_perform_write`); a stat in between sees the new times with
+///   the old size.
 ///
 /// Each may also take effect whole at its first step. An operation that
 /// never returned stays one step.
@@ -593,7 +597,10 @@ fn two_steps(e: &Event) -> bool {
     e.ret.is_some()
         && matches!(
             e.op,
-            Op::Lstat { at: None, .. } | Op::Link { at: None, .. } | Op::Truncate { at: None, .. }
+            Op::Lstat { at: None, .. }
+                | Op::Link { at: None, .. }
+                | Op::Truncate { at: None, .. }
+                | Op::Write { at: None, .. }
         )
 }
 
@@ -691,6 +698,29 @@ fn first_half(s: &State, e: &Event) -> Option<(crate::fs::Id, State)> {
             n.live.inodes.insert(id, ino);
             Some((id, n))
         }
+        Op::Write { path, .. } => {
+            let id = s.live.lookup(path, true).ok()?;
+            let before = s.live.inodes.get(&id)?.clone();
+            let (after, _) = step_op(
+                std::slice::from_ref(s),
+                &e.op,
+                e.observed(),
+                e.t,
+                Clocks::Own,
+            );
+            let whole = after.into_iter().next()?;
+            let new = whole.live.inodes.get(&id)?;
+            if (new.mtime, new.ctime) == (before.mtime, before.ctime) {
+                return None;
+            }
+            // The times alone.
+            let mut n = s.clone();
+            let mut ino = before;
+            ino.mtime = new.mtime;
+            ino.ctime = new.ctime;
+            n.live.inodes.insert(id, ino);
+            Some((id, n))
+        }
         _ => None,
     }
 }
@@ -720,6 +750,8 @@ fn second_half(s: &State, e: &Event, id: crate::fs::Id) -> (Vec<State>, Vec<Stri
                 vec![describe(&Outcome::Err(crate::fs::Errno::ENOENT))],
             ),
         },
+        // The bytes and the size (the times again, in the same interval).
+        Op::Write { .. } => at(e.op.clone()),
         // The times, set in the call's interval.
         Op::Truncate { .. } => {
             let mut n = s.clone();

@@ -1,13 +1,14 @@
 //! Concurrent histories recorded by `nilref campaign concurrent` (on
 //! `nilref mount`, and on Linux 6.1 in the guest), kept as regression
-//! tests of the linearizability checker. Each of the first five was
+//! tests of the linearizability checker. Each of the first six was
 //! rejected once; in each, Linux (or FUSE) carried out an operation in two
 //! steps with other calls between them, which the model took as one:
 //! - `lstat` looks the name up, then reads the inode (a rename between
 //!   shows the old name with the rename's ctime);
 //! - `link` looks the old name up, then makes the new one (a rename
 //!   between lets `link y y` succeed, or frees the inode: ENOENT);
-//! - `truncate` (`nilfs_setattr`) sets the size, then the times.
+//! - `truncate` (`nilfs_setattr`) sets the size, then the times;
+//! - `write` sets the times (`file_modified`), then the bytes and the size.
 //!
 //! The checker now gives those operations two points (`history`,
 //! `two_steps`).
@@ -30,6 +31,7 @@ fn recorded_histories_are_linearizable() {
         "mount-link-onto-a-name-being-renamed.jsonl",
         "mount-link-of-an-inode-losing-its-name.jsonl",
         "linux-6.1-lstat-during-truncate.jsonl",
+        "linux-6.1-lstat-during-write.jsonl",
         "linux-6.1-writers-and-cleaner.jsonl",
     ] {
         let v = check_history(&history(name), Options::default())

@@ -423,3 +423,36 @@ fn truncate_changes_the_size_then_the_times() {
     // Known-bad: after the truncate returned, its times are set.
     judge(&h((600, 700))).expect_err("the truncate had returned");
 }
+
+#[test]
+fn write_sets_the_times_then_the_bytes_and_the_size() {
+    // __generic_file_write_iter: file_modified, then
+    // generic_perform_write; a stat in between sees the new times with the
+    // old size.
+    const T: i64 = 1_000_000_000_000;
+    let create = r#"{"op":"create","path":"/f","perm":420,"excl":false}"#;
+    let write = r#"{"op":"write","path":"/f","offset":0,"data":{"text":"abcdef"}}"#;
+    let o = predict(&[create, write]);
+    let torn: Outcome = serde_json::from_str(&format!(
+        r#"{{"stat":{{"type":"file","size":0,"nlink":1,"perm":420,"mtime":{w},"ctime":{w},"uid":0,"gid":0}}}}"#,
+        w = T + 150
+    ))
+    .unwrap();
+    let h = |lstat: (u64, u64)| {
+        vec![
+            timed(0, 10, 20, create, &o[0], [T + 5, T + 5]),
+            timed(0, 100, 500, write, &o[1], [T + 100, T + 500]),
+            timed(
+                1,
+                lstat.0,
+                lstat.1,
+                r#"{"op":"lstat","path":"/f"}"#,
+                &torn,
+                [T + 200, T + 300],
+            ),
+        ]
+    };
+    judge(&h((200, 300))).expect("the times set, the bytes not yet");
+    // Known-bad: after the write returned, its bytes are there.
+    judge(&h((600, 700))).expect_err("the write had returned");
+}
