@@ -1,0 +1,143 @@
+//! What the model must reject. Each test states one rule as the kernel
+//! has it, through the trace checker: a trace the kernel would write is
+//! accepted, and the same trace with the outcome a wrong rule would give
+//! is rejected at that line. They came from mutation testing
+//! (`scripts/mutants.sh`, docs/TESTING.md "Mutation testing"): each kills
+//! mutants of the model that no other test told apart from the kernel.
+
+use nilfs_model::check_trace_str;
+
+/// A 1 KiB file system, mounted read-write.
+const MKFS: &str = r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":256,"nsegments":64,"out":"ok"}
+{"op":"mount","ro":false,"out":"ok"}
+"#;
+
+/// `lines` after [`MKFS`], each a JSON line without its newline.
+fn trace(lines: &[String]) -> String {
+    let mut t = MKFS.to_string();
+    for l in lines {
+        t.push_str(l);
+        t.push('\n');
+    }
+    t
+}
+
+/// The 1-based trace line of `lines[i]` (after the two of [`MKFS`]).
+fn line_of(i: usize) -> usize {
+    i + 3
+}
+
+/// `lines` is accepted; with line `i`'s outcome replaced by `wrong` it is
+/// rejected there.
+fn accepted_and_rejected_with(lines: &[String], i: usize, wrong: &str) {
+    let t = trace(lines);
+    check_trace_str(&t).unwrap_or_else(|r| panic!("the kernel's behaviour is rejected:\n{r}\n{t}"));
+    let mut bad = lines.to_vec();
+    let (op, _) = bad[i]
+        .rsplit_once(r#","out":"#)
+        .expect("a line ends in its outcome");
+    bad[i] = format!(r#"{op},"out":{wrong}}}"#);
+    let t = trace(&bad);
+    let r = check_trace_str(&t).expect_err(&format!("the wrong outcome is accepted:\n{t}"));
+    assert_eq!(r.line, line_of(i), "{r}");
+}
+
+fn op(json: &str, out: &str) -> String {
+    format!(r#"{{{json},"out":{out}}}"#)
+}
+
+fn err(e: &str) -> String {
+    format!(r#"{{"err":"{e}"}}"#)
+}
+
+fn stat_dir(nlink: u32) -> String {
+    format!(r#"{{"stat":{{"type":"dir","size":1024,"nlink":{nlink},"perm":493}}}}"#)
+}
+
+/// `nilfs_rmdir` drops the parent's link count (`inode_dec_link_count(dir)`
+/// for the removed directory's ".."); a model where it rises or stays is
+/// rejected at the parent's next lstat.
+#[test]
+fn rmdir_drops_the_parents_link_count() {
+    let lines = [
+        op(r#""op":"mkdir","path":"/d","perm":493"#, r#""ok""#),
+        op(r#""op":"mkdir","path":"/d/s","perm":493"#, r#""ok""#),
+        op(r#""op":"lstat","path":"/d""#, &stat_dir(3)),
+        op(r#""op":"rmdir","path":"/d/s""#, r#""ok""#),
+        op(r#""op":"lstat","path":"/d""#, &stat_dir(2)),
+    ];
+    accepted_and_rejected_with(&lines, 4, &stat_dir(4));
+    accepted_and_rejected_with(&lines, 4, &stat_dir(3));
+}
+
+/// `do_rmdir`'s answers for a last component that is not a name: the
+/// root (LAST_ROOT) is EBUSY, "." EINVAL, ".." ENOTEMPTY — on a writable
+/// mount (`rmdir`) and, before write access is asked for, on a read-only
+/// one (`rmdir_precheck`), where a wrong answer would be EROFS or ENOENT.
+#[test]
+fn rmdir_of_the_root_dot_and_dotdot() {
+    for ro in [false, true] {
+        let mut lines = vec![op(r#""op":"mkdir","path":"/d","perm":493"#, r#""ok""#)];
+        if ro {
+            lines.push(op(r#""op":"umount""#, r#""ok""#));
+            lines.push(op(r#""op":"mount","ro":true"#, r#""ok""#));
+        }
+        for (path, e, wrong) in [
+            ("/", "EBUSY", "ENOENT"),
+            ("/d/.", "EINVAL", "ENOENT"),
+            ("/d/..", "ENOTEMPTY", "ENOENT"),
+        ] {
+            let mut l = lines.clone();
+            l.push(op(&format!(r#""op":"rmdir","path":"{path}""#), &err(e)));
+            let wrong = if ro { "EROFS" } else { wrong };
+            accepted_and_rejected_with(&l, l.len() - 1, &err(wrong));
+        }
+    }
+}
+
+/// `do_renameat2` refuses "." or ".." as either last component with
+/// EBUSY before it asks for write access: on a read-only mount a rename
+/// whose source alone, or target alone, is ".." is EBUSY, not EROFS.
+#[test]
+fn rename_of_dot_or_dotdot_on_either_side_is_ebusy_before_erofs() {
+    for (old, new) in [("/d/..", "/e"), ("/d", "/e/..")] {
+        let lines = [
+            op(r#""op":"mkdir","path":"/d","perm":493"#, r#""ok""#),
+            op(r#""op":"mkdir","path":"/e","perm":493"#, r#""ok""#),
+            op(r#""op":"umount""#, r#""ok""#),
+            op(r#""op":"mount","ro":true"#, r#""ok""#),
+            op(
+                &format!(r#""op":"rename","old":"{old}","new":"{new}""#),
+                &err("EBUSY"),
+            ),
+        ];
+        accepted_and_rejected_with(&lines, 4, &err("EROFS"));
+    }
+}
+
+/// `nilfs_symlink`: ENAMETOOLONG when `strlen(symname) + 1` exceeds the
+/// block size; on 1 KiB blocks a 1023-byte target fits and a 1024-byte
+/// one (or longer) does not.
+#[test]
+fn a_symlink_target_fits_in_one_block_with_its_nul() {
+    for (len, fits) in [
+        (1, true),
+        (1022, true),
+        (1023, true),
+        (1024, false),
+        (1025, false),
+    ] {
+        let target = "t".repeat(len);
+        let path = format!("/l{len}");
+        let (right, wrong) = if fits {
+            (r#""ok""#.to_string(), err("ENAMETOOLONG"))
+        } else {
+            (err("ENAMETOOLONG"), r#""ok""#.to_string())
+        };
+        let lines = [op(
+            &format!(r#""op":"symlink","target":"{target}","path":"{path}""#),
+            &right,
+        )];
+        accepted_and_rejected_with(&lines, 0, &wrong);
+    }
+}
