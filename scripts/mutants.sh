@@ -17,8 +17,8 @@
 #   AREA    model, judges or core (default: all three)
 #   PATH    a file or folder inside them: only its mutants, with its group's
 #           tests (e.g. model/src/fs/namei.rs)
-#   --shard run the I-th of N round-robin slices of every group (a CI
-#           matrix, or a sample: 1/10 is every tenth mutant of each group)
+#   --shard I/N  run the I-th (from 0) of N round-robin slices of every
+#           group (a CI matrix, or a sample: 0/10 is every tenth mutant)
 #   --list  print each group's mutant count and test command; run nothing
 #   --timeout  per-mutant test timeout in seconds (default: per group);
 #           the build timeout is 600 s
@@ -119,10 +119,12 @@ selected_files() {
   local g=$1 f s out=()
   for f in ${g_files[$g]}; do
     for s in "${sel[@]}"; do
-      if [ "$s" = "${g_area[$g]}" ] || [ "$s" = "$f" ] || [[ $f == "$s"/* ]]; then
-        out+=("$f")
-        break
-      fi
+      case $s in
+        model|judges|core) [ "$s" = "${g_area[$g]}" ] || continue ;;
+        *) [ "$s" = "$f" ] || [[ $f == "$s"/* ]] || continue ;;
+      esac
+      out+=("$f")
+      break
     done
   done
   echo "${out[@]}"
@@ -140,7 +142,9 @@ for g in "${groups[@]}"; do
         --build-timeout 600 --timeout "${timeout:-${g_timeout[$g]}}")
   for f in "${files[@]}"; do args+=(--file "$f"); done
   for p in ${g_tpkgs[$g]}; do args+=(--test-package "$p"); done
-  for a in ${g_tests[$g]}; do args+=("--cargo-test-arg=$a"); done
+  # --cargo-arg, not --cargo-test-arg: the build phase (`cargo test
+  # --no-run`) then builds only these targets too.
+  for a in ${g_tests[$g]}; do args+=("--cargo-arg=$a"); done
   [ -z "$shard" ] || args+=(--shard "$shard" --sharding round-robin)
   [ -z "$re" ] || args+=(--re "$re")
   if [ $list = 1 ]; then
@@ -150,9 +154,14 @@ for g in "${groups[@]}"; do
   fi
   out=target/mutants/$g${shard:+-${shard/\//of}}
   echo "== $g: cargo mutants ${args[*]} --output $out" >&2
+  # A proptest failure under a mutant is saved in a .proptest-regressions
+  # file of the tree: those the run touches are put back afterwards.
+  regress=$(git ls-files '*.proptest-regressions')
   start=$(date +%s)
   cargo mutants "${args[@]}" --output "$out" >&2 || true
   wall=$(($(date +%s) - start))
+  # shellcheck disable=SC2086
+  git checkout --quiet -- $regress
   j=$out/mutants.out/outcomes.json
   line=$(jq -r --arg g "$g" --arg a "${g_area[$g]}" --arg s "${shard:-all}" --arg w "$wall" '
     [.outcomes[] | select(.scenario != "Baseline")] as $m |
