@@ -13,7 +13,8 @@
 #           check` (impl/src/check), the campaigns' judges (cli/src/campaign)
 #   core    impl's bmap, segctor, recovery, dat, alloc, cpfile, sufile
 #
-# Usage: scripts/mutants.sh [--shard I/N] [--list] [--timeout S] [AREA|PATH...]
+# Usage: scripts/mutants.sh [--shard I/N] [--list] [--timeout S]
+#                           [--re REGEX] [--exclude-re REGEX] [AREA|PATH...]
 #   AREA    model, judges or core (default: all three)
 #   PATH    a file or folder inside them: only its mutants, with its group's
 #           tests (e.g. model/src/fs/namei.rs)
@@ -22,7 +23,10 @@
 #   --list  print each group's mutant count and test command; run nothing
 #   --timeout  per-mutant test timeout in seconds (default: per group);
 #           the build timeout is 600 s
-#   --re REGEX  only mutants whose name matches (cargo mutants --re)
+#   --re REGEX  only mutants whose name matches (cargo mutants --re; it
+#           keeps "delete field" mutants whatever their name: add
+#           --exclude-re to drop them)
+#   --exclude-re REGEX  not the mutants whose name matches
 # Results: target/mutants/GROUP/mutants.out (missed.txt, caught.txt,
 # timeout.txt, unviable.txt, outcomes.json, a log per mutant), and one
 # figures line per group on stdout and in target/mutants/figures.tsv. The
@@ -40,15 +44,16 @@ cd "$(dirname "$0")/.."
 
 MUTANTS_VERSION=27.1.0
 
-shard= list=0 timeout= re= sel=()
+shard= list=0 timeout= re= xre= sel=()
 while [ $# -gt 0 ]; do
   case $1 in
     --shard) shard=$2; shift 2 ;;
     --list) list=1; shift ;;
     --timeout) timeout=$2; shift 2 ;;
     --re) re=$2; shift 2 ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
-    -*) sed -n '17,27p' "$0" >&2; exit 2 ;;
+    --exclude-re) xre=$2; shift 2 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -*) sed -n '16,29p' "$0" >&2; exit 2 ;;
     *) sel+=("${1%/}"); shift ;;
   esac
 done
@@ -147,21 +152,27 @@ for g in "${groups[@]}"; do
   for a in ${g_tests[$g]}; do args+=("--cargo-arg=$a"); done
   [ -z "$shard" ] || args+=(--shard "$shard" --sharding round-robin)
   [ -z "$re" ] || args+=(--re "$re")
+  [ -z "$xre" ] || args+=(--exclude-re "$xre")
   if [ $list = 1 ]; then
     n=$(cargo mutants --list "${args[@]}" | wc -l)
     echo "$g ($n mutants): cargo mutants ${args[*]}"
     continue
   fi
-  out=target/mutants/$g${shard:+-${shard/\//of}}
+  out=target/mutants/$g${shard:+-${shard/\//of}}${re:+-re}
   echo "== $g: cargo mutants ${args[*]} --output $out" >&2
   # A proptest failure under a mutant is saved in a .proptest-regressions
-  # file of the tree: those the run touches are put back afterwards.
+  # file of the tree: those the run touches are put back afterwards, those
+  # it makes removed.
   regress=$(git ls-files '*.proptest-regressions')
+  made_before=$(git ls-files --others --exclude-standard '*.proptest-regressions')
   start=$(date +%s)
   cargo mutants "${args[@]}" --output "$out" >&2 || true
   wall=$(($(date +%s) - start))
   # shellcheck disable=SC2086
   git checkout --quiet -- $regress
+  for f in $(git ls-files --others --exclude-standard '*.proptest-regressions'); do
+    grep -qxF "$f" <<<"$made_before" || rm -f "$f"
+  done
   j=$out/mutants.out/outcomes.json
   line=$(jq -r --arg g "$g" --arg a "${g_area[$g]}" --arg s "${shard:-all}" --arg w "$wall" '
     [.outcomes[] | select(.scenario != "Baseline")] as $m |
