@@ -111,7 +111,7 @@ def core-bmap core nilfs-impl "nilfs-impl nilfs-conformance" \
 def core-segctor core nilfs-impl "nilfs-impl nilfs-conformance" \
   "$(ls impl/src/segctor/*.rs | tr '\n' ' ')" 240 \
   --lib --test segctor_layout --test construction_order --test construction_abort \
-  --test fs_write --test crash --test gc --test lockstep --test crash_envelope
+  --test fs_write --test crash --test gc --test mdt_ops --test lockstep --test crash_envelope
 def core-recovery core nilfs-impl "nilfs-impl nilfs-conformance" \
   "impl/src/recovery.rs" 240 \
   --lib --test crash --test sb_policy --test sb_fallback --test crash_envelope --test lockstep
