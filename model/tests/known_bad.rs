@@ -242,3 +242,83 @@ fn a_checkpoint_bound_to_a_larger_number_keeps_its_contents() {
     accepted_and_rejected_with(&lines, 11, file);
     accepted_and_rejected_with(&lines, 10, &err("ENOENT"));
 }
+
+/// The ENOSPC bound (finding M4, `Geometry::usable_blocks`): on 1 KiB
+/// blocks, 64 segments of 256 with 5% reserved, `nilfs_sufile_*`'s
+/// reserve is 8 segments (`NILFS_MIN_NRSVSEGS`), three more are held
+/// (the log writer's two and the one a construction starts), and what no
+/// block uses is mkfs's 4096 bytes (4 blocks) and 2 blocks a segment:
+/// (64 - 8 - 3) * 256 - (4 + 2 * 64) = 13436.
+#[test]
+fn the_space_bound_of_a_small_file_system() {
+    let g = nilfs_model::Geometry {
+        block_size: 1024,
+        blocks_per_segment: 256,
+        nsegments: 64,
+        r_segments_percentage: 5,
+    };
+    assert_eq!(g.reserved_segments(), 8);
+    assert_eq!(g.usable_blocks(), 13436);
+}
+
+/// `nilfs_rename` of a directory to another parent moves its ".." link:
+/// the old parent loses one (`drop_nlink(old_dir)`), the new one gains
+/// one (`inode_inc_link_count(new_dir)`).
+#[test]
+fn a_directory_renamed_to_another_parent_moves_a_link() {
+    let lines = [
+        op(r#""op":"mkdir","path":"/d","perm":493"#, r#""ok""#),
+        op(r#""op":"mkdir","path":"/e","perm":493"#, r#""ok""#),
+        op(r#""op":"mkdir","path":"/d/s","perm":493"#, r#""ok""#),
+        op(r#""op":"rename","old":"/d/s","new":"/e/s""#, r#""ok""#),
+        op(r#""op":"lstat","path":"/d""#, &stat_dir(2)),
+        op(r#""op":"lstat","path":"/e""#, &stat_dir(3)),
+    ];
+    accepted_and_rejected_with(&lines, 4, &stat_dir(3));
+    accepted_and_rejected_with(&lines, 5, &stat_dir(2));
+}
+
+/// The log writer's timer (`NILFS_SC_DEFAULT_TIMEOUT`, 5 s after the first
+/// change) may have written a checkpoint before an fsync, which then has
+/// nothing left to write: a change made after the timer's checkpoint is
+/// not durable, and a crash loses it. One second after the first change
+/// the timer cannot have fired, and fsync's checkpoint holds every change.
+#[test]
+fn a_crash_after_fsync_loses_a_later_change_only_if_the_timer_can_have_run() {
+    let lines = |clock: u64| {
+        [
+            op(r#""op":"create","path":"/f""#, r#""ok""#),
+            op(
+                r#""op":"write","path":"/f","offset":0,"data":{"text":"x"}"#,
+                r#"{"written":1}"#,
+            ),
+            op(&format!(r#""op":"clock","now":{clock}"#), r#""ok""#),
+            op(r#""op":"create","path":"/g""#, r#""ok""#),
+            op(r#""op":"fsync","path":"/f""#, r#""ok""#),
+            op(r#""op":"crash""#, r#""ok""#),
+            op(r#""op":"mount","ro":false"#, r#""ok""#),
+            op(r#""op":"lstat","path":"/g""#, &err("ENOENT")),
+        ]
+    };
+    check_trace_str(&trace(&lines(6_000_000_000))).unwrap_or_else(|r| panic!("{r}"));
+    let r = check_trace_str(&trace(&lines(1_000_000_000))).expect_err("no timer within 1 s");
+    assert_eq!(r.line, line_of(7), "{r}");
+}
+
+/// A crash after the log writer's timer may have written a checkpoint of
+/// the changes (`segctord`, 5 s): recovery finds it, a plain checkpoint
+/// that lscp lists like any other (its cp_flags have no MINOR: it holds a
+/// file change).
+#[test]
+fn a_checkpoint_the_timer_wrote_before_a_crash_is_listed() {
+    let file = r#"{"stat":{"type":"file","size":0,"nlink":1,"perm":420}}"#;
+    let lines = [
+        op(r#""op":"create","path":"/f""#, r#""ok""#),
+        op(r#""op":"clock","now":6000000000"#, r#""ok""#),
+        op(r#""op":"crash""#, r#""ok""#),
+        op(r#""op":"mount","ro":false"#, r#""ok""#),
+        op(r#""op":"lstat","path":"/f""#, file),
+        op(r#""op":"lscp""#, r#"{"checkpoints":[{"cno":1},{"cno":2}]}"#),
+    ];
+    accepted_and_rejected_with(&lines, 5, r#"{"checkpoints":[{"cno":1}]}"#);
+}
