@@ -114,7 +114,7 @@ def core-segctor core nilfs-impl "nilfs-impl nilfs-conformance" \
   --test fs_write --test crash --test gc --test mdt_ops --test lockstep --test crash_envelope
 def core-recovery core nilfs-impl "nilfs-impl nilfs-conformance" \
   "impl/src/recovery.rs" 240 \
-  --lib --test crash --test sb_policy --test sb_fallback --test crash_envelope --test lockstep
+  --lib --test crash --test recovery_flags --test sb_policy --test sb_fallback --test crash_envelope --test lockstep
 def core-meta core nilfs-impl "nilfs-impl nilfs-conformance" \
   "impl/src/dat.rs impl/src/alloc.rs impl/src/cpfile.rs impl/src/sufile.rs" 180 \
   --lib --test mdt_ops --test mdt_props --test gc --test fs_write --test lockstep
