@@ -2,8 +2,11 @@
 //! starts the roll-forward range at the first log after the last super
 //! root that begins a logical segment (`NILFS_SS_LOGBGN`); a log without
 //! that flag starts none, and `nilfs_salvage_orphan_logs` then has
-//! nothing to do. Killed a mutant of `recovery::search_super_root` no
-//! other test told apart (docs/TESTING.md, "Mutation testing").
+//! nothing to do; the roll-forward's own walk (`nilfs_do_roll_forward`)
+//! starts a data-sync run only at LOGBGN as well. Written for a mutant of
+//! `recovery::search_super_root`'s LOGBGN test, which it does not kill:
+//! the walk's test gives the same tree (docs/TESTING.md, "Mutation
+//! testing").
 
 use nilfs::corrupt::{apply, Recipe};
 use nilfs::format::ino;
