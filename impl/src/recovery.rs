@@ -442,3 +442,35 @@ pub fn search_super_root(
     r.used_segments = used;
     Ok(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::corrupt::{apply, Recipe};
+    use crate::device::MemDevice;
+    use crate::mkfs::{mkfs, MkfsOptions};
+    use crate::the_nilfs::Nilfs;
+
+    /// mkfs's one log, the one both super blocks point at, damaged by
+    /// `recipe` (checksums resealed): the mount's error.
+    fn open_error(recipe: &str) -> String {
+        let dev = MemDevice::new(8 << 20);
+        mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+        apply(&dev, &Recipe::parse(recipe).unwrap()).unwrap();
+        match Nilfs::open(&dev) {
+            Ok(_) => panic!("{recipe}: mounted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// `nilfs_search_super_root`: the log the super block names must hold
+    /// a super root (NILFS_SEG_FAIL_CONSISTENCY otherwise), and
+    /// `load_segment_summary` refuses a log of more blocks than a segment
+    /// has before it reads them for the checksum.
+    #[test]
+    fn the_super_blocks_log_is_judged_by_the_kernels_checks() {
+        let e = open_error("ss@0:0.ss_flags &= 0xfffb");
+        assert!(e.contains("has no super root"), "{e}");
+        let e = open_error("ss@0:0.ss_nblocks = 65");
+        assert!(e.contains("65 blocks (NILFS_SEG_FAIL_CONSISTENCY)"), "{e}");
+    }
+}

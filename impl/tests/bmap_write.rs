@@ -172,8 +172,10 @@ fn convert_direct_to_level2_root() {
     for k in 0..6 {
         m.insert(k, 10 + k, &mut disk).unwrap();
     }
+    assert_eq!(m.nodes_in_memory(), 0, "a direct map has no node");
     let out = m.insert(6, 16, &mut disk).unwrap();
     assert_eq!(out.nodes_added, 1);
+    assert_eq!(m.nodes_in_memory(), 1);
     let dirty = m.dirty_nodes();
     assert_eq!(dirty.len(), 1);
     assert_eq!(

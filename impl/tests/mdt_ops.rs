@@ -686,3 +686,88 @@ fn sufile_rules_and_reserved_segments() {
     let flags: Vec<u32> = info.iter().map(|s| s.flags).collect();
     assert_eq!(flags, vec![2, 3, 4, 3]);
 }
+
+/// `nilfs_sufile_alloc` starts after `sh_last_alloc`, or at the range's
+/// start when that is outside the range `NILFS_IOCTL_SET_ALLOC_RANGE` set
+/// (`segnum < allocmin || segnum > allocmax`), and never leaves the range
+/// while a segment in it is clean.
+#[test]
+fn sufile_alloc_starts_inside_the_allocation_range() {
+    let dev = fresh(128 * MIB, 4096, 512);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut f = open_files(&nilfs);
+    let su = &mut f.sufile;
+    // The first allocation wraps to the first clean segment, below the
+    // range set next.
+    let first = su.alloc().unwrap();
+    assert!(first.0 < 9, "{first:?}");
+    su.set_alloc_range(SegNum(10), SegNum(20)).unwrap();
+    assert_eq!(su.alloc().unwrap(), SegNum(10));
+    assert_eq!(su.alloc().unwrap(), SegNum(11));
+}
+
+/// A DAT limited to the segment area (what a mount does,
+/// `nilfs_dat_translate`'s callers' checks) refuses a translation to a
+/// block outside it as corruption; unlimited, it answers the entry.
+#[test]
+fn dat_translation_outside_the_segment_area_is_corruption() {
+    let dev = fresh(128 * MIB, 4096, 512);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut f = open_files(&nilfs);
+    let dat = &mut f.dat;
+    let v = dat.alloc(VBlockNr(0)).unwrap();
+    let outside = BlockNr(nilfs.sb.nsegments * 512 + 7);
+    dat.start(v, Cno(2), outside).unwrap();
+    assert_eq!(dat.translate(v).unwrap(), outside);
+    dat.limit_to(nilfs.geo);
+    let e = dat.translate(v).expect_err("outside the segment area");
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+}
+
+/// When rmcp empties cpfile blocks (`nilfs_cpfile_delete_checkpoints`
+/// deletes them), the construction takes them out of the cpfile's bmap
+/// and its `i_blocks` (`nilfs_bmap_delete` -> `nilfs_inode_sub_blocks`):
+/// `i_blocks` moves by two 512-byte sectors per 1 KiB block the cpfile
+/// maps more or less. (Not equal to them: mkfs.nilfs2 starts the metadata
+/// files' `i_blocks` at its own count.)
+#[test]
+fn cpfile_i_blocks_follow_deleted_blocks() {
+    let dev = fresh(16 * MIB, 1024, 64);
+    let cpfile = |dev: &nilfs::device::MemDevice| {
+        let nilfs = Nilfs::open(dev).unwrap();
+        let mapped = nilfs.mdt_mapped_blocks(MetaFile::Cpfile).unwrap().len() as i64;
+        (nilfs.super_root.cpfile.blocks as i64, mapped)
+    };
+    let cnos: Vec<Cno> = {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = nilfs::fs::Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let cnos = (0..24)
+            .map(|i| {
+                let name = format!("f{i}");
+                fs.create(Ino(2), name.as_bytes(), 0o644).unwrap();
+                fs.mkcp(false).unwrap()
+            })
+            .collect();
+        fs.unmount().unwrap();
+        cnos
+    };
+    let (blocks0, mapped0) = cpfile(&dev);
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = nilfs::fs::Fs::mount(&nilfs, 1_800_000_100).unwrap();
+        for &c in &cnos[2..20] {
+            fs.rmcp(c).unwrap();
+        }
+        fs.unmount().unwrap();
+    }
+    let (blocks1, mapped1) = cpfile(&dev);
+    assert!(
+        mapped1 < mapped0,
+        "rmcp emptied cpfile blocks: {mapped0} -> {mapped1}"
+    );
+    assert_eq!(
+        blocks1 - blocks0,
+        2 * (mapped1 - mapped0),
+        "i_blocks {blocks0} -> {blocks1}"
+    );
+}

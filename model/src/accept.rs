@@ -577,3 +577,35 @@ fn finish_lscp(
     n.checkpoints.get_mut(&last.cno).expect("latest").bound = true;
     n
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{match_unbound, Unbound};
+    use crate::op::CpEntry;
+
+    /// An optional checkpoint (one the cleaner may have removed) takes an
+    /// entry only if the mandatory ones after it still find theirs, each
+    /// its own entry: here the two mandatory checkpoints need both entries,
+    /// so the optional one takes none.
+    #[test]
+    fn an_optional_checkpoint_leaves_the_entries_the_mandatory_ones_need() {
+        let plain = |cno| CpEntry { cno, ss: false };
+        let item = |cno, optional| Unbound {
+            cno,
+            ss: false,
+            optional,
+        };
+        let list = [plain(2), plain(3)];
+        let items = [item(1, true), item(2, false), item(3, false)];
+        assert_eq!(
+            match_unbound(&list, &[false, false], &items, true),
+            Some(vec![None, Some(0), Some(1)])
+        );
+        // With a third entry, the optional checkpoint takes the first.
+        let list = [plain(1), plain(2), plain(3)];
+        assert_eq!(
+            match_unbound(&list, &[false; 3], &items, true),
+            Some(vec![Some(0), Some(1), Some(2)])
+        );
+    }
+}

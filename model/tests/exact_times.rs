@@ -177,5 +177,7 @@ fn a_search_bound_gives_unknown_not_rejected() {
     )
     .expect_err("one state cannot hold the trace");
     assert!(r.is_unknown(), "a bound reported as a rejection:\n{r}");
+    // At the crash, the first line that leaves more states than the bound.
+    assert_eq!(r.line, text.lines().count(), "{r}");
     assert!(r.to_string().starts_with("trace unknown at line"), "{r}");
 }

@@ -4,7 +4,7 @@
 use nilfs_model::fs::Namespace;
 use nilfs_model::laws::{check_transition, Promises};
 use nilfs_model::{step, Op, Stamp, State};
-use nilfs_model::{Errno, Geometry, Pattern};
+use nilfs_model::{Errno, FileType, Geometry, Pattern};
 use proptest::prelude::*;
 
 fn fresh() -> State {
@@ -257,4 +257,81 @@ fn read_only_snapshot_mount_refuses_writes() {
         step(&s, &r)[0].predicted().unwrap().0,
         nilfs_model::Outcome::Err(Errno::EBUSY)
     );
+}
+
+/// `s` after `op` as the model predicts it (its first branch).
+fn after(s: &State, op: &Op) -> State {
+    step(s, op)[0]
+        .predicted()
+        .expect("the model predicts its own run")
+        .1
+}
+
+fn create(path: &str) -> Op {
+    Op::Create {
+        path: path.into(),
+        perm: 0o644,
+        excl: true,
+        at: None,
+    }
+}
+
+/// Each law fails on a transition that breaks it: `after` is the model's
+/// own next state with one thing changed that the law forbids (the laws
+/// hold on every run of the model, so only these show a law can fail).
+#[test]
+fn each_law_rejects_a_transition_that_breaks_it() {
+    let s = after(&after(&fresh(), &create("/a")), &create("/b"));
+    let broken = |op: &Op, next: State, law: &str| {
+        let out = step(&s, op)[0].predicted().unwrap().0;
+        check_transition(&s, op, &out, &after(&s, op), &mut Promises::default())
+            .unwrap_or_else(|e| panic!("{op:?}: the model's own transition: {e}"));
+        let e = check_transition(&s, op, &out, &next, &mut Promises::default())
+            .expect_err(&format!("{law} must fail"));
+        assert!(e.starts_with(law), "{law}: {e}");
+    };
+    // Law 8: a chmod of /a that also changed /b.
+    let chmod = |path: &str| Op::Chmod {
+        path: path.into(),
+        perm: 0o600,
+        at: None,
+    };
+    broken(
+        &chmod("/a"),
+        after(&after(&s, &chmod("/a")), &chmod("/b")),
+        "law 8",
+    );
+    // Law 9: a mknod of a FIFO that made a regular file.
+    let fifo = Op::Mknod {
+        path: "/p".into(),
+        file_type: FileType::Fifo,
+        perm: 0o644,
+        rdev: [0, 0],
+        at: None,
+    };
+    broken(&fifo, after(&s, &create("/p")), "law 9");
+    // Law 6: a write whose bytes do not read back.
+    let write = |text: &str| Op::Write {
+        path: "/a".into(),
+        offset: 0,
+        data: Pattern::Text(text.into()),
+        append: false,
+        at: None,
+    };
+    broken(&write("right"), after(&s, &write("wrong")), "law 6");
+}
+
+/// Only a FIFO, a socket or a device is what only mknod makes.
+#[test]
+fn special_file_types() {
+    assert!(!FileType::File.is_special() && !FileType::Dir.is_special());
+    assert!(!FileType::Symlink.is_special());
+    assert!(FileType::Fifo.is_special() && FileType::Socket.is_special());
+    assert!(FileType::CharDevice.is_special() && FileType::BlockDevice.is_special());
+}
+
+#[test]
+fn an_empty_pattern_is_empty() {
+    assert!(Pattern::Text(String::new()).is_empty());
+    assert!(!Pattern::Text("x".into()).is_empty());
 }

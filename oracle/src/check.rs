@@ -262,3 +262,34 @@ pub fn proptest(imp: &mut dyn Implementation, cfg: &Config) {
         Err(TestError::Abort(why)) => panic!("proptest gave up: {why}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::divergence_kind;
+    use crate::lockstep::{Divergence, Step};
+    use nilfs_model::{Op, Outcome};
+
+    fn diverged(op: Op, what: &str) -> Divergence {
+        Divergence {
+            steps: vec![Step {
+                op,
+                out: Outcome::Ok,
+            }],
+            what: what.into(),
+            allowed: vec![],
+            detail: None,
+        }
+    }
+
+    /// Delta debugging keeps a candidate only if it diverges the same way:
+    /// the last operation's kind and the words before the first colon.
+    #[test]
+    fn a_divergence_kind_is_its_operation_and_first_words() {
+        let sync = diverged(Op::Sync, "durable view differs: live tree");
+        assert_eq!(divergence_kind(&sync), "\"sync\" durable view differs");
+        let other = diverged(Op::Sync, "outcome not allowed: x");
+        let lscp = diverged(Op::Lscp, "durable view differs: checkpoints");
+        assert_ne!(divergence_kind(&sync), divergence_kind(&other));
+        assert_ne!(divergence_kind(&sync), divergence_kind(&lscp));
+    }
+}

@@ -247,3 +247,22 @@ fn recover(imp: &mut dyn Implementation, image: &[u8]) -> Result<Durable, String
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::WriteLog;
+
+    /// A clone shares the log: what the device's copy records, the kept
+    /// one counts.
+    #[test]
+    fn a_write_log_counts_the_writes_of_its_clones() {
+        let log = WriteLog::default();
+        assert!(log.is_empty());
+        log.clone().write(512, &[1, 2, 3]);
+        assert_eq!(log.len(), 1);
+        assert!(!log.is_empty());
+        let mut image = [0u8; 516];
+        log.apply(0, &mut image);
+        assert_eq!(&image[511..516], &[0, 1, 2, 3, 0]);
+    }
+}

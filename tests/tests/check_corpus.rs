@@ -37,6 +37,9 @@ fn base(name: &str) -> MemDevice {
             let dev = corrupt::base(name).unwrap();
             let r = check_device(&dev, &Options::default());
             assert!(r.is_clean(), "base image {name} is not clean:\n{r}");
+            // Every inode of every checkpoint is counted: the root and
+            // `.nilfs` at least.
+            assert!(r.stats.inodes >= 2, "base image {name}: {:?}", r.stats);
             dev
         })
         .duplicate()

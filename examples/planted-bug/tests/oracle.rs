@@ -142,6 +142,12 @@ fn crash_check_passes_nilfs_ref_and_catches_the_planted_bug() {
             cp: None,
             ro: false,
         },
+        // The root's times are mkfs's, the image's ctime: the model's
+        // first state must start from that clock.
+        Op::Lstat {
+            path: p("/"),
+            at: None,
+        },
         Op::Create {
             path: p("/a"),
             perm: 0o644,
@@ -172,8 +178,15 @@ fn crash_check_passes_nilfs_ref_and_catches_the_planted_bug() {
         .expect_err("a skipped fsync must leave a state outside the envelope");
     eprintln!("{failure}");
     assert!(
-        matches!(*failure, CrashFailure::Outside { completed: 4, .. }),
+        matches!(*failure, CrashFailure::Outside { completed: 5, .. }),
         "{failure}"
+    );
+    // The failure says where the cut was and shows the workload.
+    let text = failure.to_string();
+    assert!(
+        text.contains("left a state outside the model's crash envelope")
+            && text.contains(r#"  {"op":"fsync","path":"/a"}"#),
+        "{text}"
     );
 }
 

@@ -106,3 +106,50 @@ pub fn verify_checksums(dev: &dyn BlockDevice) -> Result<ChecksumReport> {
     }
     Ok(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::verify_checksums;
+    use crate::device::{BlockDevice, MemDevice};
+    use crate::format::{ino, SEGSUM_MAGIC};
+    use crate::fs::Fs;
+    use crate::mkfs::{mkfs, MkfsOptions};
+    use crate::the_nilfs::Nilfs;
+
+    /// A log whose `ss_nblocks` runs past its segment's end is refused as
+    /// such, before its checksums are looked at; one that ends exactly at
+    /// the segment's last block fits (and its checksum then judges it).
+    /// The log changed is mkfs's; a later one, which the super block
+    /// points at, keeps the image mountable.
+    #[test]
+    fn a_log_past_its_segments_end_does_not_fit() {
+        let (bs, bps) = (1024u64, 64u64);
+        let dev = MemDevice::new(8 << 20);
+        mkfs(&dev, &MkfsOptions::with_geometry(bs, bps)).unwrap();
+        {
+            let nilfs = Nilfs::open(&dev).unwrap();
+            let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+            fs.create(ino::ROOT, b"f", 0o644).unwrap();
+            fs.unmount().unwrap();
+        }
+        verify_checksums(&dev).unwrap();
+        let mut block = vec![0u8; bs as usize];
+        let log = (0..bps)
+            .find(|&b| {
+                dev.read_at(b * bs, &mut block).unwrap();
+                block[8..12] == SEGSUM_MAGIC.to_le_bytes()
+            })
+            .expect("mkfs wrote a log in segment 0");
+        // ss_nblocks (bytes 40..44) one block past the segment.
+        let past = (bps - log + 1) as u32;
+        block[40..44].copy_from_slice(&past.to_le_bytes());
+        dev.write_at(log * bs, &block).unwrap();
+        let e = verify_checksums(&dev).expect_err("the log does not fit");
+        assert!(e.to_string().contains("do not fit the segment"), "{e}");
+        // Exactly to the segment's end: it fits; the checksum judges it.
+        block[40..44].copy_from_slice(&((bps - log) as u32).to_le_bytes());
+        dev.write_at(log * bs, &block).unwrap();
+        let e = verify_checksums(&dev).expect_err("the checksum changed");
+        assert!(e.to_string().contains("checksum"), "{e}");
+    }
+}
