@@ -678,51 +678,45 @@ fn first_half(s: &State, e: &Event) -> Option<(crate::fs::Id, State)> {
             if e.out != Some(Outcome::Ok) {
                 return None;
             }
-            let id = s.live.lookup(path, true).ok()?;
-            let before = s.live.inodes.get(&id)?.clone();
-            let (after, _) = step_op(
-                std::slice::from_ref(s),
-                &e.op,
-                e.observed(),
-                e.t,
-                Clocks::Own,
-            );
-            let mut n = after.into_iter().next()?;
-            let mut ino = n.live.inodes.get(&id)?.clone();
-            if (ino.mtime, ino.ctime) == (before.mtime, before.ctime) {
-                // The times do not change: one step says it all.
-                return None;
-            }
-            ino.mtime = before.mtime;
-            ino.ctime = before.ctime;
-            n.live.inodes.insert(id, ino);
-            Some((id, n))
+            // The new size, the old times.
+            let (id, whole) = whole_changing_times(s, e, path)?;
+            Some((id, with_times_of(&whole, s, id)?))
         }
         Op::Write { path, .. } => {
-            let id = s.live.lookup(path, true).ok()?;
-            let before = s.live.inodes.get(&id)?.clone();
-            let (after, _) = step_op(
-                std::slice::from_ref(s),
-                &e.op,
-                e.observed(),
-                e.t,
-                Clocks::Own,
-            );
-            let whole = after.into_iter().next()?;
-            let new = whole.live.inodes.get(&id)?;
-            if (new.mtime, new.ctime) == (before.mtime, before.ctime) {
-                return None;
-            }
-            // The times alone.
-            let mut n = s.clone();
-            let mut ino = before;
-            ino.mtime = new.mtime;
-            ino.ctime = new.ctime;
-            n.live.inodes.insert(id, ino);
-            Some((id, n))
+            // The new times alone.
+            let (id, whole) = whole_changing_times(s, e, path)?;
+            Some((id, with_times_of(s, &whole, id)?))
         }
         _ => None,
     }
+}
+
+/// The inode `path` names in `s`, and the state the whole operation `e`
+/// leaves, when that operation changes the inode's times (`None` when it
+/// does not: one step then says it all).
+fn whole_changing_times(s: &State, e: &Event, path: &str) -> Option<(crate::fs::Id, State)> {
+    let id = s.live.lookup(path, true).ok()?;
+    let (after, _) = step_op(
+        std::slice::from_ref(s),
+        &e.op,
+        e.observed(),
+        e.t,
+        Clocks::Own,
+    );
+    let whole = after.into_iter().next()?;
+    let (old, new) = (s.live.inodes.get(&id)?, whole.live.inodes.get(&id)?);
+    ((old.mtime, old.ctime) != (new.mtime, new.ctime)).then_some((id, whole))
+}
+
+/// `into` with inode `id`'s mtime and ctime taken from `from`.
+fn with_times_of(into: &State, from: &State, id: crate::fs::Id) -> Option<State> {
+    let times = from.live.inodes.get(&id)?;
+    let mut ino = into.live.inodes.get(&id)?.clone();
+    ino.mtime = times.mtime;
+    ino.ctime = times.ctime;
+    let mut n = into.clone();
+    n.live.inodes.insert(id, ino);
+    Some(n)
 }
 
 /// The second half, on the inode the first found, with what the model
