@@ -52,10 +52,10 @@
 //! of per-path parts that no operation spans.
 
 use crate::op::{Op, Outcome};
-use crate::state::State;
+use crate::state::{Cno, State};
 use crate::trace::{describe, describe_state, first_state, step_op, Bound, Clocks, Line, Options};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// One line of a history.
@@ -243,6 +243,10 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
     }
     let past = unobserved_past(&events);
     let budget = space_budget(&events);
+    let read = read_checkpoints(&events);
+    // Set with the first state (the mkfs line): whether the whole
+    // history fits ([`never_full`]).
+    let mut fits = false;
     let mut verdict = HistoryVerdict {
         lines: events.len(),
         ..HistoryVerdict::default()
@@ -270,8 +274,11 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
                 &states,
                 &std::mem::take(&mut phase),
                 opts,
-                past,
-                budget,
+                Forget {
+                    past,
+                    fits,
+                    read: &read,
+                },
                 &mut verdict,
             )?;
         }
@@ -301,7 +308,9 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
             unreadable: None,
         };
         if states.is_empty() {
-            states.push(first_state(&line, opts).map_err(|a| rejected(a, &[]))?);
+            let first = first_state(&line, opts).map_err(|a| rejected(a, &[]))?;
+            fits = never_full(&first, budget);
+            states.push(first);
             continue;
         }
         let (next, allowed) = step_op(&states, &line.op, Some(&line.out), line.t, Clocks::Own);
@@ -317,7 +326,12 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
         states = next;
     }
     if !phase.is_empty() {
-        states = linearize(&states, &phase, opts, past, budget, &mut verdict)?;
+        let forget = Forget {
+            past,
+            fits,
+            read: &read,
+        };
+        states = linearize(&states, &phase, opts, forget, &mut verdict)?;
     }
     if states.is_empty() {
         return Err(HistoryRejection::unreadable(0, "empty history".into()));
@@ -340,10 +354,10 @@ fn linearize(
     init: &[State],
     phase: &[(usize, Event)],
     opts: Options,
-    past: bool,
-    budget: u64,
+    forget: Forget,
     verdict: &mut HistoryVerdict,
 ) -> Result<Vec<State>, HistoryRejection> {
+    let Forget { past, fits, read } = forget;
     // Each worker's operations, in the order it ran them.
     let mut ids: Vec<u32> = phase.iter().filter_map(|(_, e)| e.w).collect();
     ids.sort_unstable();
@@ -456,10 +470,17 @@ fn linearize(
                         if timed {
                             forget_clock(&mut s);
                         }
-                        if past {
-                            forget_past(&mut s, budget);
+                        if fits {
+                            if past {
+                                forget_past(&mut s);
+                            }
+                            forget_unread(&mut s, read);
+                            // Far from full, no outcome depends on the
+                            // estimate ([`never_full`]): states that differ
+                            // only in the order their operations were
+                            // charged merge.
+                            s.consumed_blocks = 0;
                         }
-                        forget_space(&mut s, budget);
                         // An inode a step holds that has no name left is
                         // gone for good (its id may be given again).
                         let mut k = k.clone();
@@ -804,12 +825,104 @@ fn unobserved_past(events: &[(usize, Event)]) -> bool {
     })
 }
 
+/// What the search may forget of each state it reaches, because no line
+/// of the history can observe it (each piece argued at its function).
+#[derive(Clone, Copy)]
+struct Forget<'a> {
+    /// Nothing observes durability at all ([`unobserved_past`]).
+    past: bool,
+    /// The whole history fits on the device ([`never_full`]).
+    fits: bool,
+    /// The checkpoint numbers some line reads ([`read_checkpoints`]).
+    read: &'a BTreeSet<Cno>,
+}
+
+/// Every checkpoint number a line of the history mounts, unmounts or
+/// reads in: the only checkpoints whose contents an outcome can show.
+/// (`lscp`, `chcp`, `rmcp` and the cleaner see a checkpoint's number,
+/// mode and age, never what it holds; a crash and a mount of the latest
+/// show the latest alone.)
+fn read_checkpoints(events: &[(usize, Event)]) -> BTreeSet<Cno> {
+    events
+        .iter()
+        .filter_map(|(_, e)| match e.op {
+            Op::Mount { cp: Some(c), .. } | Op::Umount { cp: Some(c) } => Some(c),
+            _ => e.op.at(),
+        })
+        .collect()
+}
+
+/// The contents of checkpoints no line reads, forgotten. The model keeps
+/// what every checkpoint holds so that a snapshot mounted later reads
+/// back exactly; but a checkpoint that is not the latest shows its
+/// contents only through a mount of its number ([`read_checkpoints`]), and
+/// a crash returns to the latest alone. So a checkpoint other than the
+/// latest (in the live table and in the table a crash may restore) whose
+/// number no line reads becomes one of unknown contents, as if learned
+/// from a listing, which the model treats as allowing any reading (and
+/// never reads). A checkpoint whose number is not yet bound may turn out
+/// to be any number at or above its own (the kernel's timer makes
+/// checkpoints the model does not count) and below the next bound one's
+/// (a listing binds checkpoints in order), so it is forgotten only when no
+/// read number lies in that range. The contents also count towards what
+/// a cleaner pass may move (the space estimate), so this is done only when
+/// the history fits ([`never_full`]), where no outcome depends on the
+/// estimate.
+/// Two workers' operations placed in either order around a `mkcp` leave
+/// checkpoints that differ in what they hold; forgotten, the states merge.
+fn forget_unread(s: &mut State, read: &BTreeSet<Cno>) {
+    let blank = |table: &mut imbl::OrdMap<Cno, crate::state::Checkpoint>| {
+        let Some((latest, _)) = table.get_max().map(|(c, cp)| (*c, cp.clone())) else {
+            return;
+        };
+        // The numbers each checkpoint may turn out to have: its own if
+        // bound; else from its own up to the next bound one's (listings
+        // bind checkpoints in order).
+        let unread = |c: Cno, cp: &crate::state::Checkpoint| {
+            if cp.bound {
+                return !read.contains(&c);
+            }
+            let below = table
+                .range(c + 1..)
+                .find(|(_, o)| o.bound)
+                .map_or(Cno::MAX, |(b, _)| *b);
+            read.range(c..below).next().is_none()
+        };
+        let gone: Vec<Cno> = table
+            .iter()
+            .filter(|(c, cp)| **c != latest && cp.ns.is_some() && unread(**c, cp))
+            .map(|(c, _)| *c)
+            .collect();
+        for c in gone {
+            if let Some(cp) = table.get_mut(&c) {
+                cp.ns = None;
+            }
+        }
+    };
+    blank(&mut s.checkpoints);
+    if let Some(t) = &mut s.pending.table_at_construction {
+        blank(t);
+    }
+}
+
 /// An upper bound on the blocks the model can charge the whole history
-/// (`consumed_blocks`): every operation a construction and an inode's
-/// metadata besides its data, and every cleaner pass what it may move
-/// (`cleaner_moves`: at most everything the history wrote, every inode
-/// and every checkpoint it made, which the rest of the budget bounds).
+/// (`consumed_blocks`), in whatever order its operations are placed:
+/// - each line what the model charges a change (`State::modified`): a
+///   write's blocks (`Geometry::blocks_for`, at the smallest block size,
+///   512 bytes) or a namespace operation's metadata (`META_OP_BLOCKS`);
+/// - each line that may construct two checkpoints (`CHECKPOINT_BLOCKS`):
+///   its own construction and one the log writer's timer may have made
+///   before it (`sync_file`'s timer branch). Only lines that change
+///   names, data or attributes, or only read, never construct; every
+///   other line (sync, fsync, mkcp, chcp, rmcp, unmount, remount, the
+///   cleaner, and any added later) is counted as one that does;
+/// - each `lscp` a checkpoint for every entry it lists (checkpoints the
+///   model learns from a listing, which a cleaner pass counts);
+/// - each cleaner pass what it may move (`cleaner_moves`): every page,
+///   inode and checkpoint that exists, at most all of the above, so the
+///   sum is multiplied by one more than the number of passes.
 fn space_budget(events: &[(usize, Event)]) -> u64 {
+    use crate::space::{CHECKPOINT_BLOCKS, META_OP_BLOCKS};
     let mut budget = 0u64;
     let mut cleaner_passes = 0u64;
     for (_, e) in events {
@@ -821,30 +934,63 @@ fn space_budget(events: &[(usize, Event)]) -> u64 {
             Op::Truncate { size, .. } => *size,
             _ => 0,
         };
-        // Bytes as 512-byte blocks (the smallest block size) with the
-        // model's B-tree share.
+        let blocks = data.div_ceil(512);
+        let constructs = match (&e.op, &e.out) {
+            (Op::Lscp, Some(Outcome::Checkpoints(list))) => list.len() as u64,
+            (Op::Lscp, _) => 0,
+            (op, _) if never_constructs(op) => 0,
+            _ => 2,
+        };
         budget = budget
-            .saturating_add(data / 512 + data / 512 / 32 + 2)
-            .saturating_add(crate::space::CHECKPOINT_BLOCKS + crate::space::META_OP_BLOCKS);
+            .saturating_add(blocks + blocks.div_ceil(32) + 1 + META_OP_BLOCKS)
+            .saturating_add(constructs.saturating_mul(CHECKPOINT_BLOCKS));
     }
     budget.saturating_mul(1 + cleaner_passes)
 }
 
-/// Whether `s` is far enough from full that no line of the history can
-/// meet ENOSPC however the rest is charged: its estimate plus the whole
-/// history's `budget` stays under half of what the geometry can hold
-/// (`Geometry::may_enospc` allows ENOSPC only past all of it).
-fn far_from_full(s: &State, budget: u64) -> bool {
-    s.consumed_blocks.saturating_add(budget).saturating_mul(2) < s.geometry.usable_blocks()
+/// The lines that change names, data or attributes, or only read: none
+/// makes a construction (`State::modified` only marks the change pending).
+fn never_constructs(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Create { .. }
+            | Op::Mkdir { .. }
+            | Op::Symlink { .. }
+            | Op::Link { .. }
+            | Op::Unlink { .. }
+            | Op::Rmdir { .. }
+            | Op::Rename { .. }
+            | Op::Write { .. }
+            | Op::Read { .. }
+            | Op::Truncate { .. }
+            | Op::Lstat { .. }
+            | Op::Chmod { .. }
+            | Op::Chown { .. }
+            | Op::Utimes { .. }
+            | Op::Mknod { .. }
+            | Op::Setxattr { .. }
+            | Op::Getxattr { .. }
+            | Op::Listxattr { .. }
+            | Op::Removexattr { .. }
+            | Op::Statfs { .. }
+            | Op::Readdir { .. }
+            | Op::Readlink { .. }
+            | Op::Manifest { .. }
+            | Op::Clock { .. }
+    )
 }
 
-/// The space estimate, forgotten where it decides nothing: far from full
-/// ([`far_from_full`]) no outcome depends on it, and states that differ
-/// only in the order their operations were charged merge.
-fn forget_space(s: &mut State, budget: u64) {
-    if far_from_full(s, budget) {
-        s.consumed_blocks = 0;
-    }
+/// Whether no line of the history can meet ENOSPC, in any order and
+/// however the model charges it: every state the history reaches has an
+/// estimate of at most the first state's plus the whole budget
+/// ([`space_budget`]), and the model allows ENOSPC only past the usable
+/// blocks (`Geometry::may_enospc`). When it holds, the estimate decides no
+/// outcome, and neither does anything it is computed from; the search may
+/// then forget it ([`forget_past`], [`forget_unread`], and the estimate
+/// itself). The estimates it forgets are only ever lower than the true
+/// ones, which stay under the usable blocks by this bound.
+fn never_full(first: &State, budget: u64) -> bool {
+    first.consumed_blocks.saturating_add(budget) < first.geometry.usable_blocks()
 }
 
 /// The past no later line can observe, forgotten. With no crash and no
@@ -854,19 +1000,15 @@ fn forget_space(s: &mut State, budget: u64) {
 /// left (names, data, attributes, fsync, sync, a clean unmount and a
 /// mount of the latest, which shows the live namespace) answer from the
 /// live namespace and the mount alone, and the model allows ENOSPC only
-/// near a full device. So a state far enough from full (its estimate plus
-/// the history's whole `budget` stays under half of what the geometry
-/// can hold) becomes the state with the same live namespace just after a
+/// near a full device. So when the history fits ([`never_full`]) a state
+/// becomes the state with the same live namespace just after a
 /// construction: one checkpoint, number 1, showing the live namespace;
 /// nothing pending; no blocks counted. States that differ only in their
 /// pasts then merge, and the search keeps one state per live namespace
-/// instead of one per sequence of constructions. A state nearer full
-/// keeps its past.
-fn forget_past(s: &mut State, budget: u64) {
-    if !far_from_full(s, budget)
-        || s.mount != Some(crate::state::Mount::ReadWrite)
-        || !s.snapshot_mounts.is_empty()
-    {
+/// instead of one per sequence of constructions. A history that may fill
+/// the device keeps every past.
+fn forget_past(s: &mut State) {
+    if s.mount != Some(crate::state::Mount::ReadWrite) || !s.snapshot_mounts.is_empty() {
         return;
     }
     let latest = crate::state::Checkpoint {
