@@ -23,7 +23,9 @@
 //! against the kernel's own), by the guest's kernel log (an oops, a BUG, a
 //! WARN or a hung task is a finding; the runner dumps blocked tasks with
 //! sysrq `w` when its workers pass their deadline), and by our own run of
-//! the same workload (`apply`, one thread).
+//! the same workload (`apply`, one thread), whose image the kernel then
+//! mounts read-write in a second boot of the batch: its manifest of the
+//! latest checkpoint must equal the last one our run printed.
 //!
 //! A rejected history is shrunk: worker operations are removed, one at a
 //! time, while the history stays rejected at the same operation; what is
@@ -299,6 +301,7 @@ fn on_kernel(seeds: &[u64], a: &ConcurrentArgs, opts: Options) -> Result<Vec<Run
                 .any(|k| l.contains(k))
             })
             .collect();
+        let ours_in_kernel = kernel_mounts_ours(&harness, &a.out.join("work-ours"), &batch)?;
         for (i, (w, &seed)) in batch.iter().zip(chunk).enumerate() {
             let dir = a.out.join(format!("seed-{seed}"));
             let _ = std::fs::remove_dir_all(&dir);
@@ -347,6 +350,7 @@ fn on_kernel(seeds: &[u64], a: &ConcurrentArgs, opts: Options) -> Result<Vec<Run
                 }
             }
             problems.extend(kernel::ours(w).iter().map(|p| p.headline()));
+            problems.extend(ours_in_kernel[i].iter().cloned());
             if !bad_log.is_empty() {
                 problems.push(format!("kernel log: {}", bad_log.join(" | ")));
                 let _ = std::fs::write(dir.join("dmesg.txt"), &log);
@@ -369,6 +373,72 @@ fn on_kernel(seeds: &[u64], a: &ConcurrentArgs, opts: Options) -> Result<Vec<Run
         }
     }
     Ok(runs)
+}
+
+/// The kernel mounts our images of a batch's workloads: each workload run
+/// one thread at a time through nilfs-ref (`apply`), its image mounted
+/// read-write by the kernel in a boot of its own, whose manifest of the
+/// latest checkpoint must equal the last one our run printed (the
+/// epilogue's, after its remount). Each workload's problems, as lines.
+fn kernel_mounts_ours(
+    harness: &crate::campaign::guest::Harness,
+    work: &Path,
+    batch: &[crate::campaign::common::Workload],
+) -> Result<Vec<Vec<String>>, String> {
+    use nilfs::device::MemDevice;
+    use nilfs_model::{Op, Outcome};
+    let mut devices = Vec::new();
+    let mut expected = Vec::new();
+    for w in batch {
+        let dev = MemDevice::new(w.device_bytes());
+        // A run of ours that fails is reported by `kernel::ours`.
+        let last = crate::apply::apply_lines(&dev, &w.numbered_lines(), "memory")
+            .ok()
+            .and_then(|applied| {
+                applied
+                    .lines
+                    .iter()
+                    .rev()
+                    .find_map(|l| match (&l.op, &l.out) {
+                        (Op::Manifest { at: None }, Outcome::Manifest(m)) => Some(m.clone()),
+                        _ => None,
+                    })
+            });
+        devices.push(dev);
+        expected.push(last);
+    }
+    let refs: Vec<&MemDevice> = devices.iter().collect();
+    let got = crate::campaign::crash::kernel_recover(harness, work, &refs)?;
+    Ok(got
+        .iter()
+        .zip(&expected)
+        .map(|(k, want)| ours_in_kernel_problems(k, want.as_deref()))
+        .collect())
+}
+
+/// What the kernel's mount of our image shows against what our run
+/// printed last (`None`: our run failed, which is reported elsewhere).
+fn ours_in_kernel_problems(
+    k: &crate::campaign::crash::KernelRecovery,
+    want: Option<&[String]>,
+) -> Vec<String> {
+    if !k.mounted {
+        return vec![format!(
+            "the kernel cannot mount our image: {}",
+            k.errors.trim()
+        )];
+    }
+    match want {
+        Some(want) if want != k.manifest.as_slice() => {
+            vec![crate::campaign::common::first_difference(
+                want,
+                &k.manifest,
+                "the kernel's manifest of our image differs at line",
+                ("ours", "kernel"),
+            )]
+        }
+        _ => vec![],
+    }
 }
 
 fn is_mounted(dir: &Path) -> bool {
@@ -559,4 +629,48 @@ fn report(runs: &[Run], took: Duration, a: &ConcurrentArgs) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::crash::KernelRecovery;
+
+    fn mounted(manifest: &[&str]) -> KernelRecovery {
+        KernelRecovery {
+            mounted: true,
+            manifest: manifest.iter().map(|l| l.to_string()).collect(),
+            lscp: Err("not read".into()),
+            errors: String::new(),
+        }
+    }
+
+    /// The judge of the kernel's mount of our image passes an equal
+    /// manifest and catches a changed line, a missing line and a mount
+    /// that failed.
+    #[test]
+    fn the_kernel_mounting_our_image_is_judged() {
+        let ours: Vec<String> = ["DIR  -  /s/", "abc  3  /s/f"]
+            .iter()
+            .map(|l| l.to_string())
+            .collect();
+        assert!(
+            ours_in_kernel_problems(&mounted(&["DIR  -  /s/", "abc  3  /s/f"]), Some(&ours))
+                .is_empty()
+        );
+        let changed =
+            ours_in_kernel_problems(&mounted(&["DIR  -  /s/", "abd  3  /s/f"]), Some(&ours));
+        assert!(changed[0].contains("differs at line"), "{changed:?}");
+        assert_eq!(
+            ours_in_kernel_problems(&mounted(&["DIR  -  /s/"]), Some(&ours)).len(),
+            1
+        );
+        let mut failed = mounted(&[]);
+        failed.mounted = false;
+        failed.errors = "mount: wrong fs type".into();
+        let p = ours_in_kernel_problems(&failed, Some(&ours));
+        assert!(p[0].contains("cannot mount our image"), "{p:?}");
+        // Our own run failed: nothing to compare (reported by `kernel::ours`).
+        assert!(ours_in_kernel_problems(&mounted(&["x"]), None).is_empty());
+    }
 }

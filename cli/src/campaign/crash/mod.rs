@@ -40,6 +40,8 @@ mod envelope;
 mod findings;
 mod judge;
 mod kernel;
+pub(crate) use kernel::kernel_recover;
+pub(crate) use recovery::KernelRecovery;
 mod record;
 mod recovery;
 mod summary;
