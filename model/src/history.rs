@@ -244,6 +244,9 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
     let past = unobserved_past(&events);
     let budget = space_budget(&events);
     let read = read_checkpoints(&events);
+    let ageless = events
+        .iter()
+        .all(|(_, e)| !matches!(e.op, Op::Clean { protection_s } if protection_s > 0));
     // Set with the first state (the mkfs line): whether the whole
     // history fits ([`never_full`]).
     let mut fits = false;
@@ -277,6 +280,7 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
                 Forget {
                     past,
                     fits,
+                    ageless,
                     read: &read,
                 },
                 &mut verdict,
@@ -329,6 +333,7 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
         let forget = Forget {
             past,
             fits,
+            ageless,
             read: &read,
         };
         states = linearize(&states, &phase, opts, forget, &mut verdict)?;
@@ -357,7 +362,12 @@ fn linearize(
     forget: Forget,
     verdict: &mut HistoryVerdict,
 ) -> Result<Vec<State>, HistoryRejection> {
-    let Forget { past, fits, read } = forget;
+    let Forget {
+        past,
+        fits,
+        ageless,
+        read,
+    } = forget;
     // Each worker's operations, in the order it ran them.
     let mut ids: Vec<u32> = phase.iter().filter_map(|(_, e)| e.w).collect();
     ids.sort_unstable();
@@ -481,6 +491,9 @@ fn linearize(
                             // charged merge.
                             s.consumed_blocks = 0;
                         }
+                        if ageless {
+                            forget_ages(&mut s);
+                        }
                         // An inode a step holds that has no name left is
                         // gone for good (its id may be given again).
                         let mut k = k.clone();
@@ -524,7 +537,7 @@ fn linearize(
         let mut held = 0;
         next.retain(|_, slot| !slot.is_empty());
         for slot in next.values_mut() {
-            *slot = crate::merge::merge_untimed(std::mem::take(slot));
+            *slot = crate::merge::drop_subsumed(crate::merge::merge_untimed(std::mem::take(slot)));
             held += slot.len();
         }
         verdict.widest = verdict.widest.max(next.len());
@@ -833,8 +846,38 @@ struct Forget<'a> {
     past: bool,
     /// The whole history fits on the device ([`never_full`]).
     fits: bool,
+    /// No cleaner pass protects checkpoints by age ([`forget_ages`]).
+    ageless: bool,
     /// The checkpoint numbers some line reads ([`read_checkpoints`]).
     read: &'a BTreeSet<Cno>,
+}
+
+/// When checkpoints were made, forgotten. A checkpoint's creation time
+/// decides only whether a cleaner pass with a protection period may
+/// remove it (`step::checkpoint::clean`; `-p 0` may remove every plain
+/// checkpoint but the latest, whatever its age) and, through the nearest
+/// bound checkpoint, the time given to one learned from a listing, which
+/// again only such a pass reads. With no such pass in the history no
+/// outcome depends on it, and orders that made the same checkpoints at
+/// different moments leave one state.
+fn forget_ages(s: &mut State) {
+    let ageless = |t: &imbl::OrdMap<Cno, crate::state::Checkpoint>| {
+        t.iter()
+            .map(|(c, cp)| {
+                let mut cp = cp.clone();
+                cp.created = 0;
+                (*c, cp)
+            })
+            .collect()
+    };
+    if s.checkpoints.values().any(|cp| cp.created != 0) {
+        s.checkpoints = ageless(&s.checkpoints);
+    }
+    if let Some(t) = &s.pending.table_at_construction {
+        if t.values().any(|cp| cp.created != 0) {
+            s.pending.table_at_construction = Some(ageless(t));
+        }
+    }
 }
 
 /// Every checkpoint number a line of the history mounts, unmounts or

@@ -190,6 +190,76 @@ impl State {
     }
 }
 
+/// The checkpoints a cleaner pass may have removed (`may_be_gone`), in
+/// the table and in the table a crash may restore, and the state with
+/// those marks erased.
+fn gone_marks(s: &State) -> (State, Vec<Cno>, Vec<Cno>) {
+    let marked = |t: &OrdMap<Cno, Checkpoint>| -> Vec<Cno> {
+        t.iter()
+            .filter(|(_, cp)| cp.may_be_gone)
+            .map(|(c, _)| *c)
+            .collect()
+    };
+    let erased = |t: &OrdMap<Cno, Checkpoint>| -> OrdMap<Cno, Checkpoint> {
+        t.iter()
+            .map(|(c, cp)| {
+                let mut cp = cp.clone();
+                cp.may_be_gone = false;
+                (*c, cp)
+            })
+            .collect()
+    };
+    let table = s.pending.table_at_construction.as_ref();
+    let mut n = s.clone();
+    n.checkpoints = erased(&s.checkpoints);
+    n.pending.table_at_construction = table.map(erased);
+    (
+        n,
+        marked(&s.checkpoints),
+        table.map(marked).unwrap_or_default(),
+    )
+}
+
+/// The states without those another one subsumes. A state that differs
+/// from another only in marking fewer checkpoints as ones a cleaner pass
+/// may have removed allows nothing the other does not, because a mark
+/// only widens what is allowed:
+/// - `lscp` may leave a marked checkpoint out (and then drops it) or
+///   list it (and then unmarks it), where an unmarked one must be listed;
+/// - `chcp` and `rmcp` of a marked one may also answer ENOENT (and drop
+///   it), and otherwise unmark it and go on as for an unmarked one;
+/// - every other rule carries the marks along untouched (a crash keeps
+///   the tables as they are, a cleaner pass marks the same checkpoints in
+///   both).
+///
+/// So, step by step, every outcome the state with fewer marks allows the
+/// other allows too, into states that again differ only in marks, or are
+/// equal. Dropping it changes no verdict: no accepted history is rejected,
+/// and none is accepted that was not.
+pub fn drop_subsumed(states: Vec<State>) -> Vec<State> {
+    if states.len() < 2 {
+        return states;
+    }
+    let marked: Vec<(State, Vec<Cno>, Vec<Cno>)> = states.iter().map(gone_marks).collect();
+    let within = |a: &[Cno], b: &[Cno]| a.iter().all(|c| b.binary_search(c).is_ok());
+    let subsumed = |i: usize| {
+        let (si, ti, ui) = &marked[i];
+        marked.iter().enumerate().any(|(j, (sj, tj, uj))| {
+            j != i
+                && tj.len() + uj.len() > ti.len() + ui.len()
+                && within(ti, tj)
+                && within(ui, uj)
+                && si == sj
+        })
+    };
+    let keep: Vec<bool> = (0..states.len()).map(|i| !subsumed(i)).collect();
+    states
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(s, k)| k.then_some(s))
+        .collect()
+}
+
 /// What two states of one shape surely share, cheap to compute: the
 /// checkpoint table's numbers and flags, the counters, the mounts and what
 /// is pending, but no namespace. States whose signatures differ never
@@ -272,6 +342,42 @@ mod tests {
             nsegments: 32,
             r_segments_percentage: 5,
         }
+    }
+
+    #[test]
+    fn a_state_with_fewer_checkpoints_marked_as_maybe_cleaned_is_dropped() {
+        let mut base = State::mkfs(geometry(), false, 0);
+        for c in 2..=4 {
+            base.checkpoints.insert(c, base.checkpoints[&1].clone());
+        }
+        let marked = |cnos: &[Cno]| {
+            let mut s = base.clone();
+            for c in cnos {
+                s.checkpoints.get_mut(c).unwrap().may_be_gone = true;
+            }
+            s
+        };
+        // {1} and {} are within {1, 2}; {3} is not, so it stays.
+        let kept = drop_subsumed(vec![
+            marked(&[1]),
+            marked(&[1, 2]),
+            marked(&[]),
+            marked(&[3]),
+        ]);
+        assert_eq!(kept, vec![marked(&[1, 2]), marked(&[3])]);
+        // Marks in the table a crash may restore count as well.
+        let mut t = marked(&[1]);
+        t.pending.table_at_construction = Some(marked(&[1, 2]).checkpoints);
+        let mut u = marked(&[1]);
+        u.pending.table_at_construction = Some(marked(&[1]).checkpoints);
+        assert_eq!(drop_subsumed(vec![u.clone(), t.clone()]), vec![t.clone()]);
+        // States that differ in anything else are all kept.
+        let mut other = marked(&[]);
+        other.live = other
+            .live
+            .create("/f", 0o644, false, Stamp::exact(1))
+            .unwrap();
+        assert_eq!(drop_subsumed(vec![other.clone(), marked(&[1])]).len(), 2);
     }
 
     #[test]

@@ -18,7 +18,11 @@
 //! - one file, `/s/f`, is written, truncated, read, linked, fsynced and
 //!   stat'ed by every writer;
 //! - a checkpoint worker takes checkpoints and snapshots, turns them into
-//!   plain checkpoints and back, removes them and lists them;
+//!   plain checkpoints and back, removes them and lists them; where the
+//!   runner can mount snapshots, it reads each snapshot it takes at once
+//!   (mount, manifest, unmount), so what the snapshot holds is known while
+//!   the writers run, not only at the end (the checker keeps one state per
+//!   content a snapshot may hold until it is read);
 //! - a cleaner worker runs the cleaner (`nilfs-clean -p 0`, seed 001's
 //!   scenario) while the others write.
 //!
@@ -161,11 +165,22 @@ pub fn generate_concurrent(cfg: &ConcurrentConfig) -> Vec<Value> {
             let mut v = match r.below(10) {
                 0..=2 => {
                     let snapshot = r.below(2) == 0;
-                    if snapshot {
-                        snapshots.push(mkcps);
-                    }
+                    let k = mkcps;
                     mkcps += 1;
-                    json!({"op": "mkcp", "snapshot": snapshot})
+                    if snapshot {
+                        snapshots.push(k);
+                        if cfg.features.snapshot_mounts {
+                            let cp = json!({"$mkcp": k});
+                            lines.push(json!({"op": "mkcp", "snapshot": true, "w": next}));
+                            lines.push(json!({"op": "mount", "cp": cp, "ro": true, "w": next}));
+                            lines.push(json!({"op": "manifest", "at": cp, "w": next}));
+                            json!({"op": "umount", "cp": cp})
+                        } else {
+                            json!({"op": "mkcp", "snapshot": true})
+                        }
+                    } else {
+                        json!({"op": "mkcp", "snapshot": false})
+                    }
                 }
                 3 | 4 if mkcps > 0 => json!({"op": "chcp",
                     "cno": {"$mkcp": r.below(mkcps)}, "snapshot": r.below(2) == 0}),
