@@ -243,7 +243,7 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
     }
     let past = unobserved_past(&events);
     let budget = space_budget(&events);
-    let read = read_checkpoints(&events);
+    let named = named_checkpoints(&events);
     let ageless = events
         .iter()
         .all(|(_, e)| !matches!(e.op, Op::Clean { protection_s } if protection_s > 0));
@@ -281,7 +281,7 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
                     past,
                     fits,
                     ageless,
-                    read: &read,
+                    named: &named,
                 },
                 &mut verdict,
             )?;
@@ -334,7 +334,7 @@ pub fn check_history(text: &str, opts: Options) -> Result<HistoryVerdict, Histor
             past,
             fits,
             ageless,
-            read: &read,
+            named: &named,
         };
         states = linearize(&states, &phase, opts, forget, &mut verdict)?;
     }
@@ -366,7 +366,7 @@ fn linearize(
         past,
         fits,
         ageless,
-        read,
+        named,
     } = forget;
     // Each worker's operations, in the order it ran them.
     let mut ids: Vec<u32> = phase.iter().filter_map(|(_, e)| e.w).collect();
@@ -484,7 +484,7 @@ fn linearize(
                             if past {
                                 forget_past(&mut s);
                             }
-                            forget_unread(&mut s, read);
+                            forget_unread(&mut s, named);
                             // Far from full, no outcome depends on the
                             // estimate ([`never_full`]): states that differ
                             // only in the order their operations were
@@ -848,8 +848,8 @@ struct Forget<'a> {
     fits: bool,
     /// No cleaner pass protects checkpoints by age ([`forget_ages`]).
     ageless: bool,
-    /// The checkpoint numbers some line reads ([`read_checkpoints`]).
-    read: &'a BTreeSet<Cno>,
+    /// The checkpoint numbers the lines name ([`named_checkpoints`]).
+    named: &'a Named,
 }
 
 /// When checkpoints were made, forgotten. A checkpoint's creation time
@@ -880,65 +880,102 @@ fn forget_ages(s: &mut State) {
     }
 }
 
-/// Every checkpoint number a line of the history mounts, unmounts or
-/// reads in: the only checkpoints whose contents an outcome can show.
-/// (`lscp`, `chcp`, `rmcp` and the cleaner see a checkpoint's number,
-/// mode and age, never what it holds; a crash and a mount of the latest
-/// show the latest alone.)
-fn read_checkpoints(events: &[(usize, Event)]) -> BTreeSet<Cno> {
-    events
-        .iter()
-        .filter_map(|(_, e)| match e.op {
-            Op::Mount { cp: Some(c), .. } | Op::Umount { cp: Some(c) } => Some(c),
-            _ => e.op.at(),
-        })
-        .collect()
+/// The checkpoint numbers the history's lines name, by what they do.
+#[derive(Default)]
+struct Named {
+    /// Mounted, unmounted or read in: the only checkpoints whose contents
+    /// an outcome can show. (`lscp`, `chcp`, `rmcp` and the cleaner see a
+    /// checkpoint's number, mode and age, never what it holds; a crash and
+    /// a mount of the latest show the latest alone.)
+    read: BTreeSet<Cno>,
+    /// Made snapshots by `chcp ss`.
+    to_snapshot: BTreeSet<Cno>,
+    /// Made plain by `chcp cp`.
+    to_plain: BTreeSet<Cno>,
 }
 
-/// The contents of checkpoints no line reads, forgotten. The model keeps
-/// what every checkpoint holds so that a snapshot mounted later reads
-/// back exactly; but a checkpoint that is not the latest shows its
-/// contents only through a mount of its number ([`read_checkpoints`]), and
-/// a crash returns to the latest alone. So a checkpoint other than the
-/// latest (in the live table and in the table a crash may restore) whose
-/// number no line reads becomes one of unknown contents, as if learned
-/// from a listing, which the model treats as allowing any reading (and
-/// never reads). A checkpoint whose number is not yet bound may turn out
-/// to be any number at or above its own (the kernel's timer makes
-/// checkpoints the model does not count) and below the next bound one's
-/// (a listing binds checkpoints in order), so it is forgotten only when no
-/// read number lies in that range. The contents also count towards what
-/// a cleaner pass may move (the space estimate), so this is done only when
+fn named_checkpoints(events: &[(usize, Event)]) -> Named {
+    let mut n = Named::default();
+    for (_, e) in events {
+        match e.op {
+            Op::Mount { cp: Some(c), .. } | Op::Umount { cp: Some(c) } => {
+                n.read.insert(c);
+            }
+            Op::Chcp {
+                cno,
+                snapshot: true,
+            } => {
+                n.to_snapshot.insert(cno);
+            }
+            Op::Chcp {
+                cno,
+                snapshot: false,
+            } => {
+                n.to_plain.insert(cno);
+            }
+            _ => n.read.extend(e.op.at()),
+        }
+    }
+    n
+}
+
+/// What no line can observe of the checkpoints, forgotten.
+///
+/// The contents. The model keeps what every checkpoint holds so that a
+/// snapshot mounted later reads back exactly; but a checkpoint other than
+/// the latest shows its contents only through a mount of its number
+/// (a crash returns to the latest alone), and only while it is a
+/// snapshot (`mount -o cp=` of a plain checkpoint is EINVAL). So one
+/// whose number no line reads, or that is plain and that no `chcp ss`
+/// names, becomes one of unknown contents, as if learned from a listing,
+/// which the model treats as allowing any reading (and never reads).
+///
+/// The MINOR flag of a snapshot. `lscp` hides a minor checkpoint only
+/// while it is plain, so a snapshot's flag is read only after a `chcp cp`
+/// of its number; with none in the history it is cleared.
+///
+/// A checkpoint whose number is not yet bound may turn out to be any
+/// number at or above its own (the kernel's timer makes checkpoints the
+/// model does not count) and below the next bound one's (a listing binds
+/// checkpoints in order); each test above asks whether a named number
+/// lies in that range. This is done in the live table and in the one a
+/// crash may restore. The contents also count towards what a cleaner
+/// pass may move (the space estimate), so the caller does this only when
 /// the history fits ([`never_full`]), where no outcome depends on the
-/// estimate.
-/// Two workers' operations placed in either order around a `mkcp` leave
-/// checkpoints that differ in what they hold; forgotten, the states merge.
-fn forget_unread(s: &mut State, read: &BTreeSet<Cno>) {
+/// estimate. Two workers' operations placed in either order around a
+/// `mkcp` leave checkpoints that differ in what they hold; forgotten, the
+/// states merge.
+fn forget_unread(s: &mut State, named: &Named) {
     let blank = |table: &mut imbl::OrdMap<Cno, crate::state::Checkpoint>| {
         let Some((latest, _)) = table.get_max().map(|(c, cp)| (*c, cp.clone())) else {
             return;
         };
-        // The numbers each checkpoint may turn out to have: its own if
-        // bound; else from its own up to the next bound one's (listings
-        // bind checkpoints in order).
-        let unread = |c: Cno, cp: &crate::state::Checkpoint| {
-            if cp.bound {
-                return !read.contains(&c);
+        let mut changes: Vec<(Cno, bool, bool)> = Vec::new();
+        for (c, cp) in table.iter() {
+            let end = if cp.bound {
+                c + 1
+            } else {
+                table
+                    .range(c + 1..)
+                    .find(|(_, o)| o.bound)
+                    .map_or(Cno::MAX, |(b, _)| *b)
+            };
+            let names = |set: &BTreeSet<Cno>| set.range(*c..end).next().is_some();
+            let readable = names(&named.read) && (cp.snapshot || names(&named.to_snapshot));
+            let blank = *c != latest && cp.ns.is_some() && !readable;
+            let unminor = cp.snapshot && cp.minor && !names(&named.to_plain);
+            if blank || unminor {
+                changes.push((*c, blank, unminor));
             }
-            let below = table
-                .range(c + 1..)
-                .find(|(_, o)| o.bound)
-                .map_or(Cno::MAX, |(b, _)| *b);
-            read.range(c..below).next().is_none()
-        };
-        let gone: Vec<Cno> = table
-            .iter()
-            .filter(|(c, cp)| **c != latest && cp.ns.is_some() && unread(**c, cp))
-            .map(|(c, _)| *c)
-            .collect();
-        for c in gone {
+        }
+        for (c, blank, unminor) in changes {
             if let Some(cp) = table.get_mut(&c) {
-                cp.ns = None;
+                if blank {
+                    cp.ns = None;
+                }
+                if unminor {
+                    cp.minor = false;
+                }
             }
         }
     };
