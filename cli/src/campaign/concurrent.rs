@@ -240,8 +240,45 @@ fn judge_text(text: &str, dir: &Path, opts: Options) -> Result<Run, String> {
         nodes,
         searched,
         image_clean: true,
-        problems: vec![],
+        problems: snapshot_rereads(text),
     })
+}
+
+/// A snapshot never changes, so every read of one must show the same
+/// manifest: the checkpoint worker reads each snapshot it takes at once,
+/// and the epilogue reads it again after the cleaner ran (seed 001's "no
+/// snapshot block is lost", judged directly, whatever the linearizability
+/// search decides). A checkpoint number is never given twice. Each pair
+/// of reads that differ, as a problem.
+fn snapshot_rereads(text: &str) -> Vec<String> {
+    use nilfs_model::{Op, Outcome};
+    let mut first: std::collections::BTreeMap<u64, (usize, Vec<String>)> = Default::default();
+    let mut problems = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let Ok(e) = serde_json::from_str::<Event>(raw) else {
+            continue;
+        };
+        let (Op::Manifest { at: Some(c) }, Some(Outcome::Manifest(m))) = (&e.op, &e.out) else {
+            continue;
+        };
+        match first.get(c) {
+            None => {
+                first.insert(*c, (i + 1, m.clone()));
+            }
+            Some((line, seen)) if seen != m => problems.push(format!(
+                "snapshot {c} changed between its reads at lines {line} and {}: {}",
+                i + 1,
+                crate::campaign::common::first_difference(
+                    seen,
+                    m,
+                    "manifest line",
+                    ("first", "later")
+                )
+            )),
+            Some(_) => {}
+        }
+    }
+    problems
 }
 
 /// The histories on Linux in the guest, a batch of up to 12 a boot.
@@ -643,6 +680,19 @@ mod tests {
             lscp: Err("not read".into()),
             errors: String::new(),
         }
+    }
+
+    /// Two reads of one snapshot must agree; a planted change is caught.
+    #[test]
+    fn a_snapshot_that_changed_between_reads_is_a_problem() {
+        let read = |line: &str| {
+            format!(r#"{{"op":"manifest","at":4,"out":{{"manifest":["DIR  -  /s/","{line}"]}}}}"#)
+        };
+        let same = [read("abc  3  /s/f"), read("abc  3  /s/f")].join("\n");
+        assert!(snapshot_rereads(&same).is_empty());
+        let changed = [read("abc  3  /s/f"), read("abd  3  /s/f")].join("\n");
+        let p = snapshot_rereads(&changed);
+        assert!(p.len() == 1 && p[0].contains("snapshot 4 changed"), "{p:?}");
     }
 
     /// The judge of the kernel's mount of our image passes an equal
