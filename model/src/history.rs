@@ -459,7 +459,7 @@ fn linearize(
                 if tried == 2 {
                     verdict.choices += 1;
                 }
-                let (results, allowed) = take_step(states, step, pins[w]);
+                let (results, allowed) = take_step(states, step, pins[w].clone());
                 if results.iter().all(|(_, after)| after.is_empty()) {
                     if stuck.len() < 8 && !stuck.iter().any(|s| s.line == step.lineno) {
                         stuck.push(Stuck {
@@ -507,7 +507,7 @@ fn linearize(
                         // Renumbered, with the inodes the steps hold.
                         let map = canonical_ids(&mut s);
                         for p in &mut k.1 {
-                            if let Pin::Inode(id) = p {
+                            if let Pin::Inode(id) | Pin::Read(id, _) = p {
                                 *id = map.get(id).copied().unwrap_or(*id);
                             }
                         }
@@ -595,7 +595,7 @@ enum Part {
 }
 
 /// What a worker's operation holds between its two steps.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Pin {
     /// Nothing: no operation in progress.
     None,
@@ -607,6 +607,10 @@ enum Pin {
     Inode(crate::fs::Id),
     /// That inode lost its last name in between (`vfs_link`'s ENOENT).
     Gone,
+    /// A read's open file and the bytes it would have read at its first
+    /// step: its second step may splice them with the bytes there
+    /// ([`torn_reads`]).
+    Read(crate::fs::Id, std::sync::Arc<Vec<u8>>),
 }
 
 /// Whether Linux carries out `e` in two steps with other calls free to
@@ -623,19 +627,103 @@ enum Pin {
 /// - `write`: `__generic_file_write_iter` sets the times first
 ///   (`file_modified`), then copies the bytes and moves the size
 ///   (`generic_perform_write`); a stat in between sees the new times with
-///   the old size.
+///   the old size;
+/// - `read` that returned data: `generic_file_read_iter` copies byte
+///   after byte without a lock, so its bytes are those at its start up to
+///   some offset and those at its end from there on ([`torn_reads`]).
 ///
 /// Each may also take effect whole at its first step. An operation that
 /// never returned stays one step.
 fn two_steps(e: &Event) -> bool {
     e.ret.is_some()
-        && matches!(
+        && (matches!(
             e.op,
             Op::Lstat { at: None, .. }
                 | Op::Link { at: None, .. }
                 | Op::Truncate { at: None, .. }
                 | Op::Write { at: None, .. }
-        )
+        ) || matches!(
+            (&e.op, &e.out),
+            (Op::Read { at: None, .. }, Some(Outcome::Data { len, .. })) if *len > 0
+        ))
+}
+
+/// A read's first step: the open file and the bytes the read would return
+/// there.
+fn read_start(s: &State, e: &Event) -> Option<(crate::fs::Id, std::sync::Arc<Vec<u8>>)> {
+    let Op::Read {
+        path, offset, len, ..
+    } = &e.op
+    else {
+        return None;
+    };
+    let id = s.live.lookup(path, true).ok()?;
+    let bytes = read_open(&s.live, id, *offset, *len)?;
+    Some((id, std::sync::Arc::new(bytes)))
+}
+
+/// The bytes a read of open file `id` returns in `ns`.
+fn read_open(
+    ns: &crate::fs::Namespace,
+    id: crate::fs::Id,
+    offset: u64,
+    len: u64,
+) -> Option<Vec<u8>> {
+    match &ns.inodes.get(&id)?.kind {
+        crate::fs::Kind::File(f) => Some(crate::fs::read_data(f, offset, len)),
+        _ => None,
+    }
+}
+
+/// Whether the read's observed bytes are those at its first step
+/// (`before`) up to some offset and those in `s` from there on: a read
+/// torn by writes that landed while it copied (finding F2).
+/// `generic_file_read_iter` copies page after page, and within a page
+/// byte after byte, with neither the inode lock nor the lock of an
+/// up-to-date page, reading `i_size` anew for each batch of pages; so each
+/// byte is read at its own moment, in offset order, and the length is
+/// the size at one of them. With two points, the bytes read at the first
+/// and those read at the second, that is one cut: the splice is checked
+/// at every offset where the two differ (cuts between two such offsets
+/// give the same bytes), with the length of either. Three or more
+/// distinct moments are not described (a read torn by three writes in
+/// turn is rejected).
+fn torn_reads(s: &State, e: &Event, id: crate::fs::Id, before: &[u8]) -> bool {
+    let (Op::Read { offset, len, .. }, Some(Outcome::Data { len: got, sha256 })) = (&e.op, &e.out)
+    else {
+        return false;
+    };
+    let Some(after) = read_open(&s.live, id, *offset, *len) else {
+        return false;
+    };
+    let got = *got as usize;
+    if got != before.len() && got != after.len() {
+        return false;
+    }
+    // Every offset where a run of differing bytes starts or ends.
+    let n = got.max(before.len()).max(after.len());
+    let mut cuts = vec![0, got];
+    let byte = |v: &[u8], i: usize| v.get(i).copied();
+    for i in 0..n {
+        let differs = byte(before, i) != byte(&after, i);
+        let was = i > 0 && byte(before, i - 1) != byte(&after, i - 1);
+        if differs != was {
+            cuts.push(i.min(got));
+        }
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    // Bytes [0, cut) as at the first step, [cut, got) as now.
+    cuts.iter().any(|&cut| {
+        if cut > before.len() || (cut < got && got > after.len()) {
+            return false;
+        }
+        let mut spliced = before[..cut].to_vec();
+        if cut < got {
+            spliced.extend_from_slice(&after[cut..got]);
+        }
+        crate::pattern::sha256_hex(&spliced) == *sha256
+    })
 }
 
 /// The states one step leaves, by what its worker holds after it, and
@@ -668,6 +756,12 @@ fn take_step(states: &[State], step: &StepRef, pin: Pin) -> (Vec<(Pin, Vec<State
                 if let Some((id, n)) = first_half(s, e) {
                     halves.entry(Pin::Inode(id)).or_default().push(n);
                 }
+                if let Some((id, bytes)) = read_start(s, e) {
+                    halves
+                        .entry(Pin::Read(id, bytes))
+                        .or_default()
+                        .push(s.clone());
+                }
             }
             out.extend(halves);
             (out, allowed)
@@ -685,6 +779,19 @@ fn take_step(states: &[State], step: &StepRef, pin: Pin) -> (Vec<(Pin, Vec<State
                     (Op::Truncate { .. }, _) => (vec![(Pin::None, states.to_vec())], vec![]),
                     _ => (vec![], vec!["an inode with a name left".into()]),
                 }
+            }
+            Pin::Read(id, before) => {
+                let after: Vec<State> = states
+                    .iter()
+                    .filter(|s| torn_reads(s, e, id, &before))
+                    .cloned()
+                    .collect();
+                let why = if after.is_empty() {
+                    vec!["no splice of the bytes at its start and later".into()]
+                } else {
+                    vec![]
+                };
+                (vec![(Pin::None, after)], why)
             }
             Pin::Inode(id) => {
                 let mut after = Vec::new();

