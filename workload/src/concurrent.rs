@@ -326,6 +326,24 @@ mod tests {
     }
 
     #[test]
+    fn the_checkpoint_worker_reads_each_snapshot_it_takes_at_once() {
+        let cfg = ConcurrentConfig::new(3, 3, 50);
+        assert!(cfg.features.checkpoints && cfg.features.snapshot_mounts);
+        let a = generate_concurrent(&cfg);
+        let mine: Vec<&Value> = a.iter().filter(|v| v["w"] == json!(3)).collect();
+        let mut taken = 0;
+        for (i, v) in mine.iter().enumerate() {
+            if v["op"] == "mkcp" && v["snapshot"] == json!(true) {
+                taken += 1;
+                let ops: Vec<&Value> = mine[i + 1..i + 4].iter().map(|v| &v["op"]).collect();
+                assert_eq!(ops, [&json!("mount"), &json!("manifest"), &json!("umount")]);
+                assert_eq!(mine[i + 2]["at"], mine[i + 1]["cp"]);
+            }
+        }
+        assert!(taken > 0);
+    }
+
+    #[test]
     fn writers_meet_on_the_shared_names() {
         let a = generate_concurrent(&ConcurrentConfig::new(1, 3, 50));
         let touches = |w: usize| {
