@@ -136,6 +136,43 @@ fn expectations_are_ignored_but_a_flipped_errno_is_rejected() {
     assert!(err.contains(r#"observed: {"err":"EEXIST"}"#), "{err}");
 }
 
+// postmortem: the adapter kept the injected clock in whole seconds
+// (`Fs::set_time`), so a `clock` line with nanoseconds stamped inodes at
+// the second before while the model holds the line's time exactly; the
+// 6.1 regression traces replayed as workloads showed it (five of fifteen
+// rejected at their first lstat). Generated workloads move the clock by
+// whole seconds, which hid it.
+#[test]
+fn a_clock_line_with_nanoseconds_stamps_inodes_exactly() {
+    let d = scratch("nanoseconds");
+    let img = fresh_image(&d);
+    let trace = d.join("ns.jsonl");
+    std::fs::write(
+        &trace,
+        concat!(
+            r#"{"op":"mount"}"#,
+            "\n",
+            r#"{"op":"clock","now":1796472368846253840}"#,
+            "\n",
+            r#"{"op":"mkdir","path":"/d","perm":493}"#,
+            "\n",
+            r#"{"op":"lstat","path":"/d"}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let (ok, observed, err) = nilref(&["apply", s(&img), s(&trace)]);
+    assert!(ok, "{err}");
+    assert!(
+        observed.contains(r#""mtime":1796472368846253840"#),
+        "{observed}"
+    );
+    let out = d.join("observed.jsonl");
+    std::fs::write(&out, &observed).unwrap();
+    let (ok, _, err) = nilref(&["oracle", "check", s(&out)]);
+    assert!(ok, "{err}");
+}
+
 /// Test 3: an operation the adapter cannot run stops apply with the trace
 /// line named, and the image is left as it was.
 #[test]

@@ -47,8 +47,9 @@ const PIECE: u64 = 1 << 20;
 pub struct ImplUnderTest<'d> {
     dev: &'d dyn BlockDevice,
     fs: Option<Fs<'d>>,
-    /// The injected clock, seconds.
-    now: u64,
+    /// The injected clock, nanoseconds (a `clock` line's time exactly:
+    /// inode times carry nanoseconds, as the model holds them).
+    now_ns: u64,
     last_error: Option<String>,
     /// Read-only snapshot mounts, by checkpoint number: the image as it
     /// was mounted and the checkpoint entry it was mounted with.
@@ -78,7 +79,7 @@ impl<'d> ImplUnderTest<'d> {
         ImplUnderTest {
             dev,
             fs: None,
-            now,
+            now_ns: now.saturating_mul(NS as u64),
             last_error: None,
             snaps: BTreeMap::new(),
             on_mount: None,
@@ -162,12 +163,14 @@ impl<'d> ImplUnderTest<'d> {
             return Err(Errno::EBUSY);
         }
         let nilfs = Nilfs::open(self.dev).map_err(|e| self.errno(e))?;
+        let secs = self.now_ns / NS as u64;
         let mut fs = if ro {
-            Fs::mount_read_only(&nilfs, self.now)
+            Fs::mount_read_only(&nilfs, secs)
         } else {
-            Fs::mount(&nilfs, self.now)
+            Fs::mount(&nilfs, secs)
         }
         .map_err(|e| self.errno(e))?;
+        fs.set_time_ns(self.now_ns);
         if let (false, Some(f)) = (ro, self.on_mount) {
             f(&mut fs);
         }
@@ -305,9 +308,9 @@ impl<'d> ImplUnderTest<'d> {
     fn exec(&mut self, op: &Op) -> Result<Outcome, Stop> {
         Ok(match op {
             Op::Clock { now } => {
-                self.now = (*now / NS) as u64;
+                self.now_ns = (*now).max(0) as u64;
                 if let Some(fs) = self.fs.as_mut() {
-                    fs.set_time(self.now);
+                    fs.set_time_ns(self.now_ns);
                 }
                 Outcome::Ok
             }
