@@ -1138,33 +1138,21 @@ fn space_budget(events: &[(usize, Event)]) -> u64 {
 /// The lines that change names, data or attributes, or only read: none
 /// makes a construction (`State::modified` only marks the change pending).
 fn never_constructs(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Create { .. }
-            | Op::Mkdir { .. }
-            | Op::Symlink { .. }
-            | Op::Link { .. }
-            | Op::Unlink { .. }
-            | Op::Rmdir { .. }
-            | Op::Rename { .. }
-            | Op::Write { .. }
-            | Op::Read { .. }
-            | Op::Truncate { .. }
-            | Op::Lstat { .. }
-            | Op::Chmod { .. }
-            | Op::Chown { .. }
-            | Op::Utimes { .. }
-            | Op::Mknod { .. }
-            | Op::Setxattr { .. }
-            | Op::Getxattr { .. }
-            | Op::Listxattr { .. }
-            | Op::Removexattr { .. }
-            | Op::Statfs { .. }
-            | Op::Readdir { .. }
-            | Op::Readlink { .. }
-            | Op::Manifest { .. }
-            | Op::Clock { .. }
-    )
+    op.is_change()
+        || matches!(
+            op,
+            Op::Read { .. }
+                | Op::Lstat { .. }
+                | Op::Setxattr { .. }
+                | Op::Getxattr { .. }
+                | Op::Listxattr { .. }
+                | Op::Removexattr { .. }
+                | Op::Statfs { .. }
+                | Op::Readdir { .. }
+                | Op::Readlink { .. }
+                | Op::Manifest { .. }
+                | Op::Clock { .. }
+        )
 }
 
 /// Whether no line of the history can meet ENOSPC, in any order and
