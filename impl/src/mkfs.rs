@@ -51,6 +51,35 @@ const DISK_ERASE_SIZE: u64 = 1 << 20;
 const MIN_NUSERSEGS: u64 = 8;
 /// The log and its "next" segment (`nr_initial_segments`).
 const NR_INITIAL_SEGMENTS: u64 = 2;
+
+/// How many blocks mkfs.nilfs2 gives file `ino` on a file system of
+/// `block_size`-byte blocks, exactly as the `count_*_blocks` functions of
+/// mkfs.c: the root directory one; the palloc files (ifile, DAT) a
+/// descriptor block, a bitmap block and enough entry blocks for their
+/// initial entries (12 inode slots, 0..=11, whether or not `.nilfs`
+/// exists); the cpfile and sufile their header and first entries. These
+/// depend on the block size alone, and mkfs writes them as the files'
+/// `i_blocks` (a block count, where the kernel keeps 512-byte sectors), so
+/// the checker can tell what a metadata file's `i_blocks` must be.
+/// `None` for a file mkfs does not make.
+pub fn initial_blocks(block_size: u64, ino: Ino) -> Option<u64> {
+    let bs = block_size;
+    let inode_size = 128u64;
+    let nr_initial_ino = 12u64;
+    let ifile_blocks = 2 + nr_initial_ino.div_ceil(bs / inode_size);
+    let cpfile_blocks = 1u64.div_ceil(bs / 192);
+    let sufile_blocks = (NR_INITIAL_SEGMENTS + 2).div_ceil(bs / 16);
+    let nvblocknrs = 1 + ifile_blocks + cpfile_blocks + sufile_blocks;
+    let dat_blocks = 2 + nvblocknrs.div_ceil(bs / 32);
+    Some(match ino {
+        ino::ROOT => 1,
+        ino::IFILE => ifile_blocks,
+        ino::CPFILE => cpfile_blocks,
+        ino::SUFILE => sufile_blocks,
+        ino::DAT => dat_blocks,
+        _ => return None,
+    })
+}
 /// `NILFS_DEF_CHECK_INTERVAL`: 180 days.
 const DEF_CHECK_INTERVAL: u32 = 180 * 24 * 60 * 60;
 /// mkfs caps the block size at the CPU page size; x86-64 and arm64 Debian use 4 KiB.
@@ -340,38 +369,15 @@ pub fn build(dev_size: u64, o: &MkfsOptions) -> Result<Image> {
         .into());
     }
 
-    // File sizes, exactly as count_*_blocks in mkfs.c: the palloc files get a
-    // descriptor block, a bitmap block and enough entry blocks for their
-    // initial entries; 12 inode slots (0..=11) whether or not .nilfs exists.
     let inode_size = 128u64;
-    let nr_initial_ino = 12u64;
-    let ifile_blocks = 2 + nr_initial_ino.div_ceil(bs / inode_size);
-    let cpfile_blocks = 1u64.div_ceil(bs / 192);
-    let sufile_blocks = (NR_INITIAL_SEGMENTS + 2).div_ceil(bs / 16);
-    let nvblocknrs = 1 + ifile_blocks + cpfile_blocks + sufile_blocks;
-    let dat_blocks = 2 + nvblocknrs.div_ceil(bs / 32);
-    let files = [
-        InitialFile {
-            ino: ino::ROOT,
-            nblocks: 1,
-        },
-        InitialFile {
-            ino: ino::IFILE,
-            nblocks: ifile_blocks,
-        },
-        InitialFile {
-            ino: ino::CPFILE,
-            nblocks: cpfile_blocks,
-        },
-        InitialFile {
-            ino: ino::SUFILE,
-            nblocks: sufile_blocks,
-        },
-        InitialFile {
-            ino: ino::DAT,
-            nblocks: dat_blocks,
-        },
-    ];
+    let blocks_of = |ino| initial_blocks(bs, ino).expect("one of mkfs's files");
+    let [ifile_blocks, cpfile_blocks, sufile_blocks, dat_blocks] =
+        [ino::IFILE, ino::CPFILE, ino::SUFILE, ino::DAT].map(blocks_of);
+    let files =
+        [ino::ROOT, ino::IFILE, ino::CPFILE, ino::SUFILE, ino::DAT].map(|ino| InitialFile {
+            ino,
+            nblocks: blocks_of(ino),
+        });
 
     // Summary records, in file order; block addresses follow from their sizes.
     let log_start = first_data_block;

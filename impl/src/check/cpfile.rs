@@ -14,7 +14,7 @@ use super::codes::Code;
 use super::ctx::{map_get, BlockMap, Ck};
 use crate::format::cpfile::{Checkpoint, CpfileGeometry, CpfileHeader, CP_INVALID, CP_SNAPSHOT};
 use crate::format::inode::{Inode, S_IFREG};
-use crate::format::Cno;
+use crate::format::{Cno, Ino};
 
 /// Every flag bit the format defines.
 const CP_KNOWN: u32 = 0xF;
@@ -42,6 +42,65 @@ impl Ck<'_, '_> {
         }
     }
 
+    /// Check a metadata file's inode ([`Self::mdt_inode`]) and walk its
+    /// mapping; then judge its `i_blocks` against the blocks walked.
+    ///
+    /// The kernel keeps `i_blocks` in 512-byte sectors and adds or
+    /// subtracts a block's sectors whenever the file's B-tree or direct
+    /// map gains or loses a data or node block (`nilfs_bmap_add_blocks`,
+    /// `nilfs_inode_add_blocks`), metadata files included. mkfs.nilfs2
+    /// writes the files it makes with their block count instead
+    /// ([`crate::mkfs::initial_blocks`], a count of the block size alone),
+    /// and the kernel only adds and subtracts from there. So with `m`
+    /// blocks mapped now, `k` mkfs blocks and `p` sectors a block,
+    /// `i_blocks` is `m * p - k * (p - 1)`; `m * p` is accepted too (a file
+    /// system whose maker counted sectors).
+    /// `who` names the file, `whose` its inode.
+    pub fn walk_mdt(
+        &mut self,
+        who: &str,
+        whose: &str,
+        i: &Inode,
+        ino: Ino,
+        ptrs: Ptrs,
+    ) -> BlockMap {
+        self.mdt_inode(whose, i);
+        let nodes0 = self.report.stats.nodes;
+        let lost0 = self.lost;
+        self.cur_ino = Some(ino.0);
+        let map = self.walk_bmap(&|| who.to_string(), &i.bmap, ptrs);
+        self.cur_ino = None;
+        let nodes = self.report.stats.nodes - nodes0;
+        // A mapping with its own damage is that damage's finding.
+        if self.lost != lost0 || self.stopped() {
+            return map;
+        }
+        let per = u64::from(self.bs) / 512;
+        let mapped = map.len() as u64 + nodes;
+        let sectors = mapped.saturating_mul(per);
+        let mkfs = crate::mkfs::initial_blocks(u64::from(self.bs), ino).unwrap_or(0);
+        let mixed = sectors.wrapping_sub(mkfs.saturating_mul(per - 1));
+        if i.blocks != sectors && i.blocks != mixed {
+            self.find(
+                Code::MdtBlocks,
+                whose.to_string(),
+                None,
+                format!(
+                    "i_blocks {} ({} data and {nodes} node blocks are mapped)",
+                    i.blocks,
+                    map.len()
+                ),
+                // Below zero when more blocks are gone than were added
+                // since mkfs: the kernel's count would have wrapped.
+                format!(
+                    "{} (mkfs.nilfs2's {mkfs} blocks counted once) or {sectors}",
+                    mixed as i64
+                ),
+            );
+        }
+        map
+    }
+
     /// The checkpoint `cno` as stored, from a walked cpfile.
     pub fn cp_entry(&mut self, cp: &Cpfile, cno: u64) -> Option<Checkpoint> {
         let (blk, off) = cp.geo.locate(cno)?;
@@ -53,14 +112,13 @@ impl Ck<'_, '_> {
     /// Walk and check the cpfile.
     pub fn cpfile(&mut self) -> Option<Cpfile> {
         let inode = self.fs.super_root.cpfile.clone();
-        self.mdt_inode("cpfile inode in the super root", &inode);
-        self.cur_ino = Some(crate::format::ino::CPFILE.0);
-        let map = self.walk_bmap(
-            &|| "cpfile".into(),
-            &inode.bmap,
+        let map = self.walk_mdt(
+            "cpfile",
+            "cpfile inode in the super root",
+            &inode,
+            crate::format::ino::CPFILE,
             Ptrs::Virtual(self.latest()),
         );
-        self.cur_ino = None;
         let geo = CpfileGeometry {
             block_size: self.bs,
             entry_size: self.fs.sb.checkpoint_size,

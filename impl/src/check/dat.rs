@@ -17,8 +17,13 @@ impl Ck<'_, '_> {
     /// Walk the DAT's mapping (its inode is in the super root).
     pub fn load_dat(&mut self) {
         let inode = self.fs.super_root.dat.clone();
-        self.mdt_inode("DAT inode in the super root", &inode);
-        let map = self.walk_bmap(&|| "DAT".into(), &inode.bmap, Ptrs::Physical);
+        let map = self.walk_mdt(
+            "DAT",
+            "DAT inode in the super root",
+            &inode,
+            crate::format::ino::DAT,
+            Ptrs::Physical,
+        );
         self.dat_map = map;
     }
 

@@ -57,14 +57,13 @@ impl Ck<'_, '_> {
         }
         self.report.stats.checkpoints += 1;
         let ifile = cp.ifile_inode.clone();
-        self.mdt_inode(&format!("ifile inode of checkpoint {cno}"), &ifile);
-        self.cur_ino = Some(ino::IFILE.0);
-        let map = self.walk_bmap(
-            &|| format!("ifile of checkpoint {cno}"),
-            &ifile.bmap,
+        let map = self.walk_mdt(
+            &format!("ifile of checkpoint {cno}"),
+            &format!("ifile inode of checkpoint {cno}"),
+            &ifile,
+            ino::IFILE,
             Ptrs::Virtual(cno),
         );
-        self.cur_ino = None;
         let geo = PallocGeometry {
             block_size: self.bs,
             entry_size: u32::from(self.fs.sb.inode_size),

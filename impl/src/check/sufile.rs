@@ -21,14 +21,13 @@ impl Ck<'_, '_> {
     /// entry as stored; check the header.
     pub fn load_sufile(&mut self) {
         let inode = self.fs.super_root.sufile.clone();
-        self.mdt_inode("sufile inode in the super root", &inode);
-        self.cur_ino = Some(crate::format::ino::SUFILE.0);
-        let map = self.walk_bmap(
-            &|| "sufile".into(),
-            &inode.bmap,
+        let map = self.walk_mdt(
+            "sufile",
+            "sufile inode in the super root",
+            &inode,
+            crate::format::ino::SUFILE,
             Ptrs::Virtual(self.latest()),
         );
-        self.cur_ino = None;
         let geo = SufileGeometry {
             block_size: self.bs,
             entry_size: self.fs.sb.segment_usage_size,
