@@ -3,23 +3,31 @@
 //! and `image_ops_device`) into a folder, raw and sparse (an image_ops
 //! image with a `.what` file naming its base and damage), for the
 //! hostile-image campaign: `cargo run -p nilfs-conformance --example
-//! fuzz_images -- DIR [N]` (at most N of each corpus, default all), then
+//! fuzz_images -- DIR [N [CORPUS]]` (at most N of each corpus, default
+//! all; CORPUS is a folder with `image/` and `image_ops/` inputs, default
+//! fuzz/corpus, so that hand-cut inputs can be rendered too), then
 //! `nilref campaign hostile --images DIR`.
 
 use std::path::PathBuf;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let out = PathBuf::from(args.next().expect("usage: fuzz_images DIR [N]"));
-    let limit: usize = args.next().map_or(usize::MAX, |n| n.parse().expect("N"));
+    let out = PathBuf::from(args.next().expect("usage: fuzz_images DIR [N [CORPUS]]"));
+    let limit: usize = match args.next().as_deref() {
+        None | Some("all") => usize::MAX,
+        Some(n) => n.parse().expect("N: a number or `all`"),
+    };
     std::fs::create_dir_all(&out).unwrap();
-    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
+    let corpus = args.next().map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus"),
+        PathBuf::from,
+    );
     let mut written = 0;
     for target in ["image", "image_ops"] {
-        let mut inputs: Vec<PathBuf> = std::fs::read_dir(corpus.join(target))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
+        let Ok(dir) = std::fs::read_dir(corpus.join(target)) else {
+            continue;
+        };
+        let mut inputs: Vec<PathBuf> = dir.map(|e| e.unwrap().path()).collect();
         inputs.sort();
         for p in inputs.into_iter().take(limit) {
             let data = std::fs::read(&p).unwrap();

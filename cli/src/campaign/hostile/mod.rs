@@ -285,7 +285,12 @@ fn cases(a: &HostileArgs, bases: &[Base]) -> Result<Vec<Case>, String> {
         let mut files = Vec::new();
         if p.is_dir() {
             for e in std::fs::read_dir(p).map_err(|e| format!("{}: {e}", p.display()))? {
-                files.push(e.map_err(|e| e.to_string())?.path());
+                let f = e.map_err(|e| e.to_string())?.path();
+                // `fuzz_images` writes what it did beside each image.
+                if f.extension().is_some_and(|x| x == "what") {
+                    continue;
+                }
+                files.push(f);
             }
             files.sort();
         } else {
@@ -894,5 +899,32 @@ mod tests {
             bases[0].dev.read_at(0, &mut base).unwrap();
             assert!(base != x, "seed {seed} changed nothing");
         }
+    }
+
+    /// A folder that `fuzz_images` wrote holds each image's `.what` beside
+    /// it; those are not images (postmortem: K17's shrink judged eight
+    /// text files as eight refused images).
+    #[test]
+    fn an_image_folder_skips_what_files() {
+        let dir = std::env::temp_dir().join(format!("nilref-images-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dev = images::ours("ours").unwrap();
+        nilfs::device::export_image(&dev, &dir.join("a.img")).unwrap();
+        std::fs::write(dir.join("a.img.what"), "base 1, All, damage []\n").unwrap();
+        let a = HostileArgs {
+            kernel: None,
+            seeds: "1..100".into(),
+            shard: None,
+            images: vec![dir.clone()],
+            replay: Vec::new(),
+            out: dir.join("out"),
+            per_boot: 250,
+            watchdog: 60,
+            no_shrink: true,
+            ours_only: true,
+        };
+        let got = cases(&a, &[]).map(|c| c.len());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(got, Ok(1));
     }
 }
