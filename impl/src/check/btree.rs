@@ -178,6 +178,18 @@ impl Ck<'_, '_> {
                 self.lost += 1;
                 continue;
             }
+            // The kernel makes every node block with flags 0
+            // (nilfs_btree_node_init) and reads only the ROOT bit (refused
+            // above); any other bit is damage it would not see.
+            if child.flags != 0 {
+                self.find(
+                    Code::BtreeNode,
+                    name(),
+                    Some(pbn),
+                    format!("bn_flags {:#x}", child.flags),
+                    "0 in a node block",
+                );
+            }
             self.check_node_keys(&name, Some(pbn), &child);
             self.walk_node(who, &child, key, child_hi, ptrs, out);
         }

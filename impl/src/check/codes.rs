@@ -96,6 +96,10 @@ codes! {
         "ss_datasum is the CRC of the whole log";
     LogSuperRoot = "log-super-root", 2, Error, "nilfs_read_super_root_block",
         "a super root has 0 < sr_bytes <= block size and a matching sr_sum";
+    LogSrBytes = "log-sr-bytes", 2, Warning, "nilfs_segctor_fill_in_super_root",
+        "a super root's sr_bytes is NILFS_SR_BYTES of the inode size, as every writer writes it (the kernel reads any value up to the block size, for the checksum only)";
+    LogFlags = "log-flags", 2, Error, "nilfs_segbuf_fill_in_segsum",
+        "ss_flags has only the bits the format defines (LOGBGN, LOGEND, SR, SYNDT, GC)";
     LogNext = "log-next", 2, Error, "nilfs_segbuf_set_next_segnum",
         "ss_next is the start of another segment, the same for every log of a segment";
     LogSeqDuplicate = "log-seq-duplicate", 2, Error, "nilfs_shift_to_next_segment",
@@ -118,7 +122,7 @@ codes! {
     BtreeRoot = "btree-root", 3, Error, "nilfs_btree_root_broken",
         "a root has level 1..13, at most 3 children, and is empty only at level 1";
     BtreeNode = "btree-node", 3, Error, "nilfs_btree_node_broken",
-        "a node block has level 1..13, no ROOT flag and at most ncmax children";
+        "a node block has level 1..13, flags 0 (no ROOT flag, no undefined bit) and at most ncmax children";
     BtreeNodeEmpty = "btree-node-empty", 3, Error, "nilfs_btree_node_broken",
         "a node block has at least one child";
     BtreeLevel = "btree-level", 3, Error, "nilfs_btree_bad_node",

@@ -14,16 +14,19 @@ use super::btree::detail;
 use super::codes::Code;
 use super::ctx::{file_tag, Ck, Name, Owner, SegOwners};
 use super::report::RollForward;
+use crate::format::segsum::{
+    compute_datasum, compute_sumsum, Binfo, SegmentSummary, Summary, SS_GC, SS_LOGBGN, SS_LOGEND,
+    SS_SR, SS_SYNDT,
+};
+use crate::format::superblock::STATE_VALID_FS;
+use crate::format::{ino, super_root, BlockNr, SegNum, SEGSUM_MAGIC};
 
 /// The largest segment the log pass reads in one request (a hostile
 /// geometry can make a segment as large as the device).
 const PREFETCH_MAX: u64 = 64 << 20;
-use crate::format::segsum::{
-    compute_datasum, compute_sumsum, Binfo, SegmentSummary, Summary, SS_LOGBGN, SS_LOGEND, SS_SR,
-    SS_SYNDT,
-};
-use crate::format::superblock::STATE_VALID_FS;
-use crate::format::{ino, super_root, BlockNr, SegNum, SEGSUM_MAGIC};
+
+/// Every `ss_flags` bit the format defines (`NILFS_SS_*`).
+const SS_KNOWN: u16 = SS_LOGBGN | SS_LOGEND | SS_SR | SS_SYNDT | SS_GC;
 
 /// A segment's used blocks as the read-ahead thread read them, with the
 /// checksums of each log it found in them.
@@ -342,7 +345,28 @@ impl Ck<'_, '_> {
                     detail(&e),
                     "0 < sr_bytes <= block size and a matching sr_sum",
                 );
+            } else {
+                let want = super_root::super_root_bytes(self.fs.sb.inode_size);
+                let got = u16::from_le_bytes([sr[4], sr[5]]);
+                if got != want {
+                    self.find(
+                        Code::LogSrBytes,
+                        format!("super root of the {}", here()),
+                        Some(pseg + n - 1),
+                        format!("sr_bytes {got}"),
+                        format!("{want}, for {}-byte inodes", self.fs.sb.inode_size),
+                    );
+                }
             }
+        }
+        if h.flags & !SS_KNOWN != 0 {
+            self.find(
+                Code::LogFlags,
+                here(),
+                Some(pseg),
+                format!("ss_flags {:#x}", h.flags),
+                format!("only bits of {SS_KNOWN:#x}"),
+            );
         }
         self.check_next(seg, pseg, &here, h.next.0, w);
         self.check_lseg(&here, pseg, h.flags, h.cno.0, w);

@@ -85,8 +85,11 @@ pub struct HostileArgs {
 
 /// One image's judgement.
 struct Judged {
+    /// check calls the image unclean (an error).
     flagged: bool,
     codes: Vec<String>,
+    /// check's warnings: damage it reports that may also be a crash's.
+    warnings: Vec<String>,
     /// What went wrong in our own tools (a panic, a hang).
     ours: Option<String>,
     kernel: Option<(Outcome, Raw)>,
@@ -129,10 +132,11 @@ pub fn run(a: &HostileArgs) -> Result<String, String> {
     // Our tools and check, image by image.
     let mut judged = Vec::new();
     for c in &cases {
-        let (flagged, codes, ours) = ours_judgement(&c.dev, a.watchdog);
+        let (flagged, codes, warnings, ours) = ours_judgement(&c.dev, a.watchdog);
         judged.push(Judged {
             flagged,
             codes,
+            warnings,
             ours,
             kernel: None,
         });
@@ -304,8 +308,12 @@ fn cases(a: &HostileArgs, bases: &[Base]) -> Result<Vec<Case>, String> {
 }
 
 /// `nilref check` on the image, then our other tools, in a thread the
-/// watchdog waits for: (flagged, the check's codes, what went wrong).
-fn ours_judgement(dev: &MemDevice, watchdog_s: u64) -> (bool, Vec<String>, Option<String>) {
+/// watchdog waits for: (flagged, the check's error codes, its warning
+/// codes, what went wrong).
+fn ours_judgement(
+    dev: &MemDevice,
+    watchdog_s: u64,
+) -> (bool, Vec<String>, Vec<String>, Option<String>) {
     let copy = dev.duplicate();
     let (tx, rx) = std::sync::mpsc::channel();
     let stage = std::sync::Arc::new(std::sync::Mutex::new("check"));
@@ -320,11 +328,12 @@ fn ours_judgement(dev: &MemDevice, watchdog_s: u64) -> (bool, Vec<String>, Optio
         }));
     });
     match rx.recv_timeout(Duration::from_secs(watchdog_s)) {
-        Ok(Ok((flagged, codes))) => (flagged, codes, None),
+        Ok(Ok((flagged, codes, warnings))) => (flagged, codes, warnings, None),
         Ok(Err(msg)) => {
             let s = *stage.lock().unwrap_or_else(|e| e.into_inner());
             (
                 true,
+                Vec::new(),
                 Vec::new(),
                 Some(format!("nilref panicked in {s}: {msg}")),
             )
@@ -334,13 +343,17 @@ fn ours_judgement(dev: &MemDevice, watchdog_s: u64) -> (bool, Vec<String>, Optio
             (
                 true,
                 Vec::new(),
+                Vec::new(),
                 Some(format!("nilref took more than {watchdog_s} s in {s}")),
             )
         }
     }
 }
 
-fn ours_tools(dev: &MemDevice, stage: &std::sync::Mutex<&'static str>) -> (bool, Vec<String>) {
+fn ours_tools(
+    dev: &MemDevice,
+    stage: &std::sync::Mutex<&'static str>,
+) -> (bool, Vec<String>, Vec<String>) {
     let set = |s: &'static str| *stage.lock().unwrap_or_else(|e| e.into_inner()) = s;
     let report = nilfs::check::check_device(
         dev,
@@ -349,13 +362,18 @@ fn ours_tools(dev: &MemDevice, stage: &std::sync::Mutex<&'static str>) -> (bool,
             ..Default::default()
         },
     );
-    let mut codes: Vec<String> = report
-        .findings
-        .iter()
-        .filter(|f| f.code.severity() == nilfs::check::Severity::Error)
-        .map(|f| f.code.id().to_string())
-        .collect();
-    codes.dedup();
+    let of = |sev| {
+        let mut v: Vec<String> = report
+            .findings
+            .iter()
+            .filter(|f| f.code.severity() == sev)
+            .map(|f| f.code.id().to_string())
+            .collect();
+        v.dedup();
+        v
+    };
+    let mut codes = of(nilfs::check::Severity::Error);
+    let warnings = of(nilfs::check::Severity::Warning);
     if report.operational.is_some() {
         codes.push("operational".into());
     }
@@ -372,7 +390,7 @@ fn ours_tools(dev: &MemDevice, stage: &std::sync::Mutex<&'static str>) -> (bool,
     let _ = read_everything(dev);
     set("the write path");
     let _ = write_workload(&dev.duplicate());
-    (flagged, codes)
+    (flagged, codes, warnings)
 }
 
 /// The tree walked and the first MiB of every file read (a declared
@@ -566,7 +584,7 @@ fn write_results(dir: &Path, cases: &[Case], judged: &[Judged]) -> Result<(), St
             "label": c.label, "base": c.base, "class": c.class,
             "live_one_field": c.live_one_field,
             "damages": c.damages.iter().map(|d| format!("{} = {:#x}", d.target, d.value)).collect::<Vec<_>>(),
-            "check_flagged": j.flagged, "check_codes": j.codes,
+            "check_flagged": j.flagged, "check_codes": j.codes, "check_warnings": j.warnings,
             "ours": j.ours, "kernel": outcome, "errnos": errs, "bad": kind,
         });
         lines.push_str(&v.to_string());
@@ -689,14 +707,23 @@ fn summary(
             continue;
         }
         live += 1;
-        if j.flagged {
+        // A warning reports the damage too (a torn tail log, say, which a
+        // crash could also leave): the share counts what check reports.
+        if j.flagged || !j.warnings.is_empty() {
             flagged += 1;
         } else if let Some(d) = c.damages.first() {
             let f = field_class(&d.target);
             match unflagged_reason(&f) {
                 Some((Reason::ValueValid, _)) => why[0] += 1,
                 Some((Reason::NotCheckable, _)) => why[1] += 1,
-                None => {}
+                None => {
+                    // Kept for whoever explains it (or finds check's gap).
+                    let keep = dir.join("unexplained");
+                    let name = format!("{}.img", c.label.replace([' ', '/'], "-"));
+                    let _ = std::fs::create_dir_all(&keep);
+                    let _ = std::fs::write(keep.join(format!("{name}.recipe")), c.recipe());
+                    let _ = nilfs::device::export_image(&c.dev, &keep.join(name));
+                }
             }
             *unflagged.entry(f).or_default() += 1;
         }
@@ -705,10 +732,12 @@ fn summary(
         let checkable = live - why[0] - why[1];
         let _ = write!(
             t,
-            "\nnilref check flags {flagged} of {live} one-field corruptions of live structures \
+            "\nnilref check reports {flagged} of {live} one-field corruptions of live structures \
+             (an error, or a warning where a crash could leave the same) \
              ({:.1}%). Of the {} it leaves unflagged, {} set a value the format allows and {} a \
              field nothing constrains; of the other {checkable}, it flags {:.1}%. Unflagged, by \
-             field (unflagged.txt, with the reasons):\n",
+             field (unflagged.txt, with the reasons; the images of those without one are kept \
+             in unexplained/):\n",
             100.0 * flagged as f64 / live as f64,
             live - flagged,
             why[0],
@@ -776,6 +805,8 @@ const REASONS: &[(&str, Reason, &str)] = &[
     (".bn_pad", Reason::NotCheckable, "padding"),
     (".ss_pad", Reason::NotCheckable, "padding"),
     (".ss_create", Reason::ValueValid, "a time"),
+    (".ss_seq", Reason::ValueValid, "a stale log's sequence, which is what a log past the last one the search reads may hold: the search stops there, as after a crash (a log of the right magic and sequence whose checksum fails is reported: log-tail)"),
+    (".ss_magic", Reason::ValueValid, "an unwritten block where a log past the last one the search reads was: the search stops there, as after a crash"),
     (".sr_flags", Reason::NotCheckable, "unused"),
     (".sr_nongc_ctime", Reason::ValueValid, "a time"),
     (".su_lastmod", Reason::ValueValid, "a time"),
