@@ -1,9 +1,11 @@
 //! Judging crash states: `nilref check` on the raw image, our recovery,
 //! and the recovered image against the model's envelope under each mark
 //! the state stood under; a whole log's states, with the sample the
-//! kernel recovers too. It knows nothing of guests or findings folders.
+//! kernel recovers too; and, when asked, blkid's probe of each state. It
+//! knows nothing of guests or findings folders.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
 use nilfs::device::sim::SplitMix64;
 use nilfs::device::MemDevice;
@@ -11,6 +13,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::campaign::common::{first_difference, problem_name, Problem, Workload};
+use crate::campaign::crash::blkid::{self, Blkid};
 use crate::campaign::crash::envelope::{Allowed, Envelope, Progress};
 use crate::campaign::crash::recovery::{
     recover, skipped_log, KernelRecovery, LscpRow, Recovered, Recovery,
@@ -254,6 +257,8 @@ pub struct LogVerdict {
     pub reordered: usize,
     /// Device-changing entries of the log (block writes and discards).
     pub log_writes: usize,
+    /// States blkid probed (each by every release asked).
+    pub blkid_probes: usize,
     pub samples: Vec<Sample>,
     /// The observed trace (for findings).
     pub trace: String,
@@ -263,6 +268,10 @@ pub struct LogVerdict {
 #[derive(Clone, Debug)]
 pub struct JudgeOptions {
     pub sampling: Sampling,
+    /// blkid releases that probe every state ([`super::blkid`]).
+    pub blkid: Vec<Blkid>,
+    /// Where a probed state's image is written.
+    pub scratch: PathBuf,
     pub recovery: Recovery,
     /// Crash states per workload the kernel recovers too.
     pub kernel_sample: usize,
@@ -302,7 +311,17 @@ pub fn judge_log(trace: &str, log: &Log, base: &MemDevice, opts: &JudgeOptions) 
             log_writes::StateKind::Reordered { .. } => v.reordered += 1,
             log_writes::StateKind::Prefix { .. } | log_writes::StateKind::Stored { .. } => {}
         }
-        let verdict = judge_state(&env, &state, opts.recovery, now_s);
+        let mut verdict = judge_state(&env, &state, opts.recovery, now_s);
+        if !opts.blkid.is_empty() {
+            v.blkid_probes += 1;
+            for (version, why) in blkid::judge(&opts.blkid, &state.device, &opts.scratch) {
+                verdict.problems.push(Problem {
+                    class: "blkid",
+                    key: version,
+                    detail: format!("state {} ({}): {why}", state.kind.slug(), state.kind),
+                });
+            }
+        }
         v.points += verdict.points;
         if !verdict.problems.is_empty() {
             v.failing_states += 1;
@@ -424,6 +443,8 @@ mod tests {
             &log,
             &base,
             &JudgeOptions {
+                blkid: Vec::new(),
+                scratch: PathBuf::new(),
                 sampling,
                 recovery,
                 kernel_sample: 0,
@@ -567,6 +588,8 @@ mod tests {
                 &log,
                 &base,
                 &JudgeOptions {
+                    blkid: Vec::new(),
+                    scratch: PathBuf::new(),
                     sampling: Sampling {
                         torn: 0,
                         reordered: 0,
@@ -623,6 +646,8 @@ mod tests {
             &log,
             &base,
             &JudgeOptions {
+                blkid: Vec::new(),
+                scratch: PathBuf::new(),
                 sampling: Sampling::new(0),
                 recovery: Recovery::Ours,
                 kernel_sample: 0,

@@ -36,6 +36,7 @@
 //! without a guest; that is how the checkers are shown to fail on their
 //! known-bad variants (tests in `judge`).
 
+pub mod blkid;
 mod envelope;
 mod findings;
 mod judge;
@@ -54,6 +55,7 @@ use crate::campaign::common::workload::{parse_seeds, shard};
 use crate::campaign::common::{
     args, bar, problem_name, same_problem, shrink_batched, Finding, Problem, Workload,
 };
+use crate::campaign::crash::blkid::Blkid;
 use crate::campaign::crash::judge::{judge_log, sampling_seed, JudgeOptions, LogVerdict};
 use crate::campaign::crash::record::{record_batch, record_ours, Recorded, RECORD_BATCH};
 use crate::campaign::crash::recovery::Recovery;
@@ -109,6 +111,11 @@ pub struct CrashArgs {
     /// The Linux version to judge (tests/peers.toml; default: its default).
     #[arg(long)]
     pub kernel: Option<String>,
+    /// Also probe every crash state with this pinned blkid release (more
+    /// than once for several): it must name the file system, UUID and
+    /// label of the super block copy Linux mounts.
+    #[arg(long, value_name = "VERSION")]
+    pub blkid: Vec<String>,
 }
 
 /// `nilref campaign crash`.
@@ -147,6 +154,11 @@ pub fn run(a: &CrashArgs) -> Result<String, String> {
         kernel_sample: a.kernel_sample,
         ours: a.ours,
         kernel: a.kernel.clone(),
+        blkid: a
+            .blkid
+            .iter()
+            .map(|v| Blkid::get(v))
+            .collect::<Result<_, _>>()?,
     })?;
     args::verdict(s.table(), s.findings.is_empty(), &a.out)
 }
@@ -165,6 +177,8 @@ pub struct CrashOptions {
     pub ours: bool,
     /// The pinned Linux version to judge (None: the default).
     pub kernel: Option<String>,
+    /// Pinned blkid releases that probe every crash state.
+    pub blkid: Vec<Blkid>,
 }
 
 /// A workload's recording and judgement.
@@ -173,8 +187,10 @@ struct Judged {
     verdict: LogVerdict,
 }
 
-fn judge_opts(w: &Workload, o: &CrashOptions) -> JudgeOptions {
+fn judge_opts(w: &Workload, o: &CrashOptions, scratch: &Path) -> JudgeOptions {
     JudgeOptions {
+        blkid: o.blkid.clone(),
+        scratch: scratch.to_path_buf(),
         sampling: Sampling {
             torn: o.torn,
             reordered: o.reordered,
@@ -218,7 +234,7 @@ fn run_batch(
                 },
             },
             Ok(rec) => {
-                let verdict = judge_log(&rec.trace, &rec.log, &rec.base, &judge_opts(w, o));
+                let verdict = judge_log(&rec.trace, &rec.log, &rec.base, &judge_opts(w, o, work));
                 Judged {
                     recorded: Some(rec),
                     verdict,
@@ -245,9 +261,11 @@ pub fn campaign(o: &CrashOptions) -> Result<CrashSummary, String> {
     let t0 = Instant::now();
     std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
     let work = o.out.join("work");
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
     let progress = bar(o.workloads.len(), "crash");
     let mut sum = CrashSummary {
         target: kernel.map_or("nilfs-ref".to_string(), |k| format!("Linux {k}")),
+        blkid: o.blkid.iter().map(|b| b.version.clone()).collect(),
         ..CrashSummary::default()
     };
     let mut shrunk: BTreeSet<String> = BTreeSet::new();
@@ -274,6 +292,7 @@ pub fn campaign(o: &CrashOptions) -> Result<CrashSummary, String> {
             sum.reordered += v.reordered;
             sum.failing_states += v.failing_states;
             sum.block_writes += v.log_writes;
+            sum.blkid_probes += v.blkid_probes;
             for k in 0..3 {
                 sum.failing_by_kind[k] += v.failing_by_kind[k];
             }
@@ -337,7 +356,10 @@ pub fn campaign(o: &CrashOptions) -> Result<CrashSummary, String> {
 /// Problems a host-side judgement decides (shrinking re-records, but needs
 /// no second boot to see them again).
 fn shrinkable(p: &Problem) -> bool {
-    matches!(p.class, "crash-envelope" | "crash-check" | "crash-recovery")
+    matches!(
+        p.class,
+        "crash-envelope" | "crash-check" | "crash-recovery" | "blkid"
+    )
 }
 
 /// ddmin over the workload: a candidate fails when its crash states show

@@ -28,6 +28,9 @@ pub struct CrashSummary {
     pub boots: usize,
     pub seconds: f64,
     pub judge_seconds: f64,
+    /// blkid releases that probed every state, and the states probed.
+    pub blkid: Vec<String>,
+    pub blkid_probes: usize,
 }
 
 impl CrashSummary {
@@ -46,6 +49,8 @@ impl CrashSummary {
             "failing_states": self.failing_states,
             "failing_prefix_torn_reordered": self.failing_by_kind,
             "kernel_states": self.kernel_states,
+            "blkid": self.blkid,
+            "blkid_probes": self.blkid_probes,
             "boots": self.boots,
             "seconds": self.seconds,
             "states_per_minute": per_min(self.states, self.seconds),
@@ -81,6 +86,18 @@ impl CrashSummary {
             per_min(self.states, self.seconds),
             per_min(self.states, self.judge_seconds),
         );
+        if !self.blkid.is_empty() {
+            for v in &self.blkid {
+                let differ = self
+                    .by_problem
+                    .get(&format!("blkid: {v}"))
+                    .map_or(0, |p| p.0);
+                t.push_str(&format!(
+                    "\nblkid {v}: {} crash states probed, {differ} named otherwise than the super block copy Linux mounts\n",
+                    self.blkid_probes
+                ));
+            }
+        }
         if !self.by_problem.is_empty() {
             t.push_str("\n| problem | failing states | workloads |\n|---|---|---|\n");
             for (name, (states, workloads)) in &self.by_problem {
