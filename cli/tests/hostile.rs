@@ -756,3 +756,35 @@ fn hostile_campaign_recipe_with_a_maximal_seq_is_no_panic() {
     assert!(ok, "{out}{err}");
     assert!(out.contains("| all | 1 |"), "{out}");
 }
+
+// postmortem: K18's shape (docs/findings.md). On Linux, appending to a
+// file whose i_size is 2^64-1 writes at position -1 and the segment
+// constructor then BUGs. Our write path must refuse that inode as
+// corrupt, with EIO, and keep the rest of the file system usable.
+#[test]
+fn apply_refuses_to_append_to_a_file_whose_size_is_minus_one() {
+    let d = scratch("apply-size-minus-one");
+    let img = one_file_damaged(
+        &d,
+        b"big",
+        b"hello",
+        "inode[/big].i_size = 0xffffffffffffffff",
+    );
+    let (ok, _, err) = apply_trace(
+        &d,
+        &img,
+        "{\"op\":\"mount\"}\n\
+         {\"op\":\"write\",\"path\":\"/big\",\"offset\":0,\"append\":true,\"data\":{\"text\":\"appended\"}}\n\
+         {\"op\":\"create\",\"path\":\"/other\"}\n\
+         {\"op\":\"fsync\",\"path\":\"/other\"}\n\
+         {\"op\":\"umount\"}\n",
+    );
+    assert!(ok, "{err}");
+    let observed = std::fs::read_to_string(d.join("observed.jsonl")).unwrap();
+    let lines: Vec<&str> = observed.lines().collect();
+    assert!(lines[2].contains("\"err\":\"EIO\""), "{observed}");
+    assert!(
+        lines[3].contains("\"out\":\"ok\"") && lines[4].contains("\"out\":\"ok\""),
+        "{observed}"
+    );
+}
