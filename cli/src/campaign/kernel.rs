@@ -50,10 +50,12 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
     let mut findings = Vec::new();
     let mut passed = 0;
     let mut boots = 0;
+    let mut guest_seconds = 0.0;
     let work = opts.out.join("work");
     for chunk in opts.workloads.chunks(opts.batch.clamp(1, DEVS.len())) {
-        let (verdicts, _) = run_batch(&harness, &work, chunk)?;
+        let (verdicts, guest) = run_batch(&harness, &work, chunk)?;
         boots += 1;
+        guest_seconds += guest;
         for (i, (w, problems)) in chunk.iter().zip(verdicts).enumerate() {
             progress.inc(1);
             if let Some(t) = kernel_trace(&work, i) {
@@ -90,7 +92,11 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
     progress.finish_and_clear();
     let _ = std::fs::remove_dir_all(&work);
     let kind = "kernel behaviour";
-    Ok(Summary::new(kind, command, passed, findings, t0, boots))
+    // The batches' boots; shrinking's count with the host's share.
+    Ok(Summary {
+        guest_seconds: Some(guest_seconds),
+        ..Summary::new(kind, command, passed, findings, t0, boots)
+    })
 }
 
 /// ddmin on the kernel: candidates judged a batch per boot; a candidate

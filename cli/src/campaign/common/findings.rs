@@ -30,6 +30,9 @@ pub struct Summary {
     pub findings: Vec<Finding>,
     pub seconds: f64,
     pub boots: usize,
+    /// Of `seconds`, those the guest ran (its boots), where a campaign
+    /// measures them: the rest is the host's (images, judging, shrinking).
+    pub guest_seconds: Option<f64>,
 }
 
 impl Summary {
@@ -51,6 +54,7 @@ impl Summary {
             findings,
             seconds: t0.elapsed().as_secs_f64(),
             boots,
+            guest_seconds: None,
         }
     }
 
@@ -73,6 +77,13 @@ impl Summary {
             self.seconds,
             per_min
         );
+        if let Some(g) = self.guest_seconds {
+            t.push_str(&format!(
+                "\ntime in the guest: {g:.0} s ({:.0}%); on the host, and in shrinking (its boots included): {:.0} s\n",
+                100.0 * g / self.seconds.max(1e-9),
+                (self.seconds - g).max(0.0)
+            ));
+        }
         t.push_str(&findings_table(&self.findings, |f| {
             replay_command(&self.command, &f.folder.join("workload.jsonl"))
         }));
@@ -248,4 +259,29 @@ fn write_finding(
         problems,
         folder: folder.dir,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The guest's share is said where a campaign measured it, and only there.
+    #[test]
+    fn the_table_splits_guest_and_host_time() {
+        let mut s = Summary {
+            kind: "kernel behaviour",
+            command: "kernel --kernel 6.1 --grub 2.06".into(),
+            workloads: 12,
+            passed: 12,
+            findings: Vec::new(),
+            seconds: 40.0,
+            boots: 1,
+            guest_seconds: None,
+        };
+        assert!(!s.table().contains("time in the guest"));
+        s.guest_seconds = Some(30.0);
+        let t = s.table();
+        assert!(t.contains("time in the guest: 30 s (75%)"), "{t}");
+        assert!(t.contains("(its boots included): 10 s"), "{t}");
+    }
 }
