@@ -215,7 +215,7 @@ codes! {
     MdtInode = "mdt-inode", 6, Error, "nilfs_read_inode_common",
         "the DAT, cpfile, sufile and ifile inodes are regular files with links";
     MdtBlocks = "mdt-blocks", 6, Error, "nilfs_inode_add_blocks",
-        "a metadata file's i_blocks counts mkfs.nilfs2's blocks once each (mkfs writes a block count) and every block added since as its 512-byte sectors";
+        "a metadata file's i_blocks counts mkfs.nilfs2's blocks once each (mkfs writes a block count) and every block added since as its 512-byte sectors (or every block in sectors)";
     // Pass 7: the namespace of each checked checkpoint.
     NsRoot = "ns-root", 7, Error, "nilfs_get_root_dentry",
         "the root inode is an allocated directory with i_blocks and i_size";

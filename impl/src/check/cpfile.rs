@@ -75,12 +75,18 @@ impl Ck<'_, '_> {
         if self.lost != lost0 || self.stopped() {
             return map;
         }
-        let per = u64::from(self.bs) / 512;
         let mapped = map.len() as u64 + nodes;
-        let sectors = mapped.saturating_mul(per);
-        let mkfs = crate::mkfs::initial_blocks(u64::from(self.bs), ino).unwrap_or(0);
-        let mixed = sectors.wrapping_sub(mkfs.saturating_mul(per - 1));
+        let sectors = mapped.saturating_mul(u64::from(self.bs) / 512);
+        let mixed = self.mkfs_blocks(ino, mapped);
         if i.blocks != sectors && i.blocks != mixed {
+            let mkfs = crate::mkfs::initial_blocks(u64::from(self.bs), ino).unwrap_or(0);
+            let want = if (mixed as i64) < 0 {
+                // More blocks are gone than the kernel added since mkfs:
+                // its count would have wrapped below zero.
+                format!("{sectors}, every mapped block's sectors (fewer are mapped than the {mkfs} mkfs.nilfs2 made)")
+            } else {
+                format!("{mixed} (the {mkfs} made by mkfs.nilfs2 counted once each, the rest in sectors) or {sectors} (all in sectors)")
+            };
             self.find(
                 Code::MdtBlocks,
                 whose.to_string(),
@@ -90,15 +96,22 @@ impl Ck<'_, '_> {
                     i.blocks,
                     map.len()
                 ),
-                // Below zero when more blocks are gone than were added
-                // since mkfs: the kernel's count would have wrapped.
-                format!(
-                    "{} (mkfs.nilfs2's {mkfs} blocks counted once) or {sectors}",
-                    mixed as i64
-                ),
+                want,
             );
         }
         map
+    }
+
+    /// The `i_blocks` the kernel keeps for file `ino` with `mapped` blocks
+    /// when mkfs.nilfs2 made it ([`crate::mkfs::initial_blocks`]): those
+    /// counted once each, every block since in 512-byte sectors. Wraps
+    /// like the kernel's count when fewer are mapped than mkfs made.
+    pub fn mkfs_blocks(&self, ino: Ino, mapped: u64) -> u64 {
+        let per = u64::from(self.bs) / 512;
+        let mkfs = crate::mkfs::initial_blocks(u64::from(self.bs), ino).unwrap_or(0);
+        mapped
+            .saturating_mul(per)
+            .wrapping_sub(mkfs.saturating_mul(per - 1))
     }
 
     /// The checkpoint `cno` as stored, from a walked cpfile.

@@ -297,12 +297,13 @@ impl Ck<'_, '_> {
         let blocks = self.walk_bmap(here, &i.bmap, Ptrs::Virtual(cno));
         self.cur_ino = None;
         // i_blocks counts 512-byte sectors of the data and node blocks
-        // (nilfs_inode_add_blocks). mkfs.nilfs2 writes the root's as 1 (a
-        // block count) and the kernel only adds and subtracts from it.
+        // (nilfs_inode_add_blocks). mkfs.nilfs2 writes the root's as a
+        // block count, as its metadata files' (`mdt_blocks`), and the
+        // kernel only adds and subtracts from it.
         let nodes = self.report.stats.nodes - nodes0;
-        let per = u64::from(self.bs) / 512;
-        let want = (blocks.len() as u64 + nodes) * per;
-        let root_ok = nr == ino::ROOT.0 && want >= per && i.blocks == want - per + 1;
+        let mapped = blocks.len() as u64 + nodes;
+        let want = mapped.saturating_mul(u64::from(self.bs) / 512);
+        let root_ok = nr == ino::ROOT.0 && i.blocks == self.mkfs_blocks(ino::ROOT, mapped);
         // A mapping with its own damage is that damage's finding, not this.
         let walked_clean = self.lost == lost0;
         if i.blocks != want && !root_ok && walked_clean && !self.stopped() {

@@ -7,14 +7,17 @@
 //! (`nilfs::recovery::load_super_block`, after `nilfs_load_super_block`),
 //! and nothing when Linux finds no valid copy.
 //!
-//! The image goes to one scratch file per probe, sparse (only the state's
-//! nonzero chunks are written), so a probe costs a process and the bytes
-//! the workload wrote.
+//! The image goes to one scratch file per process, rewritten for each
+//! state, sparse (only the state's nonzero chunks are written), so a probe
+//! costs a process and the bytes the workload wrote. A blkid that cannot
+//! be run, hangs or fails is the run's problem ([`Verdict::Failed`]), not
+//! a divergence.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use nilfs::device::{BlockDevice, MemDevice};
 
@@ -45,25 +48,49 @@ impl Blkid {
     }
 
     /// `blkid -p -o export` of `img`: TYPE, UUID and LABEL (empty when it
-    /// finds nothing, exit 2).
+    /// finds nothing, exit 2; exit 8, "ambiguous", is a verdict too, told
+    /// as AMBIGUOUS). Errors: blkid would not start, ran past
+    /// [`PROBE_TIMEOUT`], or exited otherwise.
     pub fn probe(&self, img: &Path) -> Result<Tags, String> {
-        let out = Command::new(&self.bin)
+        let mut child = Command::new(&self.bin)
             .args(["-p", "-o", "export"])
             .arg(img)
-            .output()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .map_err(|e| format!("{}: {e}", self.bin.display()))?;
-        if !out.status.success() && out.status.code() != Some(2) {
-            return Err(format!(
+        let deadline = Instant::now() + PROBE_TIMEOUT;
+        while child.try_wait().map_err(|e| e.to_string())?.is_none() {
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "blkid {} -p {}: no answer within {} s",
+                    self.version,
+                    img.display(),
+                    PROBE_TIMEOUT.as_secs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        match out.status.code() {
+            Some(0) | Some(2) => Ok(tags(&String::from_utf8_lossy(&out.stdout))),
+            Some(8) => Ok(vec![("AMBIGUOUS".into(), "yes".into())]),
+            _ => Err(format!(
                 "blkid {} -p {}: {}\n{}",
                 self.version,
                 img.display(),
                 out.status,
                 String::from_utf8_lossy(&out.stderr)
-            ));
+            )),
         }
-        Ok(tags(&String::from_utf8_lossy(&out.stdout)))
     }
 }
+
+/// How long one probe may take (it reads two super blocks).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The judged tags of `blkid -o export` output, unescaped and sorted.
 pub fn tags(export: &str) -> Tags {
@@ -93,17 +120,22 @@ fn unescape(v: &str) -> String {
 }
 
 /// What blkid should say of `dev`: the copy Linux mounts from, or nothing.
+/// Said as libblkid says it: the label without trailing white space
+/// (`blkid_probe_set_label`), no UUID when it is all zeros
+/// (`blkid_probe_set_uuid`).
 pub fn as_linux_sees_it(dev: &dyn BlockDevice) -> Tags {
     let Ok(choice) = nilfs::recovery::load_super_block(dev) else {
         return Vec::new();
     };
     let sb = choice.sb();
-    let mut v = vec![
-        ("TYPE".to_string(), "nilfs2".to_string()),
-        ("UUID".to_string(), sb.uuid_string()),
-    ];
-    if !sb.volume_label().is_empty() {
-        v.push(("LABEL".to_string(), sb.volume_label()));
+    let mut v = vec![("TYPE".to_string(), "nilfs2".to_string())];
+    if sb.uuid.iter().any(|b| *b != 0) {
+        v.push(("UUID".to_string(), sb.uuid_string()));
+    }
+    let label = sb.volume_label();
+    let label = label.trim_end();
+    if !label.is_empty() {
+        v.push(("LABEL".to_string(), label.to_string()));
     }
     v.sort();
     v
@@ -147,26 +179,38 @@ pub fn write_sparse(dev: &MemDevice, path: &Path) -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
-/// Every release's verdict on one crash state: the differences, each
-/// `(version, line)`.
-pub fn judge(blkids: &[Blkid], dev: &MemDevice, scratch: &Path) -> Vec<(String, String)> {
+/// One release's verdict on a state that blkid and Linux do not see alike,
+/// or on a probe that could not be made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The release (its version) names the state otherwise (one line).
+    Differs(String, String),
+    /// The image could not be written or blkid could not answer.
+    Failed(String),
+}
+
+/// Every release's verdict on one crash state, where it is not agreement.
+pub fn judge(blkids: &[Blkid], dev: &MemDevice, scratch: &Path) -> Vec<Verdict> {
     if blkids.is_empty() {
         return Vec::new();
     }
     let want = as_linux_sees_it(dev);
     let img = scratch.join(format!("blkid-{}.img", std::process::id()));
     let mut out = Vec::new();
-    match write_sparse(dev, &img) {
-        Err(e) => out.push((String::new(), e)),
+    let written = std::fs::create_dir_all(scratch)
+        .map_err(|e| format!("{}: {e}", scratch.display()))
+        .and_then(|()| write_sparse(dev, &img));
+    match written {
+        Err(e) => out.push(Verdict::Failed(e)),
         Ok(()) => {
             for b in blkids {
                 match b.probe(&img) {
                     Ok(got) => {
                         if let Some(d) = difference(&want, &got) {
-                            out.push((b.version.clone(), d));
+                            out.push(Verdict::Differs(b.version.clone(), d));
                         }
                     }
-                    Err(e) => out.push((b.version.clone(), e)),
+                    Err(e) => out.push(Verdict::Failed(e)),
                 }
             }
         }
@@ -211,6 +255,27 @@ mod tests {
         assert!(difference(&Vec::new(), &want).is_some());
     }
 
+    /// What Linux mounts is said as libblkid says it: a label without its
+    /// trailing blanks, no UUID when it is all zeros.
+    #[test]
+    fn the_expected_tags_are_normalised_as_libblkid_does() {
+        let o = nilfs::mkfs::MkfsOptions {
+            block_size: 1024,
+            blocks_per_segment: 64,
+            label: b"data  ".to_vec(),
+            uuid: [0; 16],
+            ..Default::default()
+        };
+        let dev = nilfs_testkit::image::fresh_with(8 << 20, &o);
+        assert_eq!(
+            as_linux_sees_it(&dev),
+            vec![
+                ("LABEL".to_string(), "data".to_string()),
+                ("TYPE".to_string(), "nilfs2".to_string()),
+            ]
+        );
+    }
+
     /// The judge fails on the known-bad it exists to catch, with the real
     /// blkid (peer tier, `NILFS_PEERS=1`): B2's image, a broken primary on
     /// a device 1536 bytes past a 4 KiB boundary, which Linux mounts from
@@ -226,7 +291,7 @@ mod tests {
         let scratch = std::env::temp_dir().join(format!("nilref-blkid-{}", std::process::id()));
         std::fs::create_dir_all(&scratch).unwrap();
         let dev = nilfs_testkit::image::fresh((64 << 20) + 1536, 4096, 256);
-        let whole = judge(std::slice::from_ref(&blkid), &dev, &scratch);
+        let whole = judge(std::slice::from_ref(&blkid), &dev, &scratch.join("fresh"));
         let mut sb = vec![0u8; 1024];
         dev.read_at(1024, &mut sb).unwrap();
         sb[6] ^= 0xff; // s_magic
@@ -239,7 +304,7 @@ mod tests {
             "blkid and Linux agree on the whole image"
         );
         assert!(
-            broken.len() == 1 && broken[0].1.contains("blkid says nothing"),
+            matches!(&broken[..], [Verdict::Differs(v, d)] if v == "2.38.1" && d.contains("blkid says nothing")),
             "{broken:?}"
         );
     }

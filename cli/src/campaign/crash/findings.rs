@@ -9,8 +9,9 @@ use nilfs::device::{import_image, BlockDevice, MemDevice};
 
 use crate::campaign::common::findings::headlines;
 use crate::campaign::common::{FindingFolder, Workload};
+use crate::campaign::crash::blkid::{self, Blkid};
 use crate::campaign::crash::envelope::Envelope;
-use crate::campaign::crash::judge::{judge_state, trace_clock_s, LogVerdict};
+use crate::campaign::crash::judge::{blkid_problem, judge_state, trace_clock_s, LogVerdict};
 use crate::campaign::crash::record::Recorded;
 use crate::campaign::crash::recovery::Recovery;
 use crate::campaign::log_writes::{self, CrashState};
@@ -49,6 +50,7 @@ pub fn write_finding(
     recorded: Option<&Recorded>,
     v: &LogVerdict,
     kernel: Option<&str>,
+    blkids: &[Blkid],
 ) -> Result<PathBuf, String> {
     let folder = FindingFolder::create(out, "crash-", w, minimal, &v.problems)?;
     let dir = folder.dir.clone();
@@ -110,9 +112,9 @@ pub fn write_finding(
             "# {}\n\nFound by the crash campaign against {} on {}; {} lines, shrunk to {}. \
              {} failing crash states; kept: {}.\n\n\
              Judge the kept crash images again (deterministic): \
-             `nilref campaign crash --replay {}`\n\n\
+             `nilref campaign crash --replay {}{blkid}`\n\n\
              Record the minimal workload again (the kernel's timing may differ): \
-             `nilref campaign crash --workload {}{}`\n\n{}\n",
+             `nilref campaign crash --workload {}{}{blkid}`\n\n{}\n",
             v.problems[0].headline(),
             kernel.map_or("nilfs-ref".to_string(), |k| format!("Linux {k}")),
             w.label,
@@ -123,15 +125,21 @@ pub fn write_finding(
             dir.display(),
             dir.join("workload.jsonl").display(),
             kernel.map_or(" --ours".to_string(), |k| format!(" --kernel {k}")),
-            headlines(&v.problems)
+            headlines(&v.problems),
+            blkid = blkids
+                .iter()
+                .map(|b| format!(" --blkid {}", b.version))
+                .collect::<String>(),
         ),
     )?;
     Ok(dir)
 }
 
 /// `--replay FOLDER`: judges a finding's kept crash images again against
-/// its trace and marks; the verdicts, and whether any state still fails.
-pub fn replay(folder: &Path) -> Result<(String, bool), String> {
+/// its trace and marks (and by the blkid releases `blkids`, as the
+/// finding's README says); the verdicts, and whether any state still
+/// fails.
+pub fn replay(folder: &Path, blkids: &[Blkid], scratch: &Path) -> Result<(String, bool), String> {
     let trace = std::fs::read_to_string(folder.join("trace.jsonl"))
         .map_err(|e| format!("{}: {e}", folder.join("trace.jsonl").display()))?;
     let mut out = String::new();
@@ -173,7 +181,10 @@ pub fn replay(folder: &Path) -> Result<(String, bool), String> {
             marks,
             device: img,
         };
-        let v = judge_state(&env, &state, Recovery::Ours, trace_clock_s(&trace));
+        let mut v = judge_state(&env, &state, Recovery::Ours, trace_clock_s(&trace));
+        for b in blkid::judge(blkids, &state.device, scratch) {
+            v.problems.push(blkid_problem(&state, b));
+        }
         if v.problems.is_empty() {
             out.push_str(&format!("{name}: inside the envelope, check clean\n"));
         } else {

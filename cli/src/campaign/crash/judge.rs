@@ -221,6 +221,20 @@ pub fn judge_state(env: &Envelope, state: &CrashState, how: Recovery, now_s: u64
     }
 }
 
+/// A blkid verdict on `state` as a problem: a divergence keyed by the
+/// release (shrinkable, counted per release), or the run's own failure.
+pub fn blkid_problem(state: &CrashState, v: blkid::Verdict) -> Problem {
+    let here = format!("state {} ({})", state.kind.slug(), state.kind);
+    match v {
+        blkid::Verdict::Differs(version, why) => Problem {
+            class: "blkid",
+            key: version,
+            detail: format!("{here}: {why}"),
+        },
+        blkid::Verdict::Failed(e) => Problem::runner(format!("{here}: {e}")),
+    }
+}
+
 /// The crash states of a workload the kernel also recovers.
 pub struct Sample {
     pub slug: String,
@@ -314,12 +328,8 @@ pub fn judge_log(trace: &str, log: &Log, base: &MemDevice, opts: &JudgeOptions) 
         let mut verdict = judge_state(&env, &state, opts.recovery, now_s);
         if !opts.blkid.is_empty() {
             v.blkid_probes += 1;
-            for (version, why) in blkid::judge(&opts.blkid, &state.device, &opts.scratch) {
-                verdict.problems.push(Problem {
-                    class: "blkid",
-                    key: version,
-                    detail: format!("state {} ({}): {why}", state.kind.slug(), state.kind),
-                });
+            for b in blkid::judge(&opts.blkid, &state.device, &opts.scratch) {
+                verdict.problems.push(blkid_problem(&state, b));
             }
         }
         v.points += verdict.points;

@@ -111,9 +111,10 @@ pub struct CrashArgs {
     /// The Linux version to judge (tests/peers.toml; default: its default).
     #[arg(long)]
     pub kernel: Option<String>,
-    /// Also probe every crash state with this pinned blkid release (more
-    /// than once for several): it must name the file system, UUID and
-    /// label of the super block copy Linux mounts.
+    /// Also probe every crash state (with `--replay`, every kept one) with
+    /// this pinned blkid release (more than once for several): it must
+    /// name the file system, UUID and label of the super block copy Linux
+    /// mounts.
     #[arg(long, value_name = "VERSION")]
     pub blkid: Vec<String>,
 }
@@ -121,7 +122,15 @@ pub struct CrashArgs {
 /// `nilref campaign crash`.
 pub fn run(a: &CrashArgs) -> Result<String, String> {
     if let Some(folder) = &a.replay {
-        let (text, failing) = findings::replay(folder)?;
+        let blkids = a
+            .blkid
+            .iter()
+            .map(|v| Blkid::get(v))
+            .collect::<Result<Vec<_>, _>>()?;
+        let scratch = std::env::temp_dir().join(format!("nilref-replay-{}", std::process::id()));
+        let replayed = findings::replay(folder, &blkids, &scratch);
+        let _ = std::fs::remove_dir_all(&scratch);
+        let (text, failing) = replayed?;
         return if failing { Err(text) } else { Ok(text) };
     }
     let profile: nilfs_workload::gen::Profile = a.profile.parse()?;
@@ -330,8 +339,15 @@ pub fn campaign(o: &CrashOptions) -> Result<CrashSummary, String> {
             } else {
                 w.clone()
             };
-            let folder =
-                findings::write_finding(&o.out, &w, &minimal, j.recorded.as_ref(), v, kernel)?;
+            let folder = findings::write_finding(
+                &o.out,
+                &w,
+                &minimal,
+                j.recorded.as_ref(),
+                v,
+                kernel,
+                &o.blkid,
+            )?;
             sum.findings.push(Finding {
                 workload: w.clone(),
                 minimal,

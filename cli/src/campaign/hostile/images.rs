@@ -21,6 +21,9 @@ pub struct Base {
     pub name: String,
     pub dev: MemDevice,
     pub targets: Vec<Target>,
+    /// check's warnings on the undamaged base (a damaged image's count as
+    /// the damage's only when the base has not got them).
+    pub warnings: Vec<String>,
 }
 
 /// One field of one structure of a base.

@@ -132,7 +132,10 @@ pub fn run(a: &HostileArgs) -> Result<String, String> {
     // Our tools and check, image by image.
     let mut judged = Vec::new();
     for c in &cases {
-        let (flagged, codes, warnings, ours) = ours_judgement(&c.dev, a.watchdog);
+        let (flagged, codes, mut warnings, ours) = ours_judgement(&c.dev, a.watchdog);
+        if let Some(b) = bases.iter().find(|b| b.name == c.base) {
+            warnings.retain(|w| !b.warnings.contains(w));
+        }
         judged.push(Judged {
             flagged,
             codes,
@@ -256,7 +259,13 @@ fn load_bases(
                 return Err(format!("base {name} is not clean:\n{r}"));
             }
             let targets = images::catalog(&dev).map_err(|e| format!("base {name}: {e}"))?;
-            Ok(Base { name, dev, targets })
+            let warnings = check_codes(&dev).1;
+            Ok(Base {
+                name,
+                dev,
+                targets,
+                warnings,
+            })
         })
         .collect()
 }
@@ -290,8 +299,11 @@ fn cases(a: &HostileArgs, bases: &[Base]) -> Result<Vec<Case>, String> {
         if p.is_dir() {
             for e in std::fs::read_dir(p).map_err(|e| format!("{}: {e}", p.display()))? {
                 let f = e.map_err(|e| e.to_string())?.path();
-                // `fuzz_images` writes what it did beside each image.
-                if f.extension().is_some_and(|x| x == "what") {
+                // What `fuzz_images` did to each image, and the recipes
+                // kept beside unexplained images, are not images.
+                if f.extension()
+                    .is_some_and(|x| ["what", "recipe", "txt", "md"].iter().any(|e| x == *e))
+                {
                     continue;
                 }
                 files.push(f);
@@ -355,6 +367,25 @@ fn ours_tools(
     stage: &std::sync::Mutex<&'static str>,
 ) -> (bool, Vec<String>, Vec<String>) {
     let set = |s: &'static str| *stage.lock().unwrap_or_else(|e| e.into_inner()) = s;
+    let (codes, warnings, flagged) = check_codes(dev);
+    set("inspect");
+    let _ = nilfs::inspect::report::inspect(dev);
+    set("lscp");
+    let _ = nilfs::inspect::tools::lscp(dev, &Default::default());
+    set("lssu");
+    let _ = nilfs::inspect::tools::lssu(dev, &Default::default());
+    set("dumpseg");
+    let _ = nilfs::inspect::tools::dumpseg(dev, &[0, 1, 2, 3]);
+    set("the read path");
+    let _ = read_everything(dev);
+    set("the write path");
+    let _ = write_workload(&dev.duplicate());
+    (flagged, codes, warnings)
+}
+
+/// check over every checkpoint: its error codes, its warning codes, and
+/// whether it calls the image unclean.
+fn check_codes(dev: &MemDevice) -> (Vec<String>, Vec<String>, bool) {
     let report = nilfs::check::check_device(
         dev,
         &nilfs::check::Options {
@@ -377,20 +408,7 @@ fn ours_tools(
     if report.operational.is_some() {
         codes.push("operational".into());
     }
-    let flagged = !report.is_clean();
-    set("inspect");
-    let _ = nilfs::inspect::report::inspect(dev);
-    set("lscp");
-    let _ = nilfs::inspect::tools::lscp(dev, &Default::default());
-    set("lssu");
-    let _ = nilfs::inspect::tools::lssu(dev, &Default::default());
-    set("dumpseg");
-    let _ = nilfs::inspect::tools::dumpseg(dev, &[0, 1, 2, 3]);
-    set("the read path");
-    let _ = read_everything(dev);
-    set("the write path");
-    let _ = write_workload(&dev.duplicate());
-    (flagged, codes, warnings)
+    (codes, warnings, !report.is_clean())
 }
 
 /// The tree walked and the first MiB of every file read (a declared
@@ -805,8 +823,8 @@ const REASONS: &[(&str, Reason, &str)] = &[
     (".bn_pad", Reason::NotCheckable, "padding"),
     (".ss_pad", Reason::NotCheckable, "padding"),
     (".ss_create", Reason::ValueValid, "a time"),
-    (".ss_seq", Reason::ValueValid, "a stale log's sequence, which is what a log past the last one the search reads may hold: the search stops there, as after a crash (a log of the right magic and sequence whose checksum fails is reported: log-tail)"),
-    (".ss_magic", Reason::ValueValid, "an unwritten block where a log past the last one the search reads was: the search stops there, as after a crash"),
+    (".ss_seq", Reason::ValueValid, "a stale log's sequence: the search stops at that log, and the image reads as one a crash left before the log was written (reported when something still points past it, such as the super block's cursor: sb-cursor; or when magic and sequence are right but a checksum fails: log-tail)"),
+    (".ss_magic", Reason::ValueValid, "an unwritten block where a log was: the search stops there, and the image reads as one a crash left before the log was written (reported when something still points past it, such as the super block's cursor: sb-cursor)"),
     (".sr_flags", Reason::NotCheckable, "unused"),
     (".sr_nongc_ctime", Reason::ValueValid, "a time"),
     (".su_lastmod", Reason::ValueValid, "a time"),
@@ -917,6 +935,7 @@ mod tests {
             name: "ours".into(),
             dev,
             targets,
+            warnings: Vec::new(),
         }];
         for seed in [0u64, 1, 3, 17] {
             let a = images::case(&bases, seed).unwrap();
@@ -933,8 +952,9 @@ mod tests {
     }
 
     /// A folder that `fuzz_images` wrote holds each image's `.what` beside
-    /// it; those are not images (postmortem: K17's shrink judged eight
-    /// text files as eight refused images).
+    /// it, and `unexplained/` each image's recipe; those are not images
+    /// (postmortem: K17's shrink judged eight text files as eight refused
+    /// images).
     #[test]
     fn an_image_folder_skips_what_files() {
         let dir = std::env::temp_dir().join(format!("nilref-images-{}", std::process::id()));
@@ -942,6 +962,7 @@ mod tests {
         let dev = images::ours("ours").unwrap();
         nilfs::device::export_image(&dev, &dir.join("a.img")).unwrap();
         std::fs::write(dir.join("a.img.what"), "base 1, All, damage []\n").unwrap();
+        std::fs::write(dir.join("a.img.recipe"), "base ours\n").unwrap();
         let a = HostileArgs {
             kernel: None,
             seeds: "1..100".into(),
