@@ -61,7 +61,8 @@ pub struct HostileArgs {
     #[arg(long)]
     pub images: Vec<PathBuf>,
     /// Recipe files (`base NAME`, then `TARGET = VALUE` lines), judged
-    /// instead of the seeds (a finding's recipe.txt replays it).
+    /// instead of the seeds (a finding's recipe.txt replays it); each
+    /// image is also written to OUT/hostile-V/replayed/.
     #[arg(long)]
     pub replay: Vec<PathBuf>,
     /// Where results and findings go.
@@ -164,6 +165,18 @@ pub fn run(a: &HostileArgs) -> Result<String, String> {
     let dir = a.out.join(format!("hostile-{version}"));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     write_results(&dir, &cases, &judged)?;
+    // A replayed recipe's image, for whoever wants to mount it by hand.
+    if !a.replay.is_empty() {
+        let keep = dir.join("replayed");
+        std::fs::create_dir_all(&keep).map_err(|e| format!("{}: {e}", keep.display()))?;
+        for c in &cases {
+            let name = Path::new(&c.label)
+                .file_name()
+                .map_or_else(|| "image".into(), |n| n.to_string_lossy().into_owned());
+            nilfs::device::export_image(&c.dev, &keep.join(format!("{name}.img")))
+                .map_err(|e| e.to_string())?;
+        }
+    }
     // Findings: the kernel's failures, shrunk; our tools' failures.
     let mut findings = Vec::new();
     for (c, j) in cases.iter().zip(&judged) {
