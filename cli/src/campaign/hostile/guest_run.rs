@@ -3,8 +3,9 @@
 //! device-mapper linear target of exactly its size (the secondary super
 //! block sits at the device's end). For each, in turn: mount read-write
 //! (read-only if that fails), walk and read everything, a short write
-//! workload, sync, unmount; the kernel log since the previous image kept
-//! (`dmesg -r -c`, with levels). A watchdog ends the boot when one image
+//! workload, sync, unmount, and mount again read-only to see whether the
+//! workload's writes are there; the kernel log since the previous image
+//! kept (`dmesg -r -c`, with levels). A watchdog ends the boot when one image
 //! takes too long (a hang: the blocked tasks are dumped first), and an
 //! oops or BUG ends it too (the kernel may hold locks it never gives back);
 //! the images left are run in the next boot.
@@ -29,6 +30,11 @@ pub struct Raw {
     pub mode: String,
     /// `umount`'s exit code, if it was mounted.
     pub umount: Option<i32>,
+    /// After a read-write run and a clean unmount, what a read-only
+    /// remount shows of the workload: `/hz/g`'s size in bytes, `none` when
+    /// `/hz`, `/hz/g` is missing or `/hz/f` (removed) is back, `unmountable`
+    /// when the remount fails; `None` when there was no such run.
+    pub back: Option<String>,
     /// The watchdog fired.
     pub hang: bool,
     /// What the commands printed on stderr.
@@ -77,9 +83,20 @@ one() {
     fi
     mode=$(awk '$2=="/mnt"{print substr($4,1,2)}' /proc/mounts)
     umount /mnt 2>>$e; um=$?
+    # Did the writes the kernel acknowledged reach the disk?
+    back=-
+    if [ $rw = 0 ] && [ $um = 0 ] && [ "$mode" = rw ]; then
+      if mount -t nilfs2 -o ro $d /mnt 2>/dev/null; then
+        back=none
+        if [ -f /mnt/hz/g ] && [ ! -e /mnt/hz/f ]; then back=$(wc -c < /mnt/hz/g | tr -d " "); fi
+        umount /mnt 2>/dev/null
+      else
+        back=unmountable
+      fi
+    fi
   fi
   dmsetup remove h$i 2>>$e
-  echo "R $i rw=$rw ro=$ro mode=$mode umount=$um"
+  echo "R $i rw=$rw ro=$ro mode=$mode umount=$um back=${back:--}"
 }
 run() {
   i=$1
@@ -224,6 +241,7 @@ fn one_boot(
                 "ro" => r.ro = num,
                 "mode" => r.mode = v.to_string(),
                 "umount" => r.umount = num,
+                "back" if v != "-" => r.back = Some(v.trim().to_string()),
                 "hang" => r.hang = true,
                 _ => {}
             }
@@ -394,8 +412,23 @@ pub fn classify(r: &Raw) -> Outcome {
     if nilfs_errors || !r.errors.trim().is_empty() {
         return Outcome::Errored;
     }
+    // Every call succeeded and nothing was logged: the writes must be
+    // there after the unmount (V4: 6.1 threw them away at the unmount).
+    if r.back.as_deref().is_some_and(|b| b != WRITTEN_G) {
+        return Outcome::Bad {
+            kind: "lost writes".into(),
+            function: format!(
+                "the remount after a clean unmount: /hz/g {}",
+                r.back.as_deref().unwrap_or("")
+            ),
+        };
+    }
     Outcome::Accepted
 }
+
+/// `/hz/g`'s size after the workload (16 blocks of 4 KiB written, 4 of
+/// them written again).
+const WRITTEN_G: &str = "65536";
 
 /// The errno names the commands printed (EIO, EUCLEAN, EROFS, ...).
 pub fn errnos(r: &Raw) -> Vec<&'static str> {
@@ -479,6 +512,21 @@ mod tests {
         };
         assert_eq!(classify(&eio), Outcome::Errored);
         assert_eq!(errnos(&eio), ["EIO"]);
+        let kept = Raw {
+            back: Some("65536".into()),
+            ..ok.clone()
+        };
+        assert_eq!(classify(&kept), Outcome::Accepted);
+        for gone in ["none", "0", "unmountable"] {
+            let lost = Raw {
+                back: Some(gone.into()),
+                ..ok.clone()
+            };
+            assert!(
+                matches!(classify(&lost), Outcome::Bad { ref kind, .. } if kind == "lost writes"),
+                "{gone}"
+            );
+        }
         let busy = Raw {
             umount: Some(1),
             ..ok.clone()
