@@ -221,6 +221,8 @@ codes! {
         "the root inode is an allocated directory with i_blocks and i_size";
     NsMode = "ns-mode", 7, Error, "__nilfs_read_inode",
         "an allocated inode's mode has valid file type bits";
+    NsOwner = "ns-owner", 7, Error, "nilfs_read_inode_common",
+        "i_uid and i_gid are not 0xffffffff, which Linux reads as no id at all (INVALID_UID, INVALID_GID): no call can set it, and even root's capabilities do not reach such an inode";
     NsIfileHole = "ns-ifile-hole", 7, Error, "nilfs_ifile_get_inode_block",
         "an allocated inode's ifile block exists";
     NsDirent = "ns-dirent", 7, Error, "nilfs_check_folio",

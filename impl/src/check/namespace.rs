@@ -267,6 +267,18 @@ impl Ck<'_, '_> {
             );
             return None;
         }
+        // i_uid_write/i_gid_write of (u32)-1 give INVALID_UID/GID, an id
+        // chown cannot set (-1 means "unchanged") and that
+        // capable_wrt_inode_uidgid never maps, so root is denied too.
+        if i.uid == u32::MAX || i.gid == u32::MAX {
+            self.find(
+                Code::NsOwner,
+                here(),
+                None,
+                format!("i_uid {:#x}, i_gid {:#x}", i.uid, i.gid),
+                "ids other than 0xffffffff",
+            );
+        }
         if nr == ino::ROOT.0 && (ft != S_IFDIR || i.blocks == 0 || i.size == 0) {
             self.find(
                 Code::NsRoot,
