@@ -10,21 +10,17 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-#[test]
-fn hostile_campaign_short_tier() {
-    if nilfs_conformance::peers::require(
-        "hostile_campaign_short_tier",
-        &["qemu-system-x86_64", "grub-fstest"],
-    )
-    .is_none()
-    {
-        return;
-    }
+/// `nilref campaign hostile ARGS --out OUT` for the peer-tier test `test`
+/// (None when the tier is off): OUT, whether it exited 0, and what it
+/// printed.
+fn hostile(test: &str, out_name: &str, args: &[&str]) -> Option<(PathBuf, bool, String)> {
+    nilfs_conformance::peers::require(test, &["qemu-system-x86_64", "grub-fstest"])?;
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("campaign-hostile-{}", std::process::id()));
+        .join(format!("{out_name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let o = Command::new(env!("CARGO_BIN_EXE_nilref"))
-        .args(["campaign", "hostile", "--seeds", "1..12", "--no-shrink"])
+        .args(["campaign", "hostile"])
+        .args(args)
         .arg("--out")
         .arg(&out)
         .output()
@@ -34,6 +30,18 @@ fn hostile_campaign_short_tier() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
+    Some((out, o.status.success(), text))
+}
+
+#[test]
+fn hostile_campaign_short_tier() {
+    let Some((out, ok, text)) = hostile(
+        "hostile_campaign_short_tier",
+        "campaign-hostile",
+        &["--seeds", "1..12", "--no-shrink"],
+    ) else {
+        return;
+    };
     let all = text
         .lines()
         .find(|l| l.starts_with("| all |"))
@@ -53,7 +61,7 @@ fn hostile_campaign_short_tier() {
         !text.contains("hostile-ours-"),
         "our own tools failed on a hostile image:\n{text}"
     );
-    if !o.status.success() {
+    if !ok {
         eprintln!("the kernel failed on some images (findings):\n{text}");
     }
     let results = std::fs::read_dir(&out)
@@ -76,32 +84,21 @@ fn hostile_campaign_short_tier() {
 /// ever reports it instead, V4 is fixed there: update docs/findings.md.
 #[test]
 fn lost_writes_are_caught_on_v4() {
-    if nilfs_conformance::peers::require(
-        "lost_writes_are_caught_on_v4",
-        &["qemu-system-x86_64", "grub-fstest"],
-    )
-    .is_none()
-    {
-        return;
-    }
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("campaign-hostile-v4-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
     let recipe = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../docs/findings/hostile/v4-ss-next-out-of-range.recipe");
-    let o = Command::new(env!("CARGO_BIN_EXE_nilref"))
-        .args(["campaign", "hostile", "--kernel", "6.1", "--no-shrink"])
-        .arg("--replay")
-        .arg(&recipe)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run nilref");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let Some((out, _, text)) = hostile(
+        "lost_writes_are_caught_on_v4",
+        "campaign-hostile-v4",
+        &[
+            "--kernel",
+            "6.1",
+            "--no-shrink",
+            "--replay",
+            recipe.to_str().unwrap(),
+        ],
+    ) else {
+        return;
+    };
     let results =
         std::fs::read_to_string(out.join("hostile-6.1").join("results.jsonl")).unwrap_or_default();
     assert!(
