@@ -888,3 +888,35 @@ fn new_ifile_blocks_take_the_kernels_virtual_numbers() {
         "virtual numbers of the ifile's blocks: nilref mount, then Linux 6.1"
     );
 }
+
+/// Postmortem: `chown(f, -1, -1)` left the ctime alone on `nilref mount`
+/// (the FUSE tier at `NILFS_FUSE_SEEDS=125`, attrs seed 88, judged with
+/// exact times). The VFS passes ATTR_CTIME for it (`chown_common`) and
+/// nilfs_setattr stamps the ctime, but the FUSE client forwards a SETATTR
+/// that names nothing, and the server skipped it.
+#[test]
+fn regress_a_chown_that_changes_nothing_still_sets_the_ctime() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = common::scratch("fuse", "chown-nothing");
+    if !fuse_or_skip(&dir) {
+        return;
+    }
+    let m = Mount::start(&dir, "chown-nothing", &[]).unwrap();
+    let f = m.point.join("f");
+    std::fs::write(&f, b"x").unwrap();
+    let ctime = |f: &Path| {
+        let md = std::fs::symlink_metadata(f).unwrap();
+        md.ctime() as i128 * 1_000_000_000 + md.ctime_nsec() as i128
+    };
+    let before = ctime(&f);
+    // Past the coarse clock's next tick (at most 10 ms at HZ=100).
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let chowned = std::os::unix::fs::chown(&f, None, None);
+    let after = ctime(&f);
+    m.stop().unwrap();
+    chowned.unwrap();
+    assert!(
+        after > before,
+        "chown(f, -1, -1) kept the ctime {before}; nilfs_setattr sets it"
+    );
+}

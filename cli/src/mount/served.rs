@@ -342,7 +342,11 @@ impl Filesystem for Served {
                 mtime,
                 atime,
             };
-            if attr != SetAttr::default() {
+            // A SETATTR that names nothing is chown(f, -1, -1): the VFS
+            // still passes ATTR_CTIME (chown_common), which the FUSE
+            // client does not forward, and nilfs_setattr stamps the ctime.
+            // After a size change the truncate has stamped both times.
+            if size.is_none() || attr != SetAttr::default() {
                 fs.setattr(n, attr)?;
             }
             Ok((fs.stat(n)?, fs.atime_ns(n)?))
