@@ -920,3 +920,70 @@ fn regress_a_chown_that_changes_nothing_still_sets_the_ctime() {
         "chown(f, -1, -1) kept the ctime {before}; nilfs_setattr sets it"
     );
 }
+
+/// The oracle's traits over the FUSE mount (`nilfs_adapter::FuseMount`):
+/// generated workloads in lockstep with the model, an operation at a time
+/// through `nilref exec --stream`, unmounts and crashes (the server
+/// killed) included, the image read back at every sync and mount. Times
+/// are judged within each call's own clock interval.
+fn fuse_config(cases: u32) -> nilfs_oracle::Config {
+    nilfs_oracle::Config {
+        features: Features {
+            crash: true,
+            ..Features::FUSE
+        },
+        cases,
+        max_len: 30,
+        regressions: None,
+        ..nilfs_oracle::Config::default()
+    }
+}
+
+#[test]
+fn the_fuse_mount_passes_lockstep_through_the_oracles_traits() {
+    let dir = common::scratch("fuse", "lockstep");
+    if !fuse_or_skip(&dir) {
+        return;
+    }
+    let cases = std::env::var("NILFS_FUSE_LOCKSTEP_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    let mut imp =
+        nilfs_adapter::FuseMount::new(Path::new(env!("CARGO_BIN_EXE_nilref")), &dir.join("cases"));
+    nilfs_oracle::proptest(&mut imp, &fuse_config(cases));
+}
+
+/// The same harness fails a mount whose chmod does nothing, with a
+/// minimal workload that shows it.
+#[test]
+fn lockstep_over_the_fuse_mount_catches_an_ignored_chmod() {
+    use nilfs_workload::front::Drawn;
+    use nilfs_workload::gen::Choices;
+    let dir = common::scratch("fuse", "lockstep-bad");
+    if !fuse_or_skip(&dir) {
+        return;
+    }
+    let mut imp =
+        nilfs_adapter::FuseMount::new(Path::new(env!("CARGO_BIN_EXE_nilref")), &dir.join("cases"))
+            .mount_args(&["--known-bad", "ignore-chmod"]);
+    let cfg = fuse_config(1);
+    let failure = (1..=40)
+        .find_map(|seed| {
+            let drawn = Drawn {
+                profile: Profile::Attrs,
+                len: 20,
+                choices: Choices::Seed(seed),
+            };
+            nilfs_oracle::check(&mut imp, &cfg, &drawn).err()
+        })
+        .expect("an ignored chmod is caught within 40 attrs workloads");
+    eprintln!("{failure}");
+    let ops: Vec<&str> = failure
+        .minimal
+        .iter()
+        .filter_map(|l| l["op"].as_str())
+        .collect();
+    assert!(ops.contains(&"chmod"), "{failure}");
+    assert!(ops.len() <= 6, "not shrunk: {failure}");
+}

@@ -781,3 +781,34 @@ fn regress_a_moved_directory_gets_a_new_mtime() {
     let st = fs.stat(d).unwrap();
     assert_eq!((st.mtime, st.ctime), (1_800_000_100, 1_800_000_100));
 }
+
+/// Postmortem: lockstep over the FUSE mount renamed `/d1` onto `/` with
+/// RENAME_NOREPLACE, and the VFS answered EEXIST where model and
+/// implementation said EBUSY: `do_renameat2` sets EEXIST for NOREPLACE
+/// before it tests the target's last component. The source's is EBUSY.
+#[test]
+fn regress_rename_noreplace_onto_the_root_is_eexist() {
+    use nilfs::error::{Errno, Error};
+    let dev = fresh(32 << 20, 1024, 64);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+    let errno = |r: nilfs::Result<()>| match r {
+        Err(Error::Errno { errno, .. }) => Some(errno),
+        _ => None,
+    };
+    let mut p = fs.paths();
+    for target in [&b"/"[..], b"/.", b"/.."] {
+        assert_eq!(
+            errno(p.rename_flags(b"/d1", target, true, false)),
+            Some(Errno::EEXIST)
+        );
+        assert_eq!(
+            errno(p.rename_flags(b"/d1", target, false, false)),
+            Some(Errno::EBUSY)
+        );
+        assert_eq!(
+            errno(p.rename_flags(target, b"/d1", true, false)),
+            Some(Errno::EBUSY)
+        );
+    }
+}

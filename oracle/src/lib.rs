@@ -138,6 +138,7 @@
 mod check;
 mod crash;
 mod lockstep;
+mod pipe;
 mod sut;
 
 pub use check::{
@@ -147,4 +148,5 @@ pub use check::{
 pub use crash::{check_crashes, envelope, CrashFailure, CrashReport, WriteLog};
 pub use lockstep::{model_durable, run, run_workload, Divergence, ModelManifests, OnInvalid, Step};
 pub use nilfs_workload::front::Drawn;
+pub use pipe::{Answer, Pipe};
 pub use sut::{Durable, ImageSpec, Implementation, Sut, NS};

@@ -305,6 +305,25 @@ impl Lockstep {
             op: op.clone(),
             out: out.clone(),
         });
+        // A real clock: the operation read it inside its interval, which
+        // never starts before an earlier operation's did.
+        if let Some([lo, hi]) = sut.clock_interval() {
+            let clock = self.states.first().map_or(0, |(s, _)| s.clock);
+            let timed: Vec<(State, Promises)> = self
+                .states
+                .iter()
+                .filter_map(|(s, p)| Some((s.at_time(lo, hi)?, p.clone())))
+                .collect();
+            if timed.is_empty() {
+                return Err(Divergence {
+                    what: format!("the clock went back: the call began at {lo} ns, after {clock}"),
+                    steps: self.steps.clone(),
+                    allowed: vec![format!("a clock interval from {clock} ns on")],
+                    detail: sut.detail(),
+                });
+            }
+            self.states = timed;
+        }
         let mut next: Vec<(State, Promises)> = Vec::new();
         let mut allowed: Vec<String> = Vec::new();
         for (s, promises) in &self.states {

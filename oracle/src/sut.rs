@@ -62,6 +62,16 @@ pub trait Sut {
     fn detail(&self) -> Option<String> {
         None
     }
+    /// For an implementation whose clock cannot be injected (a mount, a
+    /// kernel): the real-time interval, ns since the epoch, the last
+    /// [`Sut::apply`] ran in (the clock read just before the call and just
+    /// after it). The model then holds every time stamp that operation set
+    /// to lie in it, as it does a trace line's `"t"`, and the workload must
+    /// have no `clock` lines (`Features::clock` off). `None`, the default:
+    /// the clock is the workload's own `clock` lines.
+    fn clock_interval(&self) -> Option<[i64; 2]> {
+        None
+    }
 }
 
 /// The image a run starts from.

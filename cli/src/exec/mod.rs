@@ -247,7 +247,16 @@ pub struct ExecArgs {
     /// The mount point (or, with --device, where to mount).
     pub dir: PathBuf,
     /// The workload (JSON Lines; `out` fields are ignored).
-    pub workload: PathBuf,
+    #[arg(required_unless_present = "stream")]
+    pub workload: Option<PathBuf>,
+    /// Serve operations one at a time instead of running a workload: each
+    /// line read from stdin is one operation (the model's trace format,
+    /// references resolved), and one observed line goes to stdout for it,
+    /// with its clock interval, or `{"cannot": WHY}` when the runner could
+    /// not run it. The runner keeps its state between lines; it ends at
+    /// the end of stdin. What `nilfs_oracle::Pipe` drives.
+    #[arg(long, conflicts_with_all = ["out", "mark_log_writes"])]
+    pub stream: bool,
     /// Where to write the observed trace (default: stdout).
     #[arg(short = 'o')]
     pub out: Option<PathBuf>,
@@ -274,13 +283,85 @@ pub struct ExecArgs {
 
 /// `nilref exec`.
 pub fn run(a: ExecArgs) -> Result<String, String> {
-    exec_workload(&ExecOptions {
+    let stdin = PathBuf::from("-");
+    let opts = ExecOptions {
         dir: &a.dir,
-        workload: &a.workload,
+        workload: a.workload.as_deref().unwrap_or(&stdin),
         out: a.out.as_deref(),
         device: a.device.as_deref(),
         mark_log_writes: a.mark_log_writes.as_deref(),
         sleep_on_clock: a.sleep_on_clock,
         worker_deadline: std::time::Duration::from_secs(a.worker_deadline),
-    })
+    };
+    if a.stream {
+        let stdin = std::io::stdin().lock();
+        let stdout = std::io::stdout().lock();
+        serve_stream(&opts, stdin, stdout)?;
+        return Ok(String::new());
+    }
+    exec_workload(&opts)
+}
+
+/// `--stream`: one operation in, one observed line out, until `input`
+/// ends. A line that is not an operation, or one the runner cannot run
+/// (a mount without `--device`, a concurrent worker line), is answered
+/// `{"cannot": WHY}` and the runner goes on; only a failed write of the
+/// answer stops it.
+pub fn serve_stream(
+    opts: &ExecOptions<'_>,
+    input: impl std::io::BufRead,
+    mut output: impl std::io::Write,
+) -> Result<(), String> {
+    let mut runner = Runner::new(opts)?;
+    let mut result = Ok(());
+    for line in input.lines() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                result = Err(format!("stdin: {e}"));
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let answer = match serde_json::from_str::<serde_json::Value>(&line)
+            .map_err(|e| e.to_string())
+            .and_then(|v| resolver_free(&v).map_err(|u| u.to_string()))
+        {
+            Err(why) => {
+                serde_json::json!({ "cannot": format!("not an operation: {why}") }).to_string()
+            }
+            Ok(op) => {
+                let before = Runner::clock_before();
+                let out = match &op {
+                    // The injected clock has no system call: a kernel's or a
+                    // mount's clock cannot be set.
+                    Op::Clock { .. } | Op::Mkfs { .. } => {
+                        Err("a clock or mkfs line cannot be run on a mount".to_string())
+                    }
+                    op => match runner.exec(op) {
+                        Ok(o) => Ok(o),
+                        Err(Stop::Errno(e)) => Ok(Outcome::Err(e)),
+                        Err(Stop::Cannot(why)) => Err(why),
+                    },
+                };
+                let after = Runner::clock_after();
+                match out {
+                    Ok(out) => Line {
+                        t: Some([before, after]),
+                        ..Line::new(op, out)
+                    }
+                    .to_json(),
+                    Err(why) => serde_json::json!({ "cannot": why }).to_string(),
+                }
+            }
+        };
+        if let Err(e) = writeln!(output, "{answer}").and_then(|()| output.flush()) {
+            result = Err(format!("stdout: {e}"));
+            break;
+        }
+    }
+    runner.finish();
+    result
 }

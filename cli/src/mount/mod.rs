@@ -53,6 +53,11 @@ pub struct Options {
     /// the data checkers (fsx) want, and what libfuse's option of the same
     /// name does. mmap of such a file is refused by FUSE (ENODEV).
     pub direct_io: bool,
+    /// No construction on the log writer's schedule (its timer or the
+    /// dirty-block watermark): only sync, fsync and the unmount write logs,
+    /// so every checkpoint is one the model numbers (lockstep over the
+    /// mount, `nilfs_adapter::FuseMount`).
+    pub no_log_writer: bool,
     /// Known-bad: chmod answers success and changes nothing (what the
     /// FUSE tier's judging must catch).
     pub known_bad_ignore_chmod: bool,
@@ -79,6 +84,11 @@ pub struct MountArgs {
     /// Run nilfs_cleanerd's policy in the background.
     #[arg(long)]
     pub cleaner: bool,
+    /// Logs only when asked (sync, fsync, unmount): no construction on
+    /// the log writer's timer or watermark, so that the model can number
+    /// every checkpoint (lockstep over the mount).
+    #[arg(long, conflicts_with = "cleaner")]
+    pub no_log_writer: bool,
     /// A known-bad variant for the tests: `ignore-chmod`,
     /// `drop-partial-writes`, `late-writes`.
     #[arg(long, hide = true)]
@@ -89,6 +99,7 @@ pub struct MountArgs {
 pub fn run(a: MountArgs) -> Result<String, String> {
     let mut opts = Options {
         cleaner: a.cleaner,
+        no_log_writer: a.no_log_writer,
         ..Options::default()
     };
     match a.known_bad.as_deref() {
@@ -183,7 +194,7 @@ pub fn mount(image: &Path, mountpoint: &Path, opts: &Options) -> Result<(), Stri
     cfg.n_threads = Some(2);
     // The log writer and the cleaner, until the session ends.
     let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
+    let worker = (!opts.no_log_writer).then(|| {
         let (m, stop, cleaner) = (mounted.clone(), stop.clone(), opts.cleaner);
         std::thread::spawn(move || {
             let mut last_clean = Instant::now();
@@ -192,11 +203,13 @@ pub fn mount(image: &Path, mountpoint: &Path, opts: &Options) -> Result<(), Stri
                 m.background(cleaner, &mut last_clean);
             }
         })
-    };
+    });
     let served = fuser::mount(Served(mounted.clone()), mountpoint, &cfg)
         .map_err(|e| format!("FUSE mount at {}: {e}", mountpoint.display()));
     stop.store(true, Ordering::Relaxed);
-    let _ = worker.join();
+    if let Some(w) = worker {
+        let _ = w.join();
+    }
     // If the session ended without `destroy` (the kernel went away),
     // unmount here so the image is left clean.
     let mut st = mounted.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -368,25 +368,35 @@ impl Paths<'_, '_> {
 
     /// `rename`.
     pub fn rename(&mut self, old: &[u8], new: &[u8]) -> Result<()> {
-        let ((od, on), (nd, nn)) = self.rename_parents(old, new)?;
+        let ((od, on), (nd, nn)) = self.rename_parents(old, new, false)?;
         self.fs.rename(od, &on, nd, &nn)
     }
 
     /// What every rename checks before the source's lookup
-    /// (`do_renameat2`): both parent walks, EBUSY if either last part is
-    /// not a name, mnt_want_write's EROFS, then the source name's length
-    /// (nilfs_lookup: ENAMETOOLONG). `Fs::rename` looks the source up
-    /// before checking the target's name.
+    /// (`do_renameat2`): both parent walks, EBUSY if the source's last
+    /// part is not a name, then the same for the target's, EEXIST instead
+    /// with RENAME_NOREPLACE; mnt_want_write's EROFS, then the source
+    /// name's length (nilfs_lookup: ENAMETOOLONG). `Fs::rename` looks the
+    /// source up before checking the target's name.
     #[allow(clippy::type_complexity)]
     fn rename_parents(
         &mut self,
         old: &[u8],
         new: &[u8],
+        noreplace: bool,
     ) -> Result<((Ino, Vec<u8>), (Ino, Vec<u8>))> {
         let (od, on) = self.fs.walk_parent_unchecked(old)?;
         let (nd, nn) = self.fs.walk_parent_unchecked(new)?;
-        if is_special(&on) || is_special(&nn) {
+        if is_special(&on) {
             return Err(refuse(Errno::EBUSY, old));
+        }
+        if is_special(&nn) {
+            let e = if noreplace {
+                Errno::EEXIST
+            } else {
+                Errno::EBUSY
+            };
+            return Err(refuse(e, new));
         }
         if self.fs.is_read_only() {
             return Err(refuse(Errno::EROFS, old));
@@ -416,7 +426,7 @@ impl Paths<'_, '_> {
         if !noreplace && !exchange {
             return self.rename(old, new);
         }
-        let ((od, on), (nd, nn)) = self.rename_parents(old, new)?;
+        let ((od, on), (nd, nn)) = self.rename_parents(old, new, noreplace)?;
         let src = self
             .fs
             .lookup(od, &on)?

@@ -219,13 +219,22 @@ impl Namespace {
         }
     }
 
-    /// The same for `do_renameat2`: both parent walks, and neither last
-    /// component "." or ".." (EBUSY).
-    pub fn rename_precheck(&self, old: &str, new: &str) -> R<()> {
+    /// The same for `do_renameat2`: both parent walks, then neither last
+    /// component "/", "." or "..": EBUSY for the source's; for the
+    /// target's EBUSY too, but EEXIST with RENAME_NOREPLACE (the errno is
+    /// set to EEXIST before the target's type is tested).
+    pub fn rename_precheck(&self, old: &str, new: &str, noreplace: bool) -> R<()> {
         let (_, oname) = self.parent_walk(old)?;
         let (_, nname) = self.parent_walk(new)?;
-        if Self::special(&oname) || Self::special(&nname) {
+        if Self::special(&oname) {
             return Err(Errno::EBUSY);
+        }
+        if Self::special(&nname) {
+            return Err(if noreplace {
+                Errno::EEXIST
+            } else {
+                Errno::EBUSY
+            });
         }
         Ok(())
     }
@@ -371,6 +380,7 @@ impl Namespace {
         now: Stamp,
         dir_mtime: bool,
     ) -> R<Namespace> {
+        self.rename_precheck(old, new, noreplace)?;
         let (_, _, id, _, _, target) = self.rename_lookups(old, new)?;
         match target {
             Some(_) if noreplace => Err(Errno::EEXIST),
@@ -463,6 +473,22 @@ mod tests {
             ns.rename(&long, "/b", crate::time::Stamp::exact(0), false),
             Err(Errno::ENAMETOOLONG)
         );
-        assert_eq!(ns.rename_precheck("/missing", &long), Ok(()));
+        assert_eq!(ns.rename_precheck("/missing", &long, false), Ok(()));
+    }
+
+    /// postmortem: lockstep over the FUSE mount (issue 35's
+    /// `FuseMount`) renamed `/d1` onto `/` with RENAME_NOREPLACE; the VFS
+    /// answered EEXIST, the model EBUSY. `do_renameat2` sets the errno to
+    /// EEXIST for NOREPLACE before it tests the target's last component
+    /// (every version, 6.1 to 7.x); the source's is EBUSY either way.
+    #[test]
+    fn rename_noreplace_onto_the_root_or_a_dot_is_eexist() {
+        let ns = Namespace::mkfs(false, 0);
+        for target in ["/", "/.", "/.."] {
+            assert_eq!(ns.rename_precheck("/d1", target, true), Err(Errno::EEXIST));
+            assert_eq!(ns.rename_precheck("/d1", target, false), Err(Errno::EBUSY));
+            assert_eq!(ns.rename_precheck(target, "/d1", true), Err(Errno::EBUSY));
+        }
+        assert_eq!(ns.rename_precheck("/d1", "/d2", true), Ok(()));
     }
 }

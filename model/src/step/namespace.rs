@@ -188,7 +188,7 @@ pub(super) fn rename(
         Some((_, true, changes_parent)) => s.variant.renamed_dir_mtime(changes_parent),
         _ => &[false],
     };
-    read_only_first(s, at, |ns| ns.rename_precheck(old, new)).unwrap_or_else(|| {
+    read_only_first(s, at, |ns| ns.rename_precheck(old, new, noreplace)).unwrap_or_else(|| {
         let mut branches: Vec<Branch> = Vec::new();
         for &dir_mtime in choices {
             let more = if noreplace || exchange {

@@ -34,7 +34,9 @@ use sha2::{Digest, Sha256};
 
 pub use nilfs_oracle::{Durable, Sut, NS};
 
+mod fuse;
 mod ours;
+pub use fuse::FuseMount;
 pub use ours::{format, Ours};
 
 type R<T> = Result<T, Errno>;

@@ -1,0 +1,110 @@
+//! An implementation behind a mount, driven an operation at a time through
+//! a child process that speaks `nilref exec --stream`'s protocol: one
+//! operation per line in (the model's trace format), one observed line out
+//! (`{"op": …, "out": …, "t": [before, after]}`), or `{"cannot": WHY}`
+//! when the runner could not run it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use nilfs_model::{Errno, Line, Op, Outcome};
+
+/// A running stream runner: [`Pipe::call`] sends it one operation and
+/// waits for what it observed.
+pub struct Pipe {
+    child: Child,
+    to: Option<ChildStdin>,
+    from: BufReader<ChildStdout>,
+}
+
+/// What the runner answered for one operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The outcome it observed (EIO when it could not run the operation:
+    /// the model never allows that, so it is a divergence).
+    pub out: Outcome,
+    /// The real-time interval the call ran in, ns (see
+    /// [`crate::Sut::clock_interval`]).
+    pub t: Option<[i64; 2]>,
+    /// Why the runner could not run it, or why its answer was unreadable.
+    pub cannot: Option<String>,
+}
+
+impl Pipe {
+    /// Starts `cmd` (its stdin and stdout become the pipe; stderr is
+    /// left as it is).
+    pub fn spawn(mut cmd: Command) -> Result<Pipe, String> {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{cmd:?}: {e}"))?;
+        let to = child.stdin.take().expect("stdin was piped");
+        let from = BufReader::new(child.stdout.take().expect("stdout was piped"));
+        Ok(Pipe {
+            child,
+            to: Some(to),
+            from,
+        })
+    }
+
+    /// Sends `op` and reads the runner's answer.
+    pub fn call(&mut self, op: &Op) -> Answer {
+        let cannot = |why: String| Answer {
+            out: Outcome::Err(Errno::EIO),
+            t: None,
+            cannot: Some(why),
+        };
+        let request = serde_json::to_string(op).expect("an operation serialises");
+        let Some(to) = self.to.as_mut() else {
+            return cannot("the runner's input is closed".into());
+        };
+        if let Err(e) = writeln!(to, "{request}").and_then(|()| to.flush()) {
+            return cannot(format!("writing to the runner: {e}"));
+        }
+        let mut reply = String::new();
+        match self.from.read_line(&mut reply) {
+            Ok(0) => return cannot("the runner ended without an answer".into()),
+            Err(e) => return cannot(format!("reading the runner's answer: {e}")),
+            Ok(_) => {}
+        }
+        let v: serde_json::Value = match serde_json::from_str(&reply) {
+            Ok(v) => v,
+            Err(e) => return cannot(format!("the runner's answer {reply:?}: {e}")),
+        };
+        if let Some(why) = v.get("cannot") {
+            return cannot(why.as_str().unwrap_or_default().to_string());
+        }
+        match serde_json::from_value::<Line>(v) {
+            Ok(line) if line.op == *op => Answer {
+                out: line.out,
+                t: line.t,
+                cannot: None,
+            },
+            Ok(line) => cannot(format!(
+                "the runner answered for another operation: {}",
+                line.to_json()
+            )),
+            Err(e) => cannot(format!("the runner's answer {reply:?}: {e}")),
+        }
+    }
+
+    /// Closes the runner's input and waits for it to end (it leaves the
+    /// mount, so that it can be unmounted).
+    pub fn close(mut self) -> Result<(), String> {
+        drop(self.to.take());
+        let status = self.child.wait().map_err(|e| e.to_string())?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("the stream runner ended with {status}"))
+        }
+    }
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        drop(self.to.take());
+        let _ = self.child.wait();
+    }
+}
