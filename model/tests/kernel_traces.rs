@@ -433,3 +433,21 @@ fn rmcp_of_the_latest_checkpoint_succeeds() {
     let twice = insert_after(&text, rmcp, &[r#"{"op":"rmcp","cno":2,"out":"ok"}"#]);
     assert_eq!(check_trace_str(&twice).unwrap_err().line, rmcp + 1);
 }
+
+// postmortem: lockstep over `nilref mount` (nilfs_adapter::FuseMount)
+// renamed /d1 onto / with RENAME_NOREPLACE: the VFS said EEXIST, the model
+// EBUSY. `do_renameat2` sets EEXIST for NOREPLACE before it tests the
+// target's last component, so "/", "." and ".." as a target are EEXIST
+// with the flag and EBUSY without; a source "/" is EBUSY either way. The
+// hand-written workload on Linux 6.1 and 7.3 (`nilref campaign matrix
+// --workload`) answers so on both. The old rule is rejected at line 4.
+#[test]
+fn rename_noreplace_onto_the_root_is_eexist() {
+    for release in ["6.1", "7.3"] {
+        let t = trace_of(release, "rename-noreplace-onto-root.jsonl");
+        check_trace_str(&t).unwrap_or_else(|r| panic!("{release}: rejected:\n{r}"));
+        let old = edit_line(&t, 4, |v| v["out"] = serde_json::json!({"err": "EBUSY"}));
+        let r = check_trace_str(&old).expect_err("EBUSY with NOREPLACE");
+        assert_eq!(r.line, 4, "{release}: {r}");
+    }
+}
