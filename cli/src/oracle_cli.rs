@@ -14,7 +14,7 @@ pub enum Cmd {
         /// The trace file.
         trace: PathBuf,
         /// Judge it as this Linux release's behaviour (linux-6.1,
-        /// linux-6.12, linux-7, any) instead of the release its first line
+        /// linux-6.12, linux-6.14, linux-7, any) instead of the release its first line
         /// names.
         #[arg(long, value_parser = parse_variant)]
         variant: Option<nilfs_model::Variant>,
@@ -82,5 +82,5 @@ pub fn run(cmd: &Cmd) -> oracle::Judged {
 
 fn parse_variant(s: &str) -> Result<nilfs_model::Variant, String> {
     nilfs_model::Variant::parse(s)
-        .ok_or_else(|| format!("unknown variant `{s}` (linux-6.1, linux-6.12, linux-7, any)"))
+        .ok_or_else(|| format!("unknown variant `{s}` (linux-6.1, linux-6.12, linux-6.14, linux-7, any)"))
 }

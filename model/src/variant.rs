@@ -19,7 +19,10 @@ pub enum Variant {
     /// see so far.
     #[serde(rename = "linux-6.12")]
     Linux6_12,
-    /// Linux 6.14 and later (7.x).
+    /// Linux 6.14 to 6.19: as 7.x but for user xattrs on sockets.
+    #[serde(rename = "linux-6.14")]
+    Linux6_14,
+    /// Linux 7.0 and later (Debian's 7.3).
     #[serde(rename = "linux-7")]
     Linux7,
     /// The union of the above.
@@ -29,9 +32,10 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const ALL: [Variant; 4] = [
+    pub const ALL: [Variant; 5] = [
         Variant::Linux6_1,
         Variant::Linux6_12,
+        Variant::Linux6_14,
         Variant::Linux7,
         Variant::Any,
     ];
@@ -47,7 +51,8 @@ impl Variant {
         match (major, minor) {
             (6, 1..=11) => Variant::Linux6_1,
             (6, 12..=13) => Variant::Linux6_12,
-            (6, 14..) | (7..=9, _) => Variant::Linux7,
+            (6, 14..) => Variant::Linux6_14,
+            (7..=9, _) => Variant::Linux7,
             _ => Variant::Any,
         }
     }
@@ -57,12 +62,14 @@ impl Variant {
         match self {
             Variant::Linux6_1 => "linux-6.1",
             Variant::Linux6_12 => "linux-6.12",
+            Variant::Linux6_14 => "linux-6.14",
             Variant::Linux7 => "linux-7",
             Variant::Any => "any",
         }
     }
 
-    /// The variant named `s` (`linux-6.1`, `linux-6.12`, `linux-7`, `any`).
+    /// The variant named `s` (`linux-6.1`, `linux-6.12`, `linux-6.14`,
+    /// `linux-7`, `any`).
     pub fn parse(s: &str) -> Option<Variant> {
         Variant::ALL.into_iter().find(|v| v.name() == s)
     }
@@ -80,8 +87,26 @@ impl Variant {
         }
         match self {
             Variant::Linux6_1 | Variant::Linux6_12 => &[true],
-            Variant::Linux7 => &[false],
+            Variant::Linux6_14 | Variant::Linux7 => &[false],
             Variant::Any => &[true, false],
+        }
+    }
+
+    /// Whether `xattr_permission` lets a `user.*` attribute through on a
+    /// socket, as the allowed choices. Up to 6.19 only regular files and
+    /// directories may have them (EPERM to set or remove, ENODATA to get);
+    /// Linux 7.0 lets sockets have them too (the series "xattr: rework
+    /// simple xattrs and support user.* xattrs on sockets"; LTP's
+    /// setxattr02 names commit dc0876b9846d), and on nilfs2, which has no
+    /// xattr handler, the call then ends in EOPNOTSUPP. Seen on Debian's
+    /// 6.1.176 and 6.12.117 (EPERM, ENODATA, EPERM) and 7.3.4
+    /// (EOPNOTSUPP for all three; FIFOs and devices still EPERM), found by
+    /// the exact-time campaign on 7.3 (seed 258).
+    pub fn user_xattrs_on_sockets(self) -> &'static [bool] {
+        match self {
+            Variant::Linux6_1 | Variant::Linux6_12 | Variant::Linux6_14 => &[false],
+            Variant::Linux7 => &[true],
+            Variant::Any => &[false, true],
         }
     }
 }
@@ -112,7 +137,7 @@ impl Variant {
             (Variant::Linux6_1, _) => &[false],
             (Variant::Linux6_12, XattrCall::Remove) => &[true],
             (Variant::Linux6_12, XattrCall::Get) => &[false],
-            (Variant::Linux7, _) => &[true],
+            (Variant::Linux6_14 | Variant::Linux7, _) => &[true],
         }
     }
 }
@@ -127,7 +152,9 @@ mod tests {
             ("6.1.0-50-amd64", Variant::Linux6_1),
             ("6.12.117+deb13-amd64", Variant::Linux6_12),
             ("6.13.2", Variant::Linux6_12),
-            ("6.14.0", Variant::Linux7),
+            ("6.14.0", Variant::Linux6_14),
+            ("6.19.3", Variant::Linux6_14),
+            ("7.0.1", Variant::Linux7),
             ("7.3.4+deb13-amd64", Variant::Linux7),
             ("5.10.0-28-amd64", Variant::Any),
             ("", Variant::Any),

@@ -451,3 +451,43 @@ fn rename_noreplace_onto_the_root_is_eexist() {
         assert_eq!(r.line, 4, "{release}: {r}");
     }
 }
+
+// postmortem: the exact-time campaign on Linux 7.3 (seed 258, attrs,
+// `--len 60`) removed `user.b` from a socket and got EOPNOTSUPP; the model
+// allowed EPERM only. Linux 7.0 lets `user.*` attributes through
+// `xattr_permission` on sockets ("xattr: rework simple xattrs and support
+// user.* xattrs on sockets"), and nilfs2, which has no xattr handler, then
+// answers EOPNOTSUPP; FIFOs and devices are still EPERM. A hand-written
+// workload (a socket, a FIFO, a character device and a symlink; set, get,
+// remove and list `user.a` on each) recorded on 6.1, 6.12 and 7.3: each
+// trace is accepted as its own release and as `any`; 7.3's is rejected
+// as every older variant at line 7 (the socket's setxattr), and 6.1's and
+// 6.12's as linux-7 there.
+#[test]
+fn user_xattrs_on_a_socket_follow_the_release() {
+    use nilfs_model::{check_trace_as, Variant};
+    for (release, own) in [
+        ("6.1", Variant::Linux6_1),
+        ("6.12", Variant::Linux6_12),
+        ("7.3", Variant::Linux7),
+    ] {
+        let t = trace_of(release, "user-xattr-on-a-socket.jsonl");
+        check_trace_str(&t).unwrap_or_else(|r| panic!("{release} as recorded: {r}"));
+        check_trace_as(&t, Variant::Any).unwrap_or_else(|r| panic!("{release} as any: {r}"));
+        let newer = own == Variant::Linux7;
+        for other in [
+            Variant::Linux6_1,
+            Variant::Linux6_12,
+            Variant::Linux6_14,
+            Variant::Linux7,
+        ] {
+            let verdict = check_trace_as(&t, other);
+            if (other == Variant::Linux7) == newer {
+                verdict.unwrap_or_else(|r| panic!("{release} as {}: {r}", other.name()));
+            } else {
+                let r = verdict.expect_err("judged as a release whose rule differs");
+                assert_eq!(r.line, 7, "{release} as {}: {r}", other.name());
+            }
+        }
+    }
+}

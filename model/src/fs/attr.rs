@@ -69,14 +69,23 @@ impl Namespace {
     /// inode `id` answers on nilfs2, which installs no xattr handler: a
     /// name empty or over `XATTR_NAME_MAX` (255) is ERANGE (the copy from
     /// user space); `xattr_permission` lets `user.*` only on regular files
-    /// and directories (EPERM to write, ENODATA to read); everything else
-    /// is `xattr_resolve_name`'s EOPNOTSUPP.
-    pub fn xattr_refusal(&self, id: Id, name: &str, write: bool) -> Errno {
+    /// and directories, and on sockets when `sockets` (the release's,
+    /// [`Variant::user_xattrs_on_sockets`](crate::Variant::user_xattrs_on_sockets))
+    /// (EPERM to write, ENODATA to read); everything else is
+    /// `xattr_resolve_name`'s EOPNOTSUPP.
+    pub fn xattr_refusal(&self, id: Id, name: &str, write: bool, sockets: bool) -> Errno {
         if name.is_empty() || name.len() > 255 {
             return Errno::ERANGE;
         }
-        let reg_or_dir = matches!(self.get(id).kind, Kind::File(_) | Kind::Dir { .. });
-        if name.starts_with("user.") && !reg_or_dir {
+        let allowed = match self.get(id).kind {
+            Kind::File(_) | Kind::Dir { .. } => true,
+            Kind::Special {
+                file_type: FileType::Socket,
+                ..
+            } => sockets,
+            _ => false,
+        };
+        if name.starts_with("user.") && !allowed {
             return if write { Errno::EPERM } else { Errno::ENODATA };
         }
         Errno::EOPNOTSUPP

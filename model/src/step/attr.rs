@@ -50,17 +50,26 @@ pub(super) fn xattr(
         return invalid(s, "operation on a view that is not mounted");
     };
     let write = call != XattrCall::Get;
-    let e = match ns.lookup(path, follow) {
-        Err(e) => e,
-        Ok(_) if write && !s.writable(at) => Errno::EROFS,
-        Ok(id) => ns.xattr_refusal(id, name, write),
-    };
-    if !(name.is_empty() || name.len() > 255) || e == Errno::ERANGE {
-        return fail(s, e);
-    }
     let mut out = Vec::new();
-    for &name_first in s.variant.xattr_name_first(call) {
-        out.extend(fail(s, if name_first { Errno::ERANGE } else { e }));
+    let mut errnos: Vec<Errno> = Vec::new();
+    for &sockets in s.variant.user_xattrs_on_sockets() {
+        let e = match ns.lookup(path, follow) {
+            Err(e) => e,
+            Ok(_) if write && !s.writable(at) => Errno::EROFS,
+            Ok(id) => ns.xattr_refusal(id, name, write, sockets),
+        };
+        if !(name.is_empty() || name.len() > 255) || e == Errno::ERANGE {
+            errnos.push(e);
+            continue;
+        }
+        for &name_first in s.variant.xattr_name_first(call) {
+            errnos.push(if name_first { Errno::ERANGE } else { e });
+        }
+    }
+    errnos.sort();
+    errnos.dedup();
+    for e in errnos {
+        out.extend(fail(s, e));
     }
     out
 }
