@@ -81,6 +81,7 @@ pub fn run(cmd: &Cmd) -> oracle::Judged {
 }
 
 fn parse_variant(s: &str) -> Result<nilfs_model::Variant, String> {
-    nilfs_model::Variant::parse(s)
-        .ok_or_else(|| format!("unknown variant `{s}` (linux-6.1, linux-6.12, linux-6.14, linux-7, any)"))
+    nilfs_model::Variant::parse(s).ok_or_else(|| {
+        format!("unknown variant `{s}` (linux-6.1, linux-6.12, linux-6.14, linux-7, any)")
+    })
 }

@@ -51,11 +51,13 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
     let mut passed = 0;
     let mut boots = 0;
     let mut guest_seconds = 0.0;
+    let mut phases = GuestPhases::default();
     let work = opts.out.join("work");
     for chunk in opts.workloads.chunks(opts.batch.clamp(1, DEVS.len())) {
         let (verdicts, guest) = run_batch(&harness, &work, chunk)?;
         boots += 1;
         guest_seconds += guest;
+        phases.add(&std::fs::read_to_string(work.join(TIMES)).unwrap_or_default());
         for (i, (w, problems)) in chunk.iter().zip(verdicts).enumerate() {
             progress.inc(1);
             if let Some(t) = kernel_trace(&work, i) {
@@ -95,8 +97,50 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
     // The batches' boots; shrinking's count with the host's share.
     Ok(Summary {
         guest_seconds: Some(guest_seconds),
+        guest_phases: phases.seconds(),
         ..Summary::new(kind, command, passed, findings, t0, boots)
     })
+}
+
+/// The file the guest script stamps its phases into (`LABEL UPTIME`
+/// lines, /proc/uptime's seconds, 10 ms resolution).
+const TIMES: &str = "times";
+
+/// The guest's seconds by phase, summed over the batches: the boot up to
+/// the script, then each workload's mkfs, mount, `nilref exec`, the
+/// unmount with its sync and cache drop, and the read-only readback
+/// (lscp and the manifests of the latest checkpoint and each snapshot).
+#[derive(Default)]
+struct GuestPhases {
+    seconds: Vec<(&'static str, f64)>,
+}
+
+impl GuestPhases {
+    const NAMES: [&'static str; 6] = ["boot", "mkfs", "mount", "exec", "unmount", "readback"];
+
+    /// One boot's stamps: a phase lasts from the stamp before its own.
+    fn add(&mut self, stamps: &str) {
+        if self.seconds.is_empty() {
+            self.seconds = Self::NAMES.iter().map(|n| (*n, 0.0)).collect();
+        }
+        let mut last = 0.0;
+        for line in stamps.lines() {
+            let mut words = line.split_whitespace();
+            let (Some(label), Some(Ok(t))) = (words.next(), words.next().map(str::parse::<f64>))
+            else {
+                continue;
+            };
+            let phase = label.trim_end_matches(|c: char| c.is_ascii_digit());
+            if let Some(slot) = self.seconds.iter_mut().find(|(n, _)| *n == phase) {
+                slot.1 += (t - last).max(0.0);
+            }
+            last = t;
+        }
+    }
+
+    fn seconds(self) -> Option<Vec<(&'static str, f64)>> {
+        (!self.seconds.is_empty()).then_some(self.seconds)
+    }
 }
 
 /// ddmin on the kernel: candidates judged a batch per boot; a candidate
@@ -124,7 +168,10 @@ pub fn shrink_ours(w: &Workload, target: &Problem) -> Workload {
 
 /// The guest script for one batch: workload i on disk DEVS[i].
 pub(crate) fn script(batch: &[Workload]) -> String {
-    let mut s = String::from("set +e\nmkdir -p /snap\n");
+    // Phase stamps (GuestPhases): the boot ends where the script begins.
+    let mut s = String::from(
+        "set +e\nmkdir -p /snap\nstamp() { echo \"$1 $(cut -d' ' -f1 /proc/uptime)\" >> /host/times; }\nstamp boot\n",
+    );
     for (i, w) in batch.iter().enumerate() {
         let g = &w.geometry;
         let dev = DEVS[i];
@@ -133,12 +180,16 @@ pub(crate) fn script(batch: &[Workload]) -> String {
 # workload {i}: {label}
 d=/dev/{dev}
 mkfs.nilfs2 -q -f -b {bs} -B {bps} -m {rsv} $d
+stamp mkfs{i}
 mount -t nilfs2 $d /mnt
+stamp mount{i}
 timeout 900 nilref exec /mnt /host/w{i}.jsonl -o /host/o{i}.jsonl --device $d 2>/host/e{i}.txt
 echo $? > /host/rc{i}
+stamp exec{i}
 grep -q ' /mnt ' /proc/mounts && umount /mnt
 # Everything read from here on comes from the disk, not the page cache.
 sync; echo 3 > /proc/sys/vm/drop_caches
+stamp unmount{i}
 if mount -t nilfs2 -o ro $d /mnt; then
   lscp > /host/k{i}.lscp
   manifest /mnt > /host/k{i}.latest
@@ -147,6 +198,7 @@ if mount -t nilfs2 -o ro $d /mnt; then
   done
   umount /mnt
 fi
+stamp readback{i}
 "#,
             label = w.label,
             bs = g.block_size,
@@ -358,6 +410,35 @@ mod tests {
 
     fn classes(p: &[Problem]) -> Vec<&'static str> {
         p.iter().map(|p| p.class).collect()
+    }
+
+    #[test]
+    fn the_guests_stamps_give_each_phase_its_seconds() {
+        let mut p = GuestPhases::default();
+        // Two workloads in one boot, then a second boot; a torn last line
+        // (the guest stopped mid-write) is left out.
+        p.add("boot 5.00\nmkfs0 5.50\nmount0 5.75\nexec0 15.75\nunmount0 16.25\nreadback0 18.25\nmkfs1 18.75\n");
+        p.add("boot 4.00\nmkfs0 4.50\nexec0 ");
+        let got: Vec<(&str, f64)> = p.seconds().unwrap();
+        let want = [
+            ("boot", 9.0),
+            ("mkfs", 1.5),
+            ("mount", 0.25),
+            ("exec", 10.0),
+            ("unmount", 0.5),
+            ("readback", 2.0),
+        ];
+        for ((n, s), (wn, ws)) in got.iter().zip(want) {
+            assert_eq!(*n, wn);
+            assert!((s - ws).abs() < 1e-9, "{n}: {s} != {ws}");
+        }
+        // The script stamps every phase it names.
+        let w = Workload::generated(1, 5, None, nilfs_workload::gen::Features::DEVICE);
+        let script = script(&[w]);
+        assert!(script.contains("stamp boot"));
+        for n in GuestPhases::NAMES.iter().skip(1) {
+            assert!(script.contains(&format!("stamp {n}0")), "{n}");
+        }
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub struct Summary {
     /// Of `seconds`, those the guest ran (its boots), where a campaign
     /// measures them: the rest is the host's (images, judging, shrinking).
     pub guest_seconds: Option<f64>,
+    /// The guest's seconds by phase (boot, mkfs, exec, ...), where the
+    /// guest stamps them.
+    pub guest_phases: Option<Vec<(&'static str, f64)>>,
 }
 
 impl Summary {
@@ -55,6 +58,7 @@ impl Summary {
             seconds: t0.elapsed().as_secs_f64(),
             boots,
             guest_seconds: None,
+            guest_phases: None,
         }
     }
 
@@ -82,6 +86,17 @@ impl Summary {
                 "\ntime in the guest: {g:.0} s ({:.0}%); on the host, and in shrinking (its boots included): {:.0} s\n",
                 100.0 * g / self.seconds.max(1e-9),
                 (self.seconds - g).max(0.0)
+            ));
+        }
+        if let Some(phases) = &self.guest_phases {
+            let total: f64 = phases.iter().map(|(_, s)| s).sum::<f64>().max(1e-9);
+            let parts: Vec<String> = phases
+                .iter()
+                .map(|(n, s)| format!("{n} {s:.0} s ({:.0}%)", 100.0 * s / total))
+                .collect();
+            t.push_str(&format!(
+                "the guest's time by phase: {}\n",
+                parts.join(", ")
             ));
         }
         t.push_str(&findings_table(&self.findings, |f| {
@@ -277,11 +292,18 @@ mod tests {
             seconds: 40.0,
             boots: 1,
             guest_seconds: None,
+            guest_phases: None,
         };
         assert!(!s.table().contains("time in the guest"));
+        assert!(!s.table().contains("by phase"));
         s.guest_seconds = Some(30.0);
+        s.guest_phases = Some(vec![("boot", 6.0), ("exec", 24.0)]);
         let t = s.table();
         assert!(t.contains("time in the guest: 30 s (75%)"), "{t}");
         assert!(t.contains("(its boots included): 10 s"), "{t}");
+        assert!(
+            t.contains("by phase: boot 6 s (20%), exec 24 s (80%)"),
+            "{t}"
+        );
     }
 }
