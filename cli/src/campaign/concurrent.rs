@@ -13,9 +13,10 @@
 //!
 //! With `--kernel V` the histories run on Linux's nilfs2 in the qemu
 //! guest instead (2 vCPUs, up to 12 histories a boot, each on a fresh
-//! mkfs.nilfs2 disk): the workload gains a checkpoint worker (mkcp, mkcp
-//! -s, chcp, rmcp, lscp) and a cleaner worker (`nilfs-clean -p 0` again
-//! and again, seed 001's scenario), and its epilogue mounts every snapshot
+//! disk formatted on the host as mkfs.nilfs2 2.2.9 formats it): the
+//! workload gains a checkpoint worker (mkcp, mkcp -s, chcp, rmcp, lscp)
+//! and a cleaner worker (`nilfs-clean -p 0` again and again, seed 001's
+//! scenario), and its epilogue mounts every snapshot
 //! taken during the run and reads its manifest, which the history's
 //! linearizations must allow after the cleaner ran. Besides the history,
 //! each run is judged by its image (`nilref check` of the kernel's disk,
@@ -284,7 +285,7 @@ fn snapshot_rereads(text: &str) -> Vec<String> {
 /// The histories on Linux in the guest, a batch of up to 12 a boot.
 fn on_kernel(seeds: &[u64], a: &ConcurrentArgs, opts: Options) -> Result<Vec<Run>, String> {
     use crate::campaign::common::Workload;
-    use crate::campaign::guest::{fresh_share, sparse_disk, Harness, BOOT_TIMEOUT_S, DEVS};
+    use crate::campaign::guest::{fresh_share, Harness, BOOT_TIMEOUT_S, DEVS};
     use crate::campaign::kernel;
     use crate::peers::{Installed, Kind};
     let mut harness = Harness::new(
@@ -315,7 +316,7 @@ fn on_kernel(seeds: &[u64], a: &ConcurrentArgs, opts: Options) -> Result<Vec<Run
         let mut disks = Vec::new();
         for (i, w) in batch.iter().enumerate() {
             let d = work.join(format!("d{i}.img"));
-            sparse_disk(&d, w.device_bytes())?;
+            kernel::host_mkfs(&d, w)?;
             disks.push(d);
         }
         let script = kernel::script(&batch).replace(
