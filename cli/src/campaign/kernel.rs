@@ -56,43 +56,82 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
     let mut guest_seconds = 0.0;
     let mut phases = GuestPhases::default();
     let work = opts.out.join("work");
-    for chunk in opts.workloads.chunks(opts.batch.clamp(1, DEVS.len())) {
-        let (verdicts, guest) = run_batch(&harness, &work, chunk)?;
-        boots += 1;
-        guest_seconds += guest;
-        phases.add(&std::fs::read_to_string(work.join(TIMES)).unwrap_or_default());
-        for (i, (w, problems)) in chunk.iter().zip(verdicts).enumerate() {
-            progress.inc(1);
-            if let Some(t) = kernel_trace(&work, i) {
-                opts.keep_trace(&w.label, &t);
+    let chunks: Vec<&[Workload]> = opts
+        .workloads
+        .chunks(opts.batch.clamp(1, DEVS.len()))
+        .collect();
+    'groups: for group in chunks.chunks(opts.jobs.max(1)) {
+        // One guest per chunk of the group, each in its own folder, all at
+        // once; then their verdicts in order, as one guest would give them.
+        let dirs: Vec<PathBuf> = (0..group.len())
+            .map(|j| {
+                if j == 0 {
+                    work.clone()
+                } else {
+                    opts.out.join(format!("work-{j}"))
+                }
+            })
+            .collect();
+        let results: Vec<Result<BatchVerdicts, String>> = std::thread::scope(|scope| {
+            let running: Vec<_> = group
+                .iter()
+                .zip(&dirs)
+                .map(|(chunk, dir)| scope.spawn(|| run_batch(&harness, dir, chunk)))
+                .collect();
+            running
+                .into_iter()
+                .map(|t| {
+                    t.join()
+                        .unwrap_or_else(|_| Err("a guest's thread panicked".into()))
+                })
+                .collect()
+        });
+        // The group's guests ran side by side: its wall time is the longest.
+        let mut group_seconds: f64 = 0.0;
+        for ((chunk, dir), result) in group.iter().zip(&dirs).zip(results) {
+            let (verdicts, guest) = result?;
+            boots += 1;
+            group_seconds = group_seconds.max(guest);
+            phases.add(&std::fs::read_to_string(dir.join(TIMES)).unwrap_or_default());
+            for (i, (w, problems)) in chunk.iter().zip(verdicts).enumerate() {
+                progress.inc(1);
+                if let Some(t) = kernel_trace(dir, i) {
+                    opts.keep_trace(&w.label, &t);
+                }
+                if problems.is_empty() {
+                    passed += 1;
+                    continue;
+                }
+                progress.set_message(format!("{} failing", findings.len() + 1));
+                let kernel_trace = kernel_trace(dir, i);
+                let image = kernel_image(dir, i);
+                let minimal = if opts.shrink && problems[0].class.starts_with("ours") {
+                    shrink_ours(w, &problems[0])
+                } else if opts.shrink {
+                    progress
+                        .suspend(|| eprintln!("shrinking {}: {}", w.label, problems[0].headline()));
+                    shrink_kernel(
+                        &harness,
+                        &opts.out.join("shrink"),
+                        w,
+                        &problems[0],
+                        &mut boots,
+                    )?
+                } else {
+                    w.clone()
+                };
+                let evidence = Evidence::new(kernel_trace.as_deref(), Some(&image));
+                findings.push(evidence.write(&opts.out, &command, w, minimal, problems)?);
             }
-            if problems.is_empty() {
-                passed += 1;
-                continue;
+            if opts.enough(findings.len()) {
+                guest_seconds += group_seconds;
+                break 'groups;
             }
-            progress.set_message(format!("{} failing", findings.len() + 1));
-            let kernel_trace = kernel_trace(&work, i);
-            let image = kernel_image(&work, i);
-            let minimal = if opts.shrink && problems[0].class.starts_with("ours") {
-                shrink_ours(w, &problems[0])
-            } else if opts.shrink {
-                progress.suspend(|| eprintln!("shrinking {}: {}", w.label, problems[0].headline()));
-                shrink_kernel(
-                    &harness,
-                    &opts.out.join("shrink"),
-                    w,
-                    &problems[0],
-                    &mut boots,
-                )?
-            } else {
-                w.clone()
-            };
-            let evidence = Evidence::new(kernel_trace.as_deref(), Some(&image));
-            findings.push(evidence.write(&opts.out, &command, w, minimal, problems)?);
         }
-        if opts.enough(findings.len()) {
-            break;
-        }
+        guest_seconds += group_seconds;
+    }
+    for dir in (1..opts.jobs).map(|j| opts.out.join(format!("work-{j}"))) {
+        let _ = std::fs::remove_dir_all(dir);
     }
     progress.finish_and_clear();
     let _ = std::fs::remove_dir_all(&work);
@@ -208,13 +247,17 @@ stamp readback{i}
     s
 }
 
+/// A batch's problems per workload (empty: it passed) and the boot's
+/// seconds.
+pub type BatchVerdicts = (Vec<Vec<Problem>>, f64);
+
 /// Runs a batch of at most 12 workloads in one boot; returns, per
 /// workload, the problems found (empty: it passed) and the boot's seconds.
 pub fn run_batch(
     harness: &Harness,
     work: &Path,
     batch: &[Workload],
-) -> Result<(Vec<Vec<Problem>>, f64), String> {
+) -> Result<BatchVerdicts, String> {
     assert!(batch.len() <= DEVS.len());
     fresh_share(work, batch)?;
     let mut disks = Vec::new();

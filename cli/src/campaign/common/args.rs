@@ -38,6 +38,12 @@ pub struct RunArgs {
     /// Stop after this many failing workloads (0: never).
     #[arg(long, default_value_t = 0)]
     pub max_findings: usize,
+    /// Guests booted at once, each with its own batch (the kernel
+    /// behaviour campaign). A guest spends most of its time waiting in the
+    /// cleaner's passes, so two or three use cores one would leave idle;
+    /// shrinking still boots one at a time.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
 }
 
 /// The kernel and GRUB campaigns' arguments: the run, and the version
@@ -77,6 +83,8 @@ pub struct Options {
     /// Where to keep every workload's observed trace (`LABEL.jsonl`), for
     /// the version matrix's comparison.
     pub traces: Option<PathBuf>,
+    /// Guests booted at once (at least 1).
+    pub jobs: usize,
 }
 
 impl Options {
@@ -91,6 +99,7 @@ impl Options {
             kernel: a.kernel.clone(),
             grub: a.grub.clone(),
             traces: None,
+            jobs: a.jobs.max(1),
         }
     }
 
