@@ -247,10 +247,17 @@ pub fn proptest(imp: &mut dyn Implementation, cfg: &Config) {
     });
     match result {
         Ok(()) => {}
-        Err(TestError::Fail(_, drawn)) => {
+        Err(TestError::Fail(reason, drawn)) => {
             let mut imp = imp.borrow_mut();
-            let failure = check(&mut **imp, cfg, &drawn)
-                .expect_err("the case proptest shrank to fails when run again");
+            let Err(failure) = check(&mut **imp, cfg, &drawn) else {
+                // The divergence did not repeat: the implementation (or
+                // its clock, or its timing) is not deterministic. Still a
+                // failure, shown as proptest saw it.
+                panic!(
+                    "{reason}\ndrawn: {drawn:?}\nthe same case then passed: the divergence does not repeat (proptest seed {:#x})",
+                    cfg.seed
+                );
+            };
             panic!(
                 "{failure}\nreplay: the same test (proptest seed {:#x} unless PROPTEST_RNG_SEED is set{})",
                 cfg.seed,

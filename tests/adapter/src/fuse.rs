@@ -259,10 +259,12 @@ fn mounted(point: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// `fusermount3 -u [-z] point`, retried while the mount is busy; whether
-/// it is gone.
+/// `fusermount3 -u [-z] point`, retried while the mount is busy (for up
+/// to 10 s: a loaded machine may still be finishing the runner's last
+/// releases); whether it is gone.
 fn unmount(point: &Path, lazy: bool) -> bool {
-    for _ in 0..100 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
         if !mounted(point) {
             return true;
         }
