@@ -38,11 +38,12 @@ pub struct RunArgs {
     /// Stop after this many failing workloads (0: never).
     #[arg(long, default_value_t = 0)]
     pub max_findings: usize,
-    /// Guests booted at once, each with its own batch (the kernel
+    /// Guests booted at once, each with its own batch of 12 (the kernel
     /// behaviour campaign). A guest spends most of its time waiting in the
-    /// cleaner's passes, so two or three use cores one would leave idle;
+    /// cleaner's passes, so three on two cores run 2.5 times as many
+    /// workloads a minute as one (docs/benchmarks/issue-36.md);
     /// shrinking still boots one at a time.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 3)]
     pub jobs: usize,
 }
 
