@@ -175,24 +175,15 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
                 break;
             }
         }
-        let before = Runner::clock_before();
-        let out = match runner.exec(&op) {
-            Ok(o) => o,
-            Err(Stop::Errno(e)) => Outcome::Err(e),
-            Err(Stop::Cannot(why)) => {
+        let line = match timed(&mut runner, op) {
+            Ok(line) => line,
+            Err(why) => {
                 result = Err(format!("{} line {n}: {why}", opts.workload.display()));
                 break;
             }
         };
-        let after = Runner::clock_after();
-        resolver.observe(&op, &out);
-        observed.push(
-            Line {
-                t: Some([before, after]),
-                ..Line::new(op, out)
-            }
-            .to_json(),
-        );
+        resolver.observe(&line.op, &line.out);
+        observed.push(line.to_json());
     }
     if result.is_ok() {
         result = flush(&mut phase, &mut runner, &mut resolver, &mut observed);
@@ -212,6 +203,23 @@ pub fn exec_workload(opts: &ExecOptions<'_>) -> Result<String, String> {
             ))
         }
     }
+}
+
+/// Runs `op` between two readings of the clock: its observed line, with
+/// the interval (an errno is an outcome), or why the runner could not run
+/// it.
+fn timed(runner: &mut Runner<'_>, op: Op) -> Result<Line, String> {
+    let before = Runner::clock_before();
+    let out = match runner.exec(&op) {
+        Ok(o) => o,
+        Err(Stop::Errno(e)) => Outcome::Err(e),
+        Err(Stop::Cannot(why)) => return Err(why),
+    };
+    let after = Runner::clock_after();
+    Ok(Line {
+        t: Some([before, after]),
+        ..Line::new(op, out)
+    })
 }
 
 /// A line without references, as an operation.
@@ -332,30 +340,15 @@ pub fn serve_stream(
             Err(why) => {
                 serde_json::json!({ "cannot": format!("not an operation: {why}") }).to_string()
             }
-            Ok(op) => {
-                let before = Runner::clock_before();
-                let out = match &op {
-                    // The injected clock has no system call: a kernel's or a
-                    // mount's clock cannot be set.
-                    Op::Clock { .. } | Op::Mkfs { .. } => {
-                        Err("a clock or mkfs line cannot be run on a mount".to_string())
-                    }
-                    op => match runner.exec(op) {
-                        Ok(o) => Ok(o),
-                        Err(Stop::Errno(e)) => Ok(Outcome::Err(e)),
-                        Err(Stop::Cannot(why)) => Err(why),
-                    },
-                };
-                let after = Runner::clock_after();
-                match out {
-                    Ok(out) => Line {
-                        t: Some([before, after]),
-                        ..Line::new(op, out)
-                    }
-                    .to_json(),
-                    Err(why) => serde_json::json!({ "cannot": why }).to_string(),
-                }
+            // The injected clock has no system call: a kernel's or a
+            // mount's clock cannot be set.
+            Ok(Op::Clock { .. }) => {
+                serde_json::json!({ "cannot": "a clock line cannot be run on a mount" }).to_string()
             }
+            Ok(op) => match timed(&mut runner, op) {
+                Ok(line) => line.to_json(),
+                Err(why) => serde_json::json!({ "cannot": why }).to_string(),
+            },
         };
         if let Err(e) = writeln!(output, "{answer}").and_then(|()| output.flush()) {
             result = Err(format!("stdout: {e}"));

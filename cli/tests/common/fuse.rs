@@ -44,15 +44,7 @@ pub struct Mount {
     pub image: PathBuf,
 }
 
-pub fn mounted(point: &Path) -> bool {
-    let want = point.to_string_lossy().into_owned();
-    std::fs::read_to_string("/proc/self/mounts")
-        .map(|m| {
-            m.lines()
-                .any(|l| l.split(' ').nth(1) == Some(want.as_str()))
-        })
-        .unwrap_or(false)
-}
+pub use nilfs_adapter::mounted;
 
 impl Mount {
     /// mkfs a 32 MiB image (the generator's default geometry) and mount it.

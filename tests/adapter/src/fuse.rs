@@ -248,8 +248,9 @@ impl Drop for FuseSut<'_> {
     }
 }
 
-/// Whether `point` is a mount point now (/proc/self/mounts).
-fn mounted(point: &Path) -> bool {
+/// Whether `point` is a mount point now (/proc/self/mounts; `point` as
+/// it names it, canonical).
+pub fn mounted(point: &Path) -> bool {
     let want = point.to_string_lossy().into_owned();
     std::fs::read_to_string("/proc/self/mounts")
         .map(|m| {

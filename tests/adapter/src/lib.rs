@@ -36,7 +36,7 @@ pub use nilfs_oracle::{Durable, Sut, NS};
 
 mod fuse;
 mod ours;
-pub use fuse::FuseMount;
+pub use fuse::{mounted, FuseMount};
 pub use ours::{format, Ours};
 
 type R<T> = Result<T, Errno>;
