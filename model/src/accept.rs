@@ -580,8 +580,41 @@ fn finish_lscp(
 
 #[cfg(test)]
 mod tests {
-    use super::{match_unbound, Unbound};
-    use crate::op::CpEntry;
+    use super::{match_unbound, outcome_matches, Unbound};
+    use crate::fs::{FileType, StatInfo};
+    use crate::op::{CpEntry, Outcome};
+
+    /// A device's number is compared only when both sides report it: a
+    /// trace recorded before stats carried it still matches, and a
+    /// different one does not.
+    #[test]
+    fn a_device_number_is_compared_when_both_sides_report_it() {
+        let dev = |rdev| {
+            Outcome::Stat(StatInfo {
+                file_type: FileType::CharDevice,
+                size: 0,
+                nlink: 1,
+                perm: 0o644,
+                mtime: None,
+                ctime: None,
+                uid: None,
+                gid: None,
+                rdev,
+            })
+        };
+        assert!(outcome_matches(&dev(Some([1, 3])), &dev(None), 1024));
+        assert!(outcome_matches(&dev(None), &dev(Some([1, 3])), 1024));
+        assert!(outcome_matches(
+            &dev(Some([1, 3])),
+            &dev(Some([1, 3])),
+            1024
+        ));
+        assert!(!outcome_matches(
+            &dev(Some([1, 3])),
+            &dev(Some([1, 5])),
+            1024
+        ));
+    }
 
     /// An optional checkpoint (one the cleaner may have removed) takes an
     /// entry only if the mandatory ones after it still find theirs, each

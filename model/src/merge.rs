@@ -402,6 +402,53 @@ mod tests {
         assert_eq!(merged[1], c);
     }
 
+    /// A checkpoint's creation time and the stamps in its namespace are
+    /// part of no shape: states that differ in them alone merge, keeping
+    /// the earlier creation time and the stamps' hull.
+    #[test]
+    fn checkpoints_that_differ_in_times_alone_merge() {
+        let at = |created: i64, stamp: Stamp| {
+            let mut s = State::mkfs(geometry(), false, 0);
+            let mut cp = s.checkpoints[&1].clone();
+            cp.created = created;
+            cp.ns = Some(
+                s.live
+                    .create("/f", 0o644, false, stamp)
+                    .expect("a name in the root"),
+            );
+            s.checkpoints.insert(2, cp);
+            s
+        };
+        let merged = merge_untimed(vec![at(7, Stamp::exact(3)), at(5, Stamp::exact(4))]);
+        assert_eq!(merged.len(), 1);
+        let cp = &merged[0].checkpoints[&2];
+        assert_eq!(cp.created, 5);
+        let ns = cp.ns.as_ref().expect("its namespace");
+        let id = ns.lookup("/f", false).unwrap();
+        assert_eq!(ns.stamps_of(id).0, Stamp::between(3, 4));
+    }
+
+    /// Collapsing a run of touches renumbers the data-only logs after it:
+    /// a log keeps the number of (collapsed) changes before it.
+    #[test]
+    fn a_data_only_log_after_collapsed_touches_is_renumbered() {
+        let mut s = State::mkfs(geometry(), false, 0);
+        s.live = s.live.create("/f", 0o644, false, Stamp::exact(1)).unwrap();
+        let id = s.live.lookup("/f", false).unwrap();
+        let t1 = s.live.touch_times(id, Stamp::exact(5));
+        let t2 = s.live.touch_times(id, Stamp::exact(9));
+        let t3 = s.live.touch_times(id, Stamp::exact(11));
+        let mut s = s.modified(t1, 0).modified(t2, 0);
+        s.pending.dsync.push_back(DsyncLog {
+            after: 2,
+            id,
+            pages: OrdMap::new(),
+        });
+        let c = s.modified(t3, 0).collapse_touches();
+        assert_eq!(c.pending.history.len(), 2);
+        assert_eq!(c.pending.dsync[0].after, 1);
+    }
+
     #[test]
     fn touches_collapse_but_not_across_a_data_only_log() {
         let mut s = State::mkfs(geometry(), false, 0);

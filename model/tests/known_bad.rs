@@ -322,3 +322,189 @@ fn a_checkpoint_the_timer_wrote_before_a_crash_is_listed() {
     ];
     accepted_and_rejected_with(&lines, 5, r#"{"checkpoints":[{"cno":1}]}"#);
 }
+
+/// A write and its read-back: `text` at `offset`, then the whole file
+/// read as `content`.
+fn write(path: &str, offset: u64, text: &str) -> String {
+    op(
+        &format!(r#""op":"write","path":"{path}","offset":{offset},"data":{{"text":"{text}"}}"#),
+        &format!(r#"{{"written":{}}}"#, text.len()),
+    )
+}
+
+fn read(path: &str, content: &[u8]) -> String {
+    op(
+        &format!(r#""op":"read","path":"{path}","offset":0,"len":4096"#),
+        &data(content),
+    )
+}
+
+fn data(content: &[u8]) -> String {
+    format!(
+        r#"{{"data":{{"len":{},"sha256":"{}"}}}}"#,
+        content.len(),
+        nilfs_model::pattern::sha256_hex(content)
+    )
+}
+
+/// An fdatasync's data-only log outlives a checkpoint the log writer's
+/// timer wrote before it: recovery rolls the log forward onto that
+/// checkpoint (`nilfs_do_roll_forward`), so the synced data is never
+/// lost. Here the timer may have written a checkpoint after the first
+/// change (mkdir /g, 6 s before fsync /g); /f's later "bbbb" was
+/// fdatasync'ed, and "aaaa", the timer's checkpoint alone, is rejected.
+#[test]
+fn an_fdatasync_after_the_timers_checkpoint_survives_a_crash() {
+    let lines = [
+        op(r#""op":"create","path":"/f""#, r#""ok""#),
+        write("/f", 0, "aaaa"),
+        op(r#""op":"fsync","path":"/f""#, r#""ok""#),
+        op(r#""op":"mkdir","path":"/g","perm":493"#, r#""ok""#),
+        write("/f", 0, "bbbb"),
+        op(r#""op":"fdatasync","path":"/f""#, r#""ok""#),
+        op(r#""op":"clock","now":6000000000"#, r#""ok""#),
+        op(r#""op":"mkdir","path":"/h","perm":493"#, r#""ok""#),
+        op(r#""op":"fsync","path":"/g""#, r#""ok""#),
+        op(r#""op":"crash""#, r#""ok""#),
+        op(r#""op":"mount","ro":false"#, r#""ok""#),
+        read("/f", b"bbbb"),
+    ];
+    accepted_and_rejected_with(&lines, 11, &data(b"aaaa"));
+}
+
+/// The timer's checkpoint leaves an fdatasync's log in place: it is
+/// rolled forward onto the timer's checkpoint only, never onto a later
+/// change's namespace. The timer may have run after mkdir /h (the last
+/// change fsync /h must write, two changes in); /f was overwritten with
+/// "bbbb", fdatasync'ed, then grown by "cccc". A crash may leave /f as
+/// "bbbb" (the log over the timer's checkpoint) or "bbbbcccc", never the
+/// log's page laid over the grown file ("bbbb" and four zeros).
+#[test]
+fn an_fdatasync_log_is_replayed_onto_the_timers_checkpoint_only() {
+    let lines = [
+        op(r#""op":"create","path":"/f""#, r#""ok""#),
+        write("/f", 0, "aaaa"),
+        op(r#""op":"fsync","path":"/f""#, r#""ok""#),
+        op(r#""op":"mkdir","path":"/g","perm":493"#, r#""ok""#),
+        op(r#""op":"mkdir","path":"/h","perm":493"#, r#""ok""#),
+        write("/f", 0, "bbbb"),
+        op(r#""op":"fdatasync","path":"/f""#, r#""ok""#),
+        write("/f", 4, "cccc"),
+        op(r#""op":"clock","now":6000000000"#, r#""ok""#),
+        op(r#""op":"fsync","path":"/h""#, r#""ok""#),
+        op(r#""op":"crash""#, r#""ok""#),
+        op(r#""op":"mount","ro":false"#, r#""ok""#),
+        read("/f", b"bbbbcccc"),
+    ];
+    accepted_and_rejected_with(&lines, 12, &data(b"bbbb\0\0\0\0"));
+    let mut short = lines.to_vec();
+    short[12] = read("/f", b"bbbb");
+    check_trace_str(&trace(&short)).unwrap_or_else(|r| panic!("{r}"));
+}
+
+/// An fdatasync of a file whose size changed since the last checkpoint
+/// must write its inode: a full checkpoint (NILFS_I_INODE_SYNC). When
+/// the log writer's timer has already written that size (it ran after
+/// the first write, 6 s before the second), the fdatasync writes only the
+/// data since, in a data-only log that recovery rolls forward without
+/// the inode: after a crash /f holds "bbbb" with the first write's times
+/// (before the clock reached 6 s), as the timer wrote them. A model that
+/// misses the size change never takes this path and allows only the
+/// full checkpoint's times (6 s or later).
+#[test]
+fn an_fdatasync_after_the_timer_wrote_the_size_is_data_only() {
+    let stat = |t: u64| {
+        format!(
+            r#"{{"stat":{{"type":"file","size":4,"nlink":1,"perm":420,"mtime":{t},"ctime":{t}}}}}"#
+        )
+    };
+    let lines = |t: u64| {
+        [
+            op(r#""op":"create","path":"/f""#, r#""ok""#),
+            op(r#""op":"sync""#, r#""ok""#),
+            write("/f", 0, "aaaa"),
+            op(r#""op":"clock","now":6000000000"#, r#""ok""#),
+            write("/f", 0, "bbbb"),
+            op(r#""op":"fdatasync","path":"/f""#, r#""ok""#),
+            op(r#""op":"crash""#, r#""ok""#),
+            op(r#""op":"mount","ro":false"#, r#""ok""#),
+            read("/f", b"bbbb"),
+            op(r#""op":"lstat","path":"/f""#, &stat(t)),
+        ]
+    };
+    for t in [1_000_000_000, 7_000_000_000] {
+        check_trace_str(&trace(&lines(t))).unwrap_or_else(|r| panic!("mtime {t}: {r}"));
+    }
+    accepted_and_rejected_with(&lines(1_000_000_000), 8, &data(b"aaaa"));
+}
+
+/// A sync after the log writer's timer wrote a checkpoint of the first
+/// change still writes the changes the timer left pending: after fsync
+/// /g (the timer may have run 6 s after mkdir /g, before mkdir /h), a
+/// sync makes /h durable, and a crash cannot lose it.
+#[test]
+fn a_sync_writes_what_the_timers_checkpoint_left_pending() {
+    let lines = [
+        op(r#""op":"mkdir","path":"/g","perm":493"#, r#""ok""#),
+        op(r#""op":"mkdir","path":"/h","perm":493"#, r#""ok""#),
+        op(r#""op":"clock","now":6000000000"#, r#""ok""#),
+        op(r#""op":"fsync","path":"/g""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"crash""#, r#""ok""#),
+        op(r#""op":"mount","ro":false"#, r#""ok""#),
+        op(r#""op":"lstat","path":"/h""#, &stat_dir(2)),
+    ];
+    accepted_and_rejected_with(&lines, 7, &err("ENOENT"));
+}
+
+/// The log writer's timer is re-armed by the first change after its
+/// checkpoint, and fires 5 s after that change. Here the timer may have
+/// written mkdir /g (made at 0) at 5 s; mkdir /h, at 5.5 s, then arms it
+/// again, so by 10.5 s it may have written /h and /z, and an fsync of /z
+/// then finds nothing to write: a crash may lose /y. Had the first
+/// timer not run, fsync /g would have written /h too, and the timer's
+/// next interval would start at /z (6 s): too late for it to have run
+/// by the fsync of /z (at most 10.7 s, the window of a trace without
+/// intervals), which would then write /y. With /y made 0.7 s earlier,
+/// no timer can have run and the crash cannot lose it.
+#[test]
+fn the_timers_interval_starts_at_the_first_change_it_left_pending() {
+    let lines = |y_at: u64| {
+        [
+            op(r#""op":"mkdir","path":"/g","perm":493"#, r#""ok""#),
+            op(r#""op":"clock","now":5500000000"#, r#""ok""#),
+            op(r#""op":"mkdir","path":"/h","perm":493"#, r#""ok""#),
+            op(r#""op":"fsync","path":"/g""#, r#""ok""#),
+            op(r#""op":"clock","now":6000000000"#, r#""ok""#),
+            op(r#""op":"mkdir","path":"/z","perm":493"#, r#""ok""#),
+            op(&format!(r#""op":"clock","now":{y_at}"#), r#""ok""#),
+            op(r#""op":"mkdir","path":"/y","perm":493"#, r#""ok""#),
+            op(r#""op":"fsync","path":"/z""#, r#""ok""#),
+            op(r#""op":"crash""#, r#""ok""#),
+            op(r#""op":"mount","ro":false"#, r#""ok""#),
+            op(r#""op":"lstat","path":"/y""#, &err("ENOENT")),
+        ]
+    };
+    check_trace_str(&trace(&lines(9_700_000_000))).unwrap_or_else(|r| panic!("{r}"));
+    let r = check_trace_str(&trace(&lines(9_000_000_000))).expect_err("no timer by 10 s");
+    assert_eq!(r.line, line_of(11), "{r}");
+}
+
+/// unlink and rmdir pass `vacancy_check = 0` to `nilfs_transaction_begin`:
+/// on a full device, where a create is refused (ENOSPC), removing a file
+/// still succeeds — it is how a user makes room. The device is Linux
+/// 6.1's, filled (model/traces/kernel-6.1/enospc-in-whole-segments.jsonl,
+/// up to the refused create of /big2).
+#[test]
+fn a_removal_on_a_full_device_is_never_refused() {
+    let full: String = include_str!("../traces/kernel-6.1/enospc-in-whole-segments.jsonl")
+        .lines()
+        .take(46)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(full.ends_with("\"out\":{\"err\":\"ENOSPC\"}}\n"), "{full}");
+    let with = |out: &str| format!("{full}{}\n", op(r#""op":"unlink","path":"/big1""#, out));
+    check_trace_str(&with(r#""ok""#)).unwrap_or_else(|r| panic!("{r}"));
+    let r = check_trace_str(&with(&err("ENOSPC"))).expect_err("unlink refused for space");
+    assert_eq!(r.line, 47, "{r}");
+}
