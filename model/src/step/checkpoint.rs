@@ -214,3 +214,44 @@ pub(super) fn clean(s: &State, protection_s: u64) -> Vec<Branch> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::cleaner_moves;
+    use crate::pattern::Pattern;
+    use crate::space::Geometry;
+    use crate::state::State;
+    use crate::time::Stamp;
+
+    /// The bound counts each distinct page once, in blocks (four 1 KiB
+    /// blocks a page), with the write rule's 1/32 over them, two blocks
+    /// for each distinct inode and 32 for each checkpoint.
+    #[test]
+    fn a_cleaner_run_is_charged_each_distinct_page_inode_and_checkpoint() {
+        let g = Geometry {
+            block_size: 1024,
+            blocks_per_segment: 256,
+            nsegments: 64,
+            r_segments_percentage: 5,
+        };
+        let t = Stamp::exact(1);
+        let mut s = State::mkfs(g, false, 0);
+        // Three pages of /f, and a directory: three inodes with the root.
+        let (ns, _) = s
+            .live
+            .create("/f", 0o644, false, t)
+            .and_then(|ns| ns.mkdir("/d", 0o755, t))
+            .and_then(|ns| ns.write("/f", 0, &Pattern::Zeros(10_000), t))
+            .expect("a fresh file system takes them");
+        // Checkpoint 2 shares those pages; the live tree then has a new
+        // first page: four distinct pages, 16 blocks.
+        let mut cp = s.checkpoints[&1].clone();
+        cp.ns = Some(ns.clone());
+        s.checkpoints.insert(2, cp);
+        let (ns, _) = ns
+            .write("/f", 0, &Pattern::Text("x".into()), t)
+            .expect("an overwrite");
+        s.live = ns;
+        assert_eq!(cleaner_moves(&s), 16 + 1 + 3 * 2 + 2 * 32);
+    }
+}
