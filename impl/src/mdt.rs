@@ -154,6 +154,12 @@ impl<'a> Mdt<'a> {
         self.undo = None;
     }
 
+    /// Whether an undo journal is kept.
+    #[cfg(test)]
+    pub(crate) fn undo_runs(&self) -> bool {
+        self.undo.is_some()
+    }
+
     /// Put every block changed since [`Mdt::begin_undo`] back as it was,
     /// with the dirty and deleted sets and the loader of that moment, and
     /// end the journal. Without a journal, nothing happens.

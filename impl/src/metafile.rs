@@ -312,6 +312,13 @@ impl<'a, F: MetaStore<'a> + Clone> MetaFile<F> {
         self.journal = Journal::Off;
         self.file.mdt_mut(CRATE).end_undo();
     }
+
+    /// Whether a journal runs: a savepoint neither rolled back nor
+    /// released, or a block store still keeping its undo journal.
+    #[cfg(test)]
+    pub(crate) fn journal_runs(&self) -> bool {
+        !matches!(self.journal, Journal::Off) || self.file.mdt().undo_runs()
+    }
 }
 
 #[cfg(test)]

@@ -133,3 +133,30 @@ impl<'a> Fs<'a> {
         self.release_metadata();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::device::MemDevice;
+    use crate::format::ino;
+    use crate::fs::Fs;
+    use crate::mkfs::{mkfs, MkfsOptions};
+    use crate::the_nilfs::Nilfs;
+
+    /// A construction that reached the disk ends the metadata files'
+    /// journals (`release`): a journal left running would keep a copy of
+    /// every metadata block changed until the next savepoint replaced it.
+    #[test]
+    fn a_construction_that_reached_the_disk_ends_the_metadata_journals() {
+        let dev = MemDevice::new(256 << 20);
+        mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
+        let nilfs = Nilfs::open(&dev).expect("open");
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).expect("mount");
+        let f = fs.create(ino::ROOT, b"f", 0o644).expect("create");
+        fs.write(f, 0, &[7; 8192]).expect("write");
+        fs.sync().expect("sync");
+        assert!(!fs.dat.journal_runs(), "the DAT's");
+        assert!(!fs.cpfile.journal_runs(), "the cpfile's");
+        assert!(!fs.sufile.journal_runs(), "the sufile's");
+        assert!(!fs.ifile.journal_runs(), "the ifile's");
+    }
+}
