@@ -4,20 +4,23 @@
 //! that flag starts none, and `nilfs_salvage_orphan_logs` then has
 //! nothing to do; the roll-forward's own walk (`nilfs_do_roll_forward`)
 //! starts a data-sync run only at LOGBGN as well. Written for a mutant of
-//! `recovery::search_super_root`'s LOGBGN test, which it does not kill:
-//! the walk's test gives the same tree (docs/TESTING.md, "Mutation
-//! testing").
+//! `recovery::search_super_root`'s LOGBGN test: the recovered tree is the
+//! same either way (the walk tests the flag again), so the range the
+//! search reports (`ri_lsegs_start`, which `nilref check` and `inspect`
+//! show) is what tells them apart (docs/TESTING.md, "Mutation testing").
 
 use nilfs::corrupt::{apply, Recipe};
 use nilfs::format::ino;
 use nilfs::fs::Fs;
+use nilfs::recovery::{load_super_block, search_super_root};
 use nilfs::the_nilfs::Nilfs;
 use nilfs_testkit::image::fresh;
 
 /// A file synced with "old", then written "new" and fdatasync'd (a
 /// data-only log after the last super root), then a crash; `recipe`
-/// damages the data-only log. What the file reads after a mount.
-fn after_crash(recipe: Option<&str>) -> Vec<u8> {
+/// damages the data-only log. What the file reads after a mount, and
+/// where the super root search says the roll-forward range starts.
+fn after_crash(recipe: Option<&str>) -> (Vec<u8>, Option<u64>) {
     let dev = fresh(16 << 20, 1024, 64);
     let f;
     {
@@ -33,15 +36,22 @@ fn after_crash(recipe: Option<&str>) -> Vec<u8> {
     if let Some(r) = recipe {
         apply(&dev, &Recipe::parse(r).unwrap()).unwrap();
     }
+    let sb = load_super_block(&dev).unwrap();
+    let scan = search_super_root(&dev, sb.sb(), false).unwrap();
+    let start = scan.lsegs_start.map(|(pseg, _)| pseg.0);
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_100).unwrap();
-    fs.read(f, 0, 3).unwrap()
+    (fs.read(f, 0, 3).unwrap(), start)
 }
 
 #[test]
 fn only_a_log_that_begins_a_logical_segment_rolls_forward() {
-    assert_eq!(after_crash(None), b"new", "the data-only log rolls forward");
-    // The same log without LOGBGN (checksums resealed): nothing rolls
-    // forward, the file is as the last checkpoint has it.
-    assert_eq!(after_crash(Some("ss@0:2.ss_flags &= 0xfffe")), b"old");
+    let (data, start) = after_crash(None);
+    assert_eq!(data, b"new", "the data-only log rolls forward");
+    assert!(start.is_some(), "the range starts at the data-only log");
+    // The same log without LOGBGN (checksums resealed): no range starts,
+    // nothing rolls forward, the file is as the last checkpoint has it.
+    let (data, start) = after_crash(Some("ss@0:2.ss_flags &= 0xfffe"));
+    assert_eq!(data, b"old");
+    assert_eq!(start, None, "a log without LOGBGN starts no range");
 }
