@@ -506,6 +506,94 @@ mod tests {
         m
     }
 
+    /// GRUB 2.12 and later list special files (finding G4); 2.06 does not.
+    #[test]
+    fn special_files_are_listed_from_grub_2_12() {
+        let grub = |v: &str| Installed {
+            version: v.to_string(),
+            env: BTreeMap::new(),
+        };
+        for (v, lists) in [
+            ("2.06", false),
+            ("2.11", false),
+            ("2.12", true),
+            ("2.14", true),
+            ("3.0", true),
+        ] {
+            assert_eq!(lists_special_files(&grub(v)), lists, "GRUB {v}");
+        }
+    }
+
+    /// What GRUB should list for an image our write path made: a link to
+    /// a file under its name, links to anything else apart, a FIFO apart,
+    /// the one deleted record (inode 0, the first of its block) among
+    /// the names, and the files GRUB cannot read marked as such.
+    #[test]
+    fn the_expectation_of_an_image() {
+        use nilfs::format::ino;
+        use nilfs::fs::Fs;
+        use nilfs::mkfs::{mkfs, MkfsOptions};
+        let dev = MemDevice::new(256 << 20);
+        mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
+        {
+            let n = Nilfs::open(&dev).expect("open");
+            let mut fs = Fs::mount(&n, 1_800_000_000).expect("mount");
+            let root = ino::ROOT;
+            let f = fs.create(root, b"f", 0o644).expect("f");
+            fs.write(f, 0, b"hello").expect("write");
+            let d = fs.mkdir(root, b"d", 0o755).expect("d");
+            fs.symlink(root, b"to-f", b"f").expect("link to f");
+            fs.symlink(root, b"to-d", b"d").expect("link to d");
+            fs.symlink(root, b"dangling", b"nowhere").expect("dangling");
+            fs.mknod(root, b"p", 0o010644, [0, 0]).expect("fifo");
+            // Far past the direct blocks, one block: a sparse B-tree file.
+            let sparse = fs.create(root, b"sparse", 0o644).expect("sparse");
+            fs.write(sparse, 40 << 20, &[1; 4096]).expect("write");
+            // Twenty blocks, all written: a B-tree GRUB reads.
+            let dense = fs.create(root, b"dense", 0o644).expect("dense");
+            fs.write(dense, 0, &[2; 20 * 4096]).expect("write");
+            // One block, then grown: direct, and longer than its blocks.
+            let grown = fs.create(root, b"grown", 0o644).expect("grown");
+            fs.write(grown, 0, &[3; 4096]).expect("write");
+            fs.truncate(grown, 100 * 4096).expect("truncate");
+            // Enough names to fill /d's first block; removing them all
+            // leaves the first record of the second block with inode 0.
+            let names: Vec<Vec<u8>> = (0..100).map(|i| format!("{i:0>60}").into_bytes()).collect();
+            for n in &names {
+                fs.create(d, n, 0o644).expect("a name");
+            }
+            for n in &names {
+                fs.unlink(d, n).expect("unlink");
+            }
+            fs.unmount().expect("unmount");
+        }
+        let e = super::expectation(&dev).expect("our image reads");
+        let unreadable = |p: &str| e.entries[p].unreadable;
+        assert_eq!(unreadable("/f"), None);
+        assert_eq!(unreadable("/dense"), None);
+        assert_eq!(unreadable("/sparse"), Some("sparse-btree"));
+        assert_eq!(unreadable("/grown"), Some("direct-past-6-blocks"));
+        assert_eq!(
+            e.entries["/to-f"].line.replace("/to-f", "/f"),
+            e.entries["/f"].line,
+            "a link to a file lists the file"
+        );
+        assert!(e.entries.contains_key("/d/"));
+        let set = |v: &[&str]| {
+            v.iter()
+                .map(|s| s.to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(e.unresolved_links, set(&["/dangling", "/to-d"]));
+        assert_eq!(e.special, set(&["/p"]));
+        assert_eq!(e.deleted.len(), 1, "{:?}", e.deleted);
+        assert!(
+            e.deleted.iter().all(|p| p.starts_with("/d/0")),
+            "{:?}",
+            e.deleted
+        );
+    }
+
     #[test]
     fn known_limitations_are_explained_and_nothing_else() {
         let e = expectation();

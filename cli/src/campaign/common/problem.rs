@@ -146,3 +146,44 @@ pub fn first_difference<S: AsRef<str>>(
         got.get(k).map_or("<end>", AsRef::as_ref)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejection(op: &str, observed: &str) -> Rejection {
+        Rejection {
+            line: 3,
+            op: op.to_string(),
+            allowed: vec![],
+            observed: observed.to_string(),
+            states: vec![],
+            unknown: None,
+        }
+    }
+
+    /// A rejection's key is the operation's kind and the observed answer's
+    /// shape: the errno of an error, the kind of any other answer.
+    #[test]
+    fn a_rejections_key_is_the_operation_and_the_answers_shape() {
+        let key =
+            |op: &str, observed: &str| Problem::kernel_rejected(&rejection(op, observed), "").key;
+        assert_eq!(
+            key(r#"{"op":"unlink"}"#, r#"{"err":"ENOENT"}"#),
+            "unlink -> err ENOENT"
+        );
+        assert_eq!(
+            key(r#"{"op":"readlink"}"#, r#"{"target":"/x"}"#),
+            "readlink -> target"
+        );
+        assert_eq!(
+            key(r#"{"op":"write"}"#, r#"{"written":3}"#),
+            "write -> written"
+        );
+        assert_eq!(key(r#"{"op":"sync"}"#, r#""ok""#), "sync -> ok");
+        assert_eq!(
+            Problem::kernel_rejected(&rejection("{}", "{}"), "").class,
+            "kernel-rejected"
+        );
+    }
+}

@@ -441,6 +441,7 @@ mod tests {
     use crate::campaign::crash::record::record_ours;
     use nilfs::device::BlockDevice;
     use nilfs_workload::gen::{Features, Profile};
+    use std::rc::Rc;
 
     fn workload(seed: u64, len: usize) -> Workload {
         Workload::generated(seed, len, Some(Profile::Crash), Features::DEVICE)
@@ -643,6 +644,144 @@ mod tests {
             "the forgetful recovery passed: {:?}",
             v.problems.iter().map(Problem::headline).collect::<Vec<_>>()
         );
+    }
+
+    /// The end of workload `lines` on our write path: the model's crash
+    /// envelope after its last line, and our recovery of the image as
+    /// the log left it, after `later` (a later mount's doing) ran on it.
+    fn ended(
+        lines: Vec<Value>,
+        later: impl FnOnce(&mut nilfs::fs::Fs<'_>),
+    ) -> (Rc<Vec<Allowed>>, Recovered) {
+        let mut w = workload(1, 1);
+        w.lines = [w.lines[0].clone()].into_iter().chain(lines).collect();
+        let (base, log, trace) = record_ours(&w).expect("our write path runs it");
+        let dev = base.duplicate();
+        for x in log.entries.iter().filter(|x| x.changes_device()) {
+            dev.write_at(x.sector * 512, &x.data).expect("replay");
+        }
+        {
+            let n = nilfs::the_nilfs::Nilfs::open(&dev).expect("open");
+            let mut fs = nilfs::fs::Fs::mount(&n, 0).expect("mount");
+            later(&mut fs);
+            fs.unmount().expect("unmount");
+        }
+        let env = Envelope::new(&trace, &[]).expect("the model accepts it");
+        let r = recover(&dev, Recovery::Ours, 0).expect("our recovery");
+        (env.crashed(env.len()), r)
+    }
+
+    /// A snapshot the model does not have is a mismatch, even where the
+    /// model holds checkpoints whose numbers it has not learned (the
+    /// sync's): only a snapshot of unknown number excuses one.
+    #[test]
+    fn a_snapshot_the_model_does_not_have_is_a_mismatch() {
+        use serde_json::json;
+        let lines = || {
+            vec![
+                json!({"op": "mount"}),
+                json!({"op": "create", "path": "/a", "excl": true}),
+                json!({"op": "sync"}),
+                json!({"op": "umount"}),
+            ]
+        };
+        let (allowed, r) = ended(lines(), |_| {});
+        assert!(
+            allowed.iter().any(|a| mismatch(a, &r).is_none()),
+            "the image as written is one of the model's states"
+        );
+        let (allowed, r) = ended(lines(), |fs| {
+            fs.mkcp(true).expect("a snapshot");
+        });
+        assert!(allowed
+            .iter()
+            .any(|a| a.state.checkpoints.values().any(|cp| !cp.bound)));
+        for a in allowed.iter() {
+            let m = mismatch(a, &r);
+            assert!(matches!(m, Some(("snapshots", _))), "{m:?}");
+        }
+    }
+
+    /// A live-tree mismatch names the lines each side has alone.
+    #[test]
+    fn a_live_mismatch_names_the_lines_either_side_has_alone() {
+        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            line_differences(&l(&["a", "b"]), &l(&["b", "c", "d"])),
+            "only the model has: a; only the recovered tree has: c | d"
+        );
+        assert_eq!(
+            line_differences(&l(&["a"]), &l(&["a", "b"])),
+            "only the model has: (none); only the recovered tree has: b"
+        );
+        assert_eq!(distance(&l(&["a", "b"]), &l(&["b", "c", "d"])), 3);
+    }
+
+    /// Algorithm R keeps each of `n` items with probability k/n: over
+    /// many seeds, each item's count is near `runs * k / n`.
+    #[test]
+    fn the_reservoir_keeps_every_item_alike() {
+        let (n, k, runs) = (10u64, 3usize, 3000u64);
+        let mut kept = vec![0u32; n as usize];
+        for seed in 0..runs {
+            let mut rng = SplitMix64::new(seed);
+            let mut keep = Vec::new();
+            for i in 0..n {
+                reservoir(&mut keep, k, i + 1, &mut rng, || i);
+            }
+            assert_eq!(keep.len(), k);
+            for i in keep {
+                kept[i as usize] += 1;
+            }
+        }
+        let want = runs as f64 * k as f64 / n as f64;
+        for (i, c) in kept.iter().enumerate() {
+            assert!(
+                (f64::from(*c) - want).abs() < want * 0.15,
+                "item {i} kept {c} times, {want} expected: {kept:?}"
+            );
+        }
+        let mut none = Vec::new();
+        reservoir(&mut none, 0, 1, &mut SplitMix64::new(0), || 0);
+        assert!(none.is_empty());
+    }
+
+    /// A workload's sampling seed is its label's: the same label, the same
+    /// states sampled; another label, others.
+    #[test]
+    fn the_sampling_seed_follows_the_label() {
+        let (a, b) = (workload(1, 4), workload(2, 4));
+        assert_eq!(sampling_seed(&a), sampling_seed(&workload(1, 4)));
+        assert_ne!(sampling_seed(&a), sampling_seed(&b));
+        assert!(sampling_seed(&a) > 1 && sampling_seed(&b) > 1);
+    }
+
+    /// With a kernel sample asked for, the sample holds that many states,
+    /// no slug twice; and each problem is reported once, however many
+    /// states show it.
+    #[test]
+    fn the_kernel_sample_and_the_problems_are_each_distinct() {
+        let w = workload(1, 6);
+        let (base, log, trace) = record_ours(&w).unwrap();
+        let v = judge_log(
+            &trace,
+            &log,
+            &base,
+            &JudgeOptions {
+                blkid: Vec::new(),
+                scratch: PathBuf::new(),
+                sampling: Sampling::new(1),
+                recovery: Recovery::IgnoresLastLog,
+                kernel_sample: 4,
+            },
+        );
+        assert_eq!(v.samples.len(), 4, "{} states", v.states);
+        let slugs: BTreeSet<&String> = v.samples.iter().map(|s| &s.slug).collect();
+        assert_eq!(slugs.len(), 4);
+        assert!(v.failing_states > 1, "{} failing", v.failing_states);
+        let keys: BTreeSet<(&str, &String)> =
+            v.problems.iter().map(|p| (p.class, &p.key)).collect();
+        assert_eq!(keys.len(), v.problems.len(), "a problem reported twice");
     }
 
     /// A trace whose observed outcome was altered cannot be judged, and says so.
