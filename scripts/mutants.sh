@@ -100,7 +100,8 @@ def judge-oracle judges nilfs-oracle "nilfs-oracle nilfs-conformance planted-bug
 def judge-check judges nilfs-impl "nilfs-impl nilfs-conformance" \
   "$(ls impl/src/check/*.rs | tr '\n' ' ')" 180 \
   --lib --test check_corpus
-# The campaigns' judges: their unit tests in the nilref binary.
+# The campaigns' judges: their unit tests in the nilref binary, with the
+# peer tier on (GRUB's reader and blkid run in some of them; see below).
 def judge-campaign judges nilref "nilref" \
   "cli/src/campaign/common/problem.rs cli/src/campaign/crash/judge.rs cli/src/campaign/crash/envelope.rs cli/src/campaign/grub.rs" 180 \
   --bin nilref
@@ -158,6 +159,18 @@ for g in "${groups[@]}"; do
     echo "$g ($n mutants): cargo mutants ${args[*]}"
     continue
   fi
+  # The campaigns' judges are tested with the real GRUB and blkid (the
+  # peer tier): a mutant must not count as caught because a peer is
+  # missing, so their tests must pass unmutated first.
+  genv=()
+  if [ "$g" = judge-campaign ]; then
+    genv=(NILFS_PEERS=1)
+    if ! NILFS_PEERS=1 cargo test -q -p nilref --bin nilref -- a_workload_through_the_default_grub \
+         blkid_probes_every_crash_state >&2; then
+      echo "mutants.sh: judge-campaign needs the fetched peers: nilref peers fetch grub blkid" >&2
+      exit 2
+    fi
+  fi
   out=target/mutants/$g${shard:+-${shard/\//of}}${re:+-re}
   echo "== $g: cargo mutants ${args[*]} --output $out" >&2
   # A proptest failure under a mutant is saved in a .proptest-regressions
@@ -166,7 +179,7 @@ for g in "${groups[@]}"; do
   regress=$(git ls-files '*.proptest-regressions')
   made_before=$(git ls-files --others --exclude-standard '*.proptest-regressions')
   start=$(date +%s)
-  cargo mutants "${args[@]}" --output "$out" >&2 || true
+  env "${genv[@]}" cargo mutants "${args[@]}" --output "$out" >&2 || true
   wall=$(($(date +%s) - start))
   # shellcheck disable=SC2086
   git checkout --quiet -- $regress

@@ -506,6 +506,32 @@ mod tests {
         m
     }
 
+    /// One workload through the default GRUB (peer tier, `NILFS_PEERS=1`):
+    /// GRUB's listing is read, and every entry is as we expect.
+    #[test]
+    fn a_workload_through_the_default_grub() {
+        if nilfs_conformance::peers::require(
+            "a_workload_through_the_default_grub",
+            &["grub-fstest"],
+        )
+        .is_none()
+        {
+            return;
+        }
+        let grub = Installed::get(crate::peers::Kind::Grub, None).expect("fetched");
+        let work = std::env::temp_dir().join(format!("nilref-grub-one-{}", std::process::id()));
+        let w = Workload::generated(5, 30, None, features());
+        let r = run_one(&w, &work, &grub);
+        std::fs::remove_dir_all(&work).unwrap();
+        let (cmp, problems) = r.expect("GRUB runs");
+        assert_eq!(problems, Vec::new());
+        assert!(cmp.same >= 2, "{} entries as expected", cmp.same);
+        assert_eq!(
+            cmp.listing.lines().count(),
+            cmp.same + cmp.explained.values().sum::<usize>()
+        );
+    }
+
     /// GRUB 2.12 and later list special files (finding G4); 2.06 does not.
     #[test]
     fn special_files_are_listed_from_grub_2_12() {

@@ -784,6 +784,40 @@ mod tests {
         assert_eq!(keys.len(), v.problems.len(), "a problem reported twice");
     }
 
+    /// With blkid asked for (peer tier, `NILFS_PEERS=1`), every crash
+    /// state is probed, and the count says so.
+    #[test]
+    fn blkid_probes_every_crash_state() {
+        if nilfs_conformance::peers::require("blkid_probes_every_crash_state", &[]).is_none() {
+            return;
+        }
+        let blkid = Blkid::get("2.38.1").expect("NILFS_PEERS=1: blkid 2.38.1 is fetched");
+        let scratch = std::env::temp_dir().join(format!("nilref-probes-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).unwrap();
+        let w = workload(1, 3);
+        let (base, log, trace) = record_ours(&w).unwrap();
+        let v = judge_log(
+            &trace,
+            &log,
+            &base,
+            &JudgeOptions {
+                blkid: vec![blkid],
+                scratch: scratch.clone(),
+                sampling: Sampling {
+                    torn: 0,
+                    reordered: 0,
+                    all_but_one: 0,
+                    ..Sampling::new(1)
+                },
+                recovery: Recovery::Ours,
+                kernel_sample: 0,
+            },
+        );
+        std::fs::remove_dir_all(&scratch).unwrap();
+        assert!(v.states > 2, "{} states", v.states);
+        assert_eq!(v.blkid_probes, v.states);
+    }
+
     /// A trace whose observed outcome was altered cannot be judged, and says so.
     #[test]
     fn a_rejected_trace_is_a_problem_not_a_pass() {
