@@ -244,53 +244,9 @@ fn what_the_kernel_reads_regardless_check_reports() {
     }
 }
 
-// postmortem: a segment holding live blocks but marked clean was handed to
-// the next construction, which wrote over the live blocks: the write
-// "succeeded" and the image no longer read. A construction about to write
-// a segment from its head now checks that nothing still points into it
-// (segctor/reuse.rs); the sync fails as corruption, rolled back, and the
-// image reads as before.
-#[test]
-fn a_write_never_reuses_a_clean_segment_that_holds_live_blocks() {
-    use nilfs::format::ino::ROOT;
-    use nilfs::fs::Fs;
-    use nilfs::the_nilfs::Nilfs;
-    let dev = corrupt::base("ours").unwrap();
-    for r in [
-        "su[1].su_flags = 0",
-        "suhdr.sh_ncleansegs += 1",
-        "suhdr.sh_ndirtysegs -= 1",
-        "suhdr.sh_last_alloc = 0",
-    ] {
-        corrupt::apply(&dev, &corrupt::Recipe::parse(r).unwrap()).unwrap();
-    }
-    let manifest = |dev: &MemDevice| -> String {
-        let nilfs = Nilfs::open(dev).unwrap();
-        let view = nilfs::posix::CheckpointView::open(&nilfs, None).unwrap();
-        nilfs::inspect::manifest::manifest(&view).unwrap()
-    };
-    let before = manifest(&dev);
-    {
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let mut fs = Fs::mount(&nilfs, 1_900_000_000).unwrap();
-        let f = fs.create(ROOT, b"new", 0o644).unwrap();
-        fs.write(f, 0, &vec![0x77; 600 << 10]).unwrap();
-        let e = fs.sync().expect_err("the sync wrote into a live segment");
-        assert!(
-            e.to_string()
-                .contains("segment 1 is marked clean, but its block"),
-            "{e}"
-        );
-        // Rolled back: the mount still reads and can still be unmounted
-        // (its super block update is the only write).
-        assert_eq!(fs.read(f, 0, 4).unwrap(), vec![0x77; 4]);
-    }
-    assert_eq!(
-        manifest(&dev),
-        before,
-        "the refused write changed the image"
-    );
-}
+// A write that would reuse a clean segment still holding live blocks is
+// refused: impl/tests/construction_abort.rs
+// (`a_write_never_reuses_a_clean_segment_that_holds_live_blocks`).
 
 // postmortem: found by the hostile sweep: an i_size with the top bit set
 // (2^63 + 18) made `cat` and `manifest` stream 2^63 bytes, for ever. The

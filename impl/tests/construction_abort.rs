@@ -416,3 +416,47 @@ fn without_the_rollback_a_failed_sync_is_caught() {
         "the known-bad variant left the undisturbed image: this test no longer tells the two apart"
     );
 }
+
+// postmortem (issue 13.7): a segment holding live blocks but marked clean
+// was handed to the next construction, which wrote over the live blocks:
+// the write "succeeded" and the image no longer read. A construction
+// about to write a segment from its head now checks that nothing still
+// points into it (segctor/reuse.rs); the sync fails as corruption, is
+// rolled back, and the image reads as before.
+#[test]
+fn a_write_never_reuses_a_clean_segment_that_holds_live_blocks() {
+    use nilfs::corrupt::{apply, Recipe};
+    // 64 KiB segments: the first file fills segments 1 and 2.
+    let dev = fresh(16 << 20, 1024, 64);
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, NOW).unwrap();
+        let f = fs.create(ino::ROOT, b"old", 0o644).unwrap();
+        fs.write(f, 0, &pattern(1, 100 << 10)).unwrap();
+        fs.unmount().unwrap();
+    }
+    for r in [
+        "su[1].su_flags = 0",
+        "suhdr.sh_ncleansegs += 1",
+        "suhdr.sh_ndirtysegs -= 1",
+        "suhdr.sh_last_alloc = 0",
+    ] {
+        apply(&dev, &Recipe::parse(r).unwrap()).unwrap();
+    }
+    let before = latest_manifest(&dev);
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, NOW + 10).unwrap();
+        let f = fs.create(ino::ROOT, b"new", 0o644).unwrap();
+        fs.write(f, 0, &[0x77; 300 << 10]).unwrap();
+        let e = fs.sync().expect_err("the sync wrote into a live segment");
+        assert!(
+            e.to_string()
+                .contains("segment 1 is marked clean, but its block"),
+            "{e}"
+        );
+        // Rolled back: the mount still reads.
+        assert_eq!(fs.read(f, 0, 4).unwrap(), vec![0x77; 4]);
+    }
+    assert_eq!(latest_manifest(&dev), before, "the refused write changed the image");
+}
