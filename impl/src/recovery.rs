@@ -450,6 +450,20 @@ mod tests {
     use crate::mkfs::{mkfs, MkfsOptions};
     use crate::the_nilfs::Nilfs;
 
+    /// `nilfs_load_super_block` refuses a device smaller than sixteen
+    /// 1 KiB blocks and 4 KiB (`NILFS_SEG_MIN_BLOCKS *
+    /// NILFS_MIN_BLOCK_SIZE + 4096`): 20,480 bytes is the smallest device
+    /// whose super blocks it reads.
+    #[test]
+    fn the_smallest_device_whose_super_blocks_are_read() {
+        let too_small = |size: u64| {
+            matches!(super::load_super_block(&MemDevice::new(size)),
+                     Err(e) if e.to_string().contains("device too small"))
+        };
+        assert!(too_small(20_479));
+        assert!(!too_small(20_480));
+    }
+
     /// mkfs's one log, the one both super blocks point at, damaged by
     /// `recipe` (checksums resealed): the mount's error.
     fn open_error(recipe: &str) -> String {

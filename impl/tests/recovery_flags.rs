@@ -55,3 +55,32 @@ fn only_a_log_that_begins_a_logical_segment_rolls_forward() {
     assert_eq!(data, b"old");
     assert_eq!(start, None, "a log without LOGBGN starts no range");
 }
+
+/// The super root search walks every log written since the last super
+/// root, however many: here 120 data-only logs (an fdatasync each) on a
+/// 64-segment device. Its bound against a cyclic chain (each segment
+/// entered at most once per hop, at most half a segment's blocks in
+/// logs) must not cut a real chain short.
+#[test]
+fn a_long_run_of_data_only_logs_is_walked_to_its_end() {
+    let dev = fresh(4 << 20, 1024, 64);
+    let f;
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, &[0; 8]).unwrap();
+        fs.sync().unwrap();
+        for i in 0..120u8 {
+            fs.write(f, 0, &[i; 8]).unwrap();
+            fs.fdatasync(f).unwrap();
+        }
+        // The crash: no unmount.
+    }
+    let sb = load_super_block(&dev).unwrap();
+    let scan = search_super_root(&dev, sb.sb(), false).unwrap();
+    assert!(scan.visits.len() > 120, "{} logs walked", scan.visits.len());
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_100).unwrap();
+    assert_eq!(fs.read(f, 0, 8).unwrap(), [119; 8]);
+}
