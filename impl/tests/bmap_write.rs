@@ -251,6 +251,42 @@ fn first_split_position() {
     assert_eq!(nodes, vec![(1, left), (1, right)]);
 }
 
+/// nilfs_btree_do_lookup answers ENOENT at once when the root is below
+/// the level asked for: on a tree whose root holds the data pointers
+/// (level 1), there is no level-1 node on any key's path
+/// (`nilfs_bmap_lookup_at_level(bmap, key, 2)`, the cleaner's question).
+#[test]
+fn a_level_above_the_root_maps_nothing() {
+    let mut disk = Disk::new(1024);
+    let mut m = Bmap::new_empty(1024).unwrap();
+    insert_all(&mut m, &mut disk, [100, 200, 300]);
+    assert_eq!(m.root_bmap().unwrap()[0], hdr(1, 3));
+    assert_eq!(m.lookup_at_level(200, 0, &mut disk).unwrap(), Some(data_ptr(200, 0)));
+    assert_eq!(m.lookup_at_level(200, 1, &mut disk).unwrap(), None);
+}
+
+/// nilfs_btree_prepare_insert tries the left sibling, then the right one,
+/// before it splits: a full first node (no left sibling) whose right
+/// sibling has room carries into it (nilfs_btree_carry_right). The insert
+/// point is past the last entry, so one entry fewer moves and the new key
+/// goes right: (63 + 32 + 1) / 2 - 32 = 16, less one, is 15 moved.
+#[test]
+fn a_full_first_node_carries_right() {
+    // 0, 2, ..., 126: the 64th key splits 32/32 (0..=62 and 64..=126).
+    let (mut m, mut disk, mut s) = synced_map(1024, (0..64).map(|i| 2 * i));
+    // The odd keys 1..=61 fill the first node to 63.
+    insert_all(&mut m, &mut disk, (0..31).map(|i| 2 * i + 1));
+    s.sync(&mut m, &mut disk);
+    let st = m.check_invariants(&mut disk).unwrap();
+    assert_eq!(st.level1_fill, vec![63, 32]);
+    assert_eq!(m.insert(63, data_ptr(63, 0), &mut disk).unwrap().nodes_added, 0);
+    s.sync(&mut m, &mut disk);
+    let st = m.check_invariants(&mut disk).unwrap();
+    assert_eq!(st.level1_fill, vec![48, 48]);
+    let (_, nodes) = image(&m, &disk);
+    assert_eq!(nodes[1].1[..2], [48, 49], "the right node starts at the first moved key");
+}
+
 /// Growth: a full level-1 root grows to level 2 (nilfs_btree_grow), then
 /// appends fill the tree until the root (level 2, 3 children) grows to 3.
 #[test]
