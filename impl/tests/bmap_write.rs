@@ -261,7 +261,10 @@ fn a_level_above_the_root_maps_nothing() {
     let mut m = Bmap::new_empty(1024).unwrap();
     insert_all(&mut m, &mut disk, [100, 200, 300]);
     assert_eq!(m.root_bmap().unwrap()[0], hdr(1, 3));
-    assert_eq!(m.lookup_at_level(200, 0, &mut disk).unwrap(), Some(data_ptr(200, 0)));
+    assert_eq!(
+        m.lookup_at_level(200, 0, &mut disk).unwrap(),
+        Some(data_ptr(200, 0))
+    );
     assert_eq!(m.lookup_at_level(200, 1, &mut disk).unwrap(), None);
 }
 
@@ -279,12 +282,21 @@ fn a_full_first_node_carries_right() {
     s.sync(&mut m, &mut disk);
     let st = m.check_invariants(&mut disk).unwrap();
     assert_eq!(st.level1_fill, vec![63, 32]);
-    assert_eq!(m.insert(63, data_ptr(63, 0), &mut disk).unwrap().nodes_added, 0);
+    assert_eq!(
+        m.insert(63, data_ptr(63, 0), &mut disk)
+            .unwrap()
+            .nodes_added,
+        0
+    );
     s.sync(&mut m, &mut disk);
     let st = m.check_invariants(&mut disk).unwrap();
     assert_eq!(st.level1_fill, vec![48, 48]);
     let (_, nodes) = image(&m, &disk);
-    assert_eq!(nodes[1].1[..2], [48, 49], "the right node starts at the first moved key");
+    assert_eq!(
+        nodes[1].1[..2],
+        [48, 49],
+        "the right node starts at the first moved key"
+    );
 }
 
 /// Growth: a full level-1 root grows to level 2 (nilfs_btree_grow), then

@@ -458,5 +458,9 @@ fn a_write_never_reuses_a_clean_segment_that_holds_live_blocks() {
         // Rolled back: the mount still reads.
         assert_eq!(fs.read(f, 0, 4).unwrap(), vec![0x77; 4]);
     }
-    assert_eq!(latest_manifest(&dev), before, "the refused write changed the image");
+    assert_eq!(
+        latest_manifest(&dev),
+        before,
+        "the refused write changed the image"
+    );
 }

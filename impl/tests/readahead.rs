@@ -381,6 +381,31 @@ fn a_cold_lookup_reads_ahead_seven_contiguous_siblings() {
     }
 }
 
+/// `nilfs_btree_lookup_contig`: the run from a key goes on while keys and
+/// pointers both advance by one, along the leaf and into the next ones,
+/// up to the count asked for; a gap in either ends it.
+#[test]
+fn lookup_contig_follows_the_run_across_leaves() {
+    let bs = 1024;
+    // Keys 0..2000 contiguous on disk, but key 1000 maps elsewhere.
+    let entries: Vec<(u64, u64)> = (0..2000)
+        .map(|k| (k, if k == 1000 { 90_000 } else { 7_000 + k }))
+        .collect();
+    let r = rig(bs, SimConfig::instant());
+    let t = build(&r.dev, bs, &entries, 63, Layout::Contiguous);
+    let locate = |p: u64| lookup_locate(&t, p);
+    let reader = BtreeReader::new(&r.cache, &locate, reader_config(ReadAhead::Off));
+    let contig = |k, max| reader.lookup_contig(&t.root, k, max, None).unwrap();
+    assert_eq!(contig(5, 1), Some((7_005, 1)));
+    assert_eq!(contig(5, 40), Some((7_005, 40)));
+    // Across leaves of 63 entries.
+    assert_eq!(contig(60, 200), Some((7_060, 200)));
+    // Up to the gap at 1000.
+    assert_eq!(contig(990, 64), Some((7_990, 10)));
+    assert_eq!(contig(1000, 64), Some((90_000, 1)));
+    assert_eq!(contig(5000, 64), None);
+}
+
 /// With scattered nodes nothing is contiguous, so nothing is read ahead.
 #[test]
 fn scattered_siblings_are_not_read_ahead() {
