@@ -131,6 +131,50 @@ impl Envelope {
 mod tests {
     use super::*;
 
+    /// The envelope after k lines is every state a crash there may leave,
+    /// each once: a file written and left pending may be lost or kept.
+    #[test]
+    fn the_envelope_holds_each_crash_state_once() {
+        let trace = concat!(
+            r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":256,"nsegments":64,"out":"ok"}"#,
+            "\n",
+            r#"{"op":"mount","ro":false,"out":"ok"}"#,
+            "\n",
+            r#"{"op":"create","path":"/f","out":"ok"}"#,
+            "\n",
+            r#"{"op":"clock","now":6000000000,"out":"ok"}"#,
+            "\n",
+            r#"{"op":"mkdir","path":"/d","perm":493,"out":"ok"}"#,
+            "\n",
+        );
+        let env = Envelope::new(trace, &[]).expect("the model accepts it");
+        let all = env.crashed(env.len());
+        let lives: std::collections::BTreeSet<&Vec<String>> = all.iter().map(|a| &a.live).collect();
+        // Neither change, the create alone (the timer's), or both.
+        assert_eq!(lives.len(), 3, "{lives:?}");
+        for (i, a) in all.iter().enumerate() {
+            assert!(
+                all[..i].iter().all(|b| b.state != a.state),
+                "state {i} twice"
+            );
+        }
+    }
+
+    /// A mark past the trace's last line is the runner's error.
+    #[test]
+    fn a_mark_past_the_trace_is_an_error() {
+        let trace = concat!(
+            r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":256,"nsegments":64,"out":"ok"}"#,
+            "\n",
+            r#"{"op":"mount","ro":false,"out":"ok"}"#,
+            "\n",
+        );
+        let env = Envelope::new(trace, &[]).unwrap();
+        assert_eq!(env.prefixes(Progress::Op(1)), Ok(vec![1, 2]));
+        assert!(env.prefixes(Progress::Op(2)).is_err());
+        assert_eq!(env.prefixes(Progress::End), Ok(vec![2]));
+    }
+
     #[test]
     fn progress_reads_the_runners_marks() {
         assert_eq!(Progress::of(None), Ok(Progress::Start));
