@@ -457,3 +457,61 @@ fn write_sets_the_times_then_the_bytes_and_the_size() {
     // Known-bad: after the write returned, its bytes are there.
     judge(&h((600, 700))).expect_err("the write had returned");
 }
+
+/// A one-thread trace and a history are told apart by their workers: a
+/// history names one on some line.
+#[test]
+fn a_trace_is_told_from_a_history_by_its_workers() {
+    let o = predict(&[CREATE]);
+    assert!(!nilfs_model::is_history(&history(&[seq(CREATE, &o[0])])));
+    assert!(nilfs_model::is_history(&history(&[worker(
+        0,
+        100,
+        Some(200),
+        CREATE,
+        Some(&o[0])
+    )])));
+}
+
+/// An unparsable line is named by its own number.
+#[test]
+fn an_unparsable_line_is_named() {
+    let h = history(&[]) + "{not json\n";
+    let r = check_history(&h, Options::default()).expect_err("unreadable");
+    assert!(r.unreadable.is_some(), "{r}");
+    assert_eq!(r.line, 3, "{r}");
+}
+
+/// The search forgets the space estimate only when no order of the
+/// history's lines can fill the device; each construction counts towards
+/// that. Here nine syncs fill a tiny device (the model charges each its
+/// checkpoint's blocks), and two creates racing after them may both be
+/// refused: the history is accepted, as its one-thread trace is.
+#[test]
+fn constructions_count_towards_a_full_device() {
+    let mkfs = r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":64,"nsegments":16,"r_segments_percentage":5,"dot_nilfs":false,"clock":1000000000000,"out":"ok"}"#;
+    let mut lines = vec![
+        mkfs.to_string(),
+        r#"{"op":"mount","ro":false,"out":"ok"}"#.to_string(),
+        r#"{"op":"create","path":"/f","perm":420,"excl":false,"out":"ok"}"#.to_string(),
+    ];
+    for i in 0..9 {
+        lines.push(format!(
+            r#"{{"op":"write","path":"/f","offset":{i},"data":{{"text":"x"}},"out":{{"written":1}}}}"#
+        ));
+        lines.push(r#"{"op":"sync","out":"ok"}"#.to_string());
+    }
+    let enospc = Outcome::Err(nilfs_model::Errno::ENOSPC);
+    let create = |p: &str| format!(r#"{{"op":"create","path":"{p}","perm":420,"excl":false}}"#);
+    let trace = lines.join("\n")
+        + "\n"
+        + &seq(&create("/a"), &enospc)
+        + "\n"
+        + &seq(&create("/b"), &enospc)
+        + "\n";
+    nilfs_model::check_trace_str(&trace).unwrap_or_else(|r| panic!("the trace: {r}"));
+    lines.push(worker(0, 100, Some(300), &create("/a"), Some(&enospc)));
+    lines.push(worker(1, 200, Some(400), &create("/b"), Some(&enospc)));
+    let h = lines.join("\n") + "\n";
+    check_history(&h, Options::default()).unwrap_or_else(|r| panic!("the history: {r}"));
+}

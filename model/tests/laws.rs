@@ -3,7 +3,7 @@
 
 use nilfs_model::fs::Namespace;
 use nilfs_model::laws::{check_transition, Promises};
-use nilfs_model::{step, Op, Stamp, State};
+use nilfs_model::{step, Op, Outcome, Stamp, State};
 use nilfs_model::{Errno, FileType, Geometry, Pattern};
 use proptest::prelude::*;
 
@@ -334,4 +334,44 @@ fn special_file_types() {
 fn an_empty_pattern_is_empty() {
     assert!(Pattern::Text(String::new()).is_empty());
     assert!(!Pattern::Text("x".into()).is_empty());
+}
+
+/// The crash law holds an fsync to its promise: after a successful fsync
+/// on the read-write latest, a crash that loses the file's data breaks
+/// it, and one that keeps the data does not.
+#[test]
+fn the_crash_law_holds_an_fsync_to_its_promise() {
+    let write = Op::Write {
+        path: "/a".into(),
+        offset: 0,
+        data: Pattern::Text("data".into()),
+        append: false,
+        at: None,
+    };
+    let written = after(&after(&fresh(), &create("/a")), &write);
+    let fsync = Op::Fsync {
+        path: "/a".into(),
+        at: None,
+    };
+    let mut promises = Promises::default();
+    let out = step(&written, &fsync)[0].predicted().unwrap().0;
+    let synced = after(&written, &fsync);
+    check_transition(&written, &fsync, &out, &synced, &mut promises).unwrap();
+    let kept = after(&synced, &Op::Crash);
+    check_transition(
+        &synced,
+        &Op::Crash,
+        &Outcome::Ok,
+        &kept,
+        &mut promises.clone(),
+    )
+    .unwrap_or_else(|e| panic!("a crash that keeps the data: {e}"));
+    // The crash of the state before the fsync that kept nothing.
+    let lost = nilfs_model::crash(&written)
+        .into_iter()
+        .find(|c| c.live.lookup("/a", true).is_err())
+        .expect("a crash before the fsync may lose /a");
+    let e = check_transition(&synced, &Op::Crash, &Outcome::Ok, &lost, &mut promises)
+        .expect_err("the fsync'd data was lost");
+    assert!(e.contains("lost its data"), "{e}");
 }
