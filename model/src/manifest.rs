@@ -224,6 +224,28 @@ mod tests {
         ]
     }
 
+    /// The page manifest is the text manifest with each regular file's
+    /// digest made by pages: the same lines, in the same order, but for
+    /// that field.
+    #[test]
+    fn the_page_manifest_differs_from_the_text_one_only_in_file_digests() {
+        let t = crate::time::Stamp::exact(1);
+        let ns = Namespace::mkfs(false, 0)
+            .create("/f", 0o644, true, t)
+            .and_then(|ns| ns.mkdir("/d", 0o755, t))
+            .and_then(|ns| ns.write("/f", 0, &crate::Pattern::Text("abc".into()), t))
+            .map(|(ns, _)| ns)
+            .expect("a fresh namespace takes them");
+        let (text, pages) = (manifest(&ns), page_manifest(&ns));
+        assert_eq!(text.len(), 2, "{text:?}");
+        assert_eq!(pages.len(), text.len());
+        let tail = |l: &str| l.split_once(' ').map(|(_, t)| t.to_string());
+        for (a, b) in text.iter().zip(&pages) {
+            assert_eq!(tail(a), tail(b));
+        }
+        assert_ne!(text, pages, "the file's digest is another");
+    }
+
     proptest! {
         /// Through the memo, each version of a file changing step by step
         /// (every version kept, and each asked for again later) has the

@@ -402,6 +402,36 @@ mod tests {
         assert_eq!(merged[1], c);
     }
 
+    /// States whose inodes differ in one stamp only (the mtime, or the
+    /// ctime) merge into that stamp's hull too.
+    #[test]
+    fn a_single_differing_stamp_merges_into_its_hull() {
+        let mut base = State::mkfs(geometry(), false, 0);
+        base.live = base
+            .live
+            .create("/f", 0o644, false, Stamp::exact(10))
+            .unwrap();
+        let id = base.live.lookup("/f", false).unwrap();
+        for mtime_only in [true, false] {
+            let mut b = base.clone();
+            let ino = b.live.inodes.get_mut(&id).expect("the file");
+            if mtime_only {
+                ino.mtime = Stamp::exact(20);
+            } else {
+                ino.ctime = Stamp::exact(20);
+            }
+            let merged = merge_untimed(vec![base.clone(), b]);
+            assert_eq!(merged.len(), 1);
+            let (m, c) = merged[0].live.stamps_of(id);
+            let (want_m, want_c) = if mtime_only {
+                (Stamp::between(10, 20), Stamp::exact(10))
+            } else {
+                (Stamp::exact(10), Stamp::between(10, 20))
+            };
+            assert_eq!((m, c), (want_m, want_c), "mtime only: {mtime_only}");
+        }
+    }
+
     /// A checkpoint's creation time and the stamps in its namespace are
     /// part of no shape: states that differ in them alone merge, keeping
     /// the earlier creation time and the stamps' hull.

@@ -71,3 +71,23 @@ impl Geometry {
         consumed + blocks > self.usable_blocks()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Geometry;
+
+    /// A write is charged its data blocks, a 32nd of them more (rounded
+    /// up), and one: a write of nothing still one.
+    #[test]
+    fn a_write_is_charged_its_blocks_a_32nd_more_and_one() {
+        let g = Geometry {
+            block_size: 1024,
+            blocks_per_segment: 256,
+            nsegments: 64,
+            r_segments_percentage: 5,
+        };
+        assert_eq!(g.blocks_for(0), 1);
+        assert_eq!(g.blocks_for(1), 3);
+        assert_eq!(g.blocks_for(33 * 1024), 33 + 2 + 1);
+    }
+}
