@@ -85,4 +85,14 @@ mod tests {
         assert_eq!(Stamp::between(7, 3), Stamp::exact(7));
         assert_eq!(format!("{s} {}", Stamp::exact(4)), "10..=20 4");
     }
+
+    /// Two stamps are surely the same instant only when both are the one
+    /// exact instant; an interval never is, even against itself.
+    #[test]
+    fn surely_equal_needs_one_exact_instant() {
+        assert!(Stamp::exact(5).surely_equal(Stamp::exact(5)));
+        assert!(!Stamp::exact(5).surely_equal(Stamp::exact(6)));
+        assert!(!Stamp::between(5, 6).surely_equal(Stamp::between(5, 6)));
+        assert!(Stamp::between(5, 6).may_equal(Stamp::exact(6)));
+    }
 }
