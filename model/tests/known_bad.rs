@@ -508,3 +508,32 @@ fn a_removal_on_a_full_device_is_never_refused() {
     let r = check_trace_str(&with(&err("ENOSPC"))).expect_err("unlink refused for space");
     assert_eq!(r.line, 47, "{r}");
 }
+
+/// `open(O_CREAT)` follows a trailing symlink chain, counting every link
+/// against MAXSYMLINKS (40, `nd->total_link_count`): a chain of 40 links
+/// to a missing name creates it; one of 41 is ELOOP.
+#[test]
+fn create_follows_at_most_forty_links() {
+    let chain = |n: usize, out: &str| {
+        let mut lines: Vec<String> = (1..n)
+            .map(|i| {
+                op(
+                    &format!(r#""op":"symlink","target":"l{}","path":"/l{i}""#, i + 1),
+                    r#""ok""#,
+                )
+            })
+            .collect();
+        lines.push(op(
+            &format!(r#""op":"symlink","target":"t","path":"/l{n}""#),
+            r#""ok""#,
+        ));
+        lines.push(op(r#""op":"create","path":"/l1""#, out));
+        lines
+    };
+    accepted_and_rejected_with(&chain(40, r#""ok""#), 40, &err("ELOOP"));
+    accepted_and_rejected_with(&chain(41, &err("ELOOP")), 41, r#""ok""#);
+    // A loop: the 41st link is ELOOP too.
+    let mut looped = chain(41, &err("ELOOP"));
+    looped[40] = op(r#""op":"symlink","target":"l1","path":"/l41""#, r#""ok""#);
+    accepted_and_rejected_with(&looped, 41, r#""ok""#);
+}
