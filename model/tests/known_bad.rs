@@ -537,3 +537,16 @@ fn create_follows_at_most_forty_links() {
     looped[40] = op(r#""op":"symlink","target":"l1","path":"/l41""#, r#""ok""#);
     accepted_and_rejected_with(&looped, 41, r#""ok""#);
 }
+
+/// `may_mknod` refuses a symlink type (EINVAL) and a directory (EPERM)
+/// before it looks at the path: mknod makes neither.
+#[test]
+fn mknod_makes_no_symlink_and_no_directory() {
+    for (t, e) in [("symlink", "EINVAL"), ("dir", "EPERM")] {
+        let lines = [op(
+            &format!(r#""op":"mknod","path":"/x","type":"{t}","perm":420"#),
+            &err(e),
+        )];
+        accepted_and_rejected_with(&lines, 0, r#""ok""#);
+    }
+}
