@@ -174,6 +174,20 @@ fn crash_check_passes_nilfs_ref_and_catches_the_planted_bug() {
     let report =
         check_crashes(&mut PlantedBug::default(), &spec, &ops).unwrap_or_else(|f| panic!("{f}"));
     assert!(report.writes > 2 && report.distinct >= 2, "{report:?}");
+    // The cut points are the workload's writes, mkfs's not counted: the
+    // same run, recorded here.
+    {
+        let log = nilfs_oracle::WriteLog::default();
+        let mut imp = PlantedBug::default();
+        let (_, mut sut) =
+            nilfs_oracle::Implementation::format(&mut imp, &spec, Some(&log)).expect("formats");
+        let formatted = log.len();
+        for op in &ops {
+            sut.apply(op);
+        }
+        drop(sut);
+        assert_eq!(report.writes, log.len() - formatted, "{report:?}");
+    }
     let failure = check_crashes(&mut PlantedBug::buggy(), &spec, &ops)
         .expect_err("a skipped fsync must leave a state outside the envelope");
     eprintln!("{failure}");
@@ -188,6 +202,8 @@ fn crash_check_passes_nilfs_ref_and_catches_the_planted_bug() {
             && text.contains(r#"  {"op":"fsync","path":"/a"}"#),
         "{text}"
     );
+    // Every operation completed: none is marked in flight.
+    assert!(!text.contains("<- in flight"), "{text}");
 }
 
 /// The same choices give the same workload through every front end: a
