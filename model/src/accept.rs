@@ -634,6 +634,26 @@ mod tests {
             match_unbound(&list, &[false, false], &items, true),
             Some(vec![None, Some(0), Some(1)])
         );
+        // Two mandatory checkpoints never share an entry.
+        let list2 = [plain(2), plain(3)];
+        assert_eq!(
+            match_unbound(
+                &list2,
+                &[false, false],
+                &[item(2, false), item(2, false)],
+                true
+            ),
+            Some(vec![Some(0), Some(1)])
+        );
+        assert_eq!(
+            match_unbound(
+                &list2[..1],
+                &[false],
+                &[item(2, false), item(2, false)],
+                true
+            ),
+            None
+        );
         // With a third entry, the optional checkpoint takes the first.
         let list = [plain(1), plain(2), plain(3)];
         assert_eq!(

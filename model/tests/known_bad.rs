@@ -550,3 +550,45 @@ fn mknod_makes_no_symlink_and_no_directory() {
         accepted_and_rejected_with(&lines, 0, r#""ok""#);
     }
 }
+
+/// statfs's inode counts: `files` is whole descriptor blocks of inodes
+/// (`nilfs_palloc_count_max_entries`), unless the count overflowed, when
+/// the kernel reports no free inodes at all (-ERANGE): a count off the
+/// descriptor size with free inodes left is rejected.
+#[test]
+fn statfs_files_are_whole_descriptor_blocks() {
+    use nilfs_model::{step, Op, Outcome, StatfsInfo};
+    let s = step(
+        &nilfs_model::State::mkfs(
+            nilfs_model::Geometry {
+                block_size: 1024,
+                blocks_per_segment: 256,
+                nsegments: 64,
+                r_segments_percentage: 5,
+            },
+            false,
+            0,
+        ),
+        &Op::Mount {
+            cp: None,
+            ro: false,
+        },
+    )[0]
+    .predicted()
+    .expect("mount")
+    .1;
+    let (o, _) = step(&s, &Op::Statfs { at: None })[0]
+        .predicted()
+        .expect("the model predicts its own statfs");
+    let Outcome::Statfs(good) = o else {
+        panic!("{o:?}")
+    };
+    let out = |st: &StatfsInfo| serde_json::to_string(&Outcome::Statfs(st.clone())).unwrap();
+    let lines = [op(r#""op":"statfs""#, &out(&good))];
+    let off = StatfsInfo {
+        files: good.files + 1,
+        ffree: good.ffree + 1,
+        ..good.clone()
+    };
+    accepted_and_rejected_with(&lines, 0, &out(&off));
+}
