@@ -592,3 +592,56 @@ fn statfs_files_are_whole_descriptor_blocks() {
     };
     accepted_and_rejected_with(&lines, 0, &out(&off));
 }
+
+/// Finding M1, a checkpoint before the latest: lscp binds each unbound
+/// checkpoint to the first listed entry that can be it, a larger number
+/// when the kernel used numbers the model did not see (here the cleaner's
+/// hidden MINOR checkpoints). It keeps its contents only when no other
+/// unclaimed entry could be it: with one more plain entry between it and
+/// the latest (a checkpoint the kernel's timer may have made), which
+/// checkpoint holds what is unknown, and a snapshot of it shows anything.
+/// An entry a numbered checkpoint already holds (mkcp's, of a later
+/// change) is no such alternative.
+#[test]
+fn a_checkpoint_bound_to_a_larger_number_keeps_its_contents_unless_another_could_be_it() {
+    let lscp = |cnos: &[u64]| {
+        let cps: Vec<String> = cnos.iter().map(|c| format!(r#"{{"cno":{c}}}"#)).collect();
+        format!(r#"{{"checkpoints":[{}]}}"#, cps.join(","))
+    };
+    let stat =
+        |size: u64| format!(r#"{{"stat":{{"type":"file","size":{size},"nlink":1,"perm":420}}}}"#);
+    let lines = |mkcp: bool, listed: &[u64], size: u64| {
+        let mut l = vec![
+            op(r#""op":"create","path":"/x""#, r#""ok""#),
+            op(r#""op":"sync""#, r#""ok""#),
+            op(r#""op":"clean","protection_s":0"#, r#""ok""#),
+            op(r#""op":"create","path":"/f""#, r#""ok""#),
+            write("/f", 0, "data"),
+            op(r#""op":"sync""#, r#""ok""#),
+        ];
+        if mkcp {
+            l.push(op(r#""op":"create","path":"/h""#, r#""ok""#));
+            l.push(op(r#""op":"mkcp","snapshot":false"#, r#"{"cno":6}"#));
+        }
+        l.extend([
+            op(r#""op":"create","path":"/g""#, r#""ok""#),
+            op(r#""op":"sync""#, r#""ok""#),
+            op(r#""op":"lscp""#, &lscp(listed)),
+            op(r#""op":"chcp","cno":5,"snapshot":true"#, r#""ok""#),
+            op(r#""op":"mount","cp":5,"ro":true"#, r#""ok""#),
+            op(r#""op":"lstat","path":"/f","at":5"#, &stat(size)),
+        ]);
+        l
+    };
+    // The first sync after the cleaner is 5, and nothing else can be.
+    let one = lines(false, &[1, 2, 5, 6], 4);
+    accepted_and_rejected_with(&one, one.len() - 1, &stat(0));
+    // 5 or 6: the snapshot of 5 may show anything.
+    for size in [0, 4] {
+        check_trace_str(&trace(&lines(false, &[1, 2, 5, 6, 7], size)))
+            .unwrap_or_else(|r| panic!("size {size}: {r}"));
+    }
+    // 6 is mkcp's: 5 is the sync's again.
+    let taken = lines(true, &[1, 2, 5, 6, 7], 4);
+    accepted_and_rejected_with(&taken, taken.len() - 1, &stat(0));
+}
