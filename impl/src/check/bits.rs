@@ -37,7 +37,6 @@ const WORDS: usize = (PAGE_BITS / 64) as usize;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SparseBits {
     pages: U64Map<Box<[u64; WORDS]>>,
-    len: u64,
 }
 
 impl SparseBits {
@@ -51,9 +50,6 @@ impl SparseBits {
         let (w, m) = ((bit / 64) as usize, 1u64 << (bit % 64));
         let was = page[w] & m != 0;
         page[w] |= m;
-        if !was {
-            self.len += 1;
-        }
         !was
     }
 
@@ -68,7 +64,6 @@ impl SparseBits {
     /// Empty the set, keeping nothing.
     pub fn clear(&mut self) {
         self.pages.clear();
-        self.len = 0;
     }
 }
 
@@ -77,7 +72,7 @@ mod tests {
     use super::SparseBits;
 
     #[test]
-    fn insert_contains_len() {
+    fn insert_contains_clear() {
         let mut s = SparseBits::default();
         assert!(s.insert(5));
         assert!(!s.insert(5));
