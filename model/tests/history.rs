@@ -515,3 +515,29 @@ fn constructions_count_towards_a_full_device() {
     let h = lines.join("\n") + "\n";
     check_history(&h, Options::default()).unwrap_or_else(|r| panic!("the history: {r}"));
 }
+
+/// A sequential line that leaves more states than the bound is "could not
+/// decide" too, never a rejection; and an accepted history counts its
+/// lines. A crash after a change the timer may have written leaves
+/// several states.
+#[test]
+fn the_bound_on_a_sequential_line_gives_unknown() {
+    let o = predict(&[CREATE]);
+    let lines = vec![
+        seq(CREATE, &o[0]),
+        seq(r#"{"op":"clock","now":1006000000000}"#, &Outcome::Ok),
+        seq(r#"{"op":"crash"}"#, &Outcome::Ok),
+    ];
+    let h = history(&lines);
+    let r = check_history(
+        &h,
+        Options {
+            max_states: 1,
+            ..Options::default()
+        },
+    )
+    .expect_err("the bound is hit");
+    assert!(r.is_unknown(), "{r}");
+    let v = check_history(&h, Options::default()).expect("decided with room");
+    assert_eq!(v.lines, 5, "{v:?}");
+}

@@ -645,3 +645,32 @@ fn a_checkpoint_bound_to_a_larger_number_keeps_its_contents_unless_another_could
     let taken = lines(true, &[1, 2, 5, 6, 7], 4);
     accepted_and_rejected_with(&taken, taken.len() - 1, &stat(0));
 }
+
+/// The timer's checkpoint renumbers the data-only logs after it by the
+/// changes it wrote: here it may have run after mkdir /h (two changes in),
+/// and /f's "bbbb", fdatasync'ed three changes later, is rolled forward
+/// onto every crash point before it was written, so no crash leaves /f as
+/// "aaaa" beside /j, a change made before the fdatasync.
+#[test]
+fn the_timers_checkpoint_renumbers_the_data_only_logs_after_it() {
+    let lines = |content: &[u8]| {
+        [
+            op(r#""op":"create","path":"/f""#, r#""ok""#),
+            write("/f", 0, "aaaa"),
+            op(r#""op":"fsync","path":"/f""#, r#""ok""#),
+            op(r#""op":"mkdir","path":"/g","perm":493"#, r#""ok""#),
+            op(r#""op":"mkdir","path":"/h","perm":493"#, r#""ok""#),
+            op(r#""op":"mkdir","path":"/i","perm":493"#, r#""ok""#),
+            op(r#""op":"mkdir","path":"/j","perm":493"#, r#""ok""#),
+            write("/f", 0, "bbbb"),
+            op(r#""op":"fdatasync","path":"/f""#, r#""ok""#),
+            op(r#""op":"clock","now":6000000000"#, r#""ok""#),
+            op(r#""op":"fsync","path":"/h""#, r#""ok""#),
+            op(r#""op":"crash""#, r#""ok""#),
+            op(r#""op":"mount","ro":false"#, r#""ok""#),
+            op(r#""op":"lstat","path":"/j""#, &stat_dir(2)),
+            read("/f", content),
+        ]
+    };
+    accepted_and_rejected_with(&lines(b"bbbb"), 14, &data(b"aaaa"));
+}

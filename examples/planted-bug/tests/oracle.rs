@@ -176,7 +176,7 @@ fn crash_check_passes_nilfs_ref_and_catches_the_planted_bug() {
     assert!(report.writes > 2 && report.distinct >= 2, "{report:?}");
     // The cut points are the workload's writes, mkfs's not counted: the
     // same run, recorded here.
-    {
+    let writes = {
         let log = nilfs_oracle::WriteLog::default();
         let mut imp = PlantedBug::default();
         let (_, mut sut) =
@@ -187,7 +187,8 @@ fn crash_check_passes_nilfs_ref_and_catches_the_planted_bug() {
         }
         drop(sut);
         assert_eq!(report.writes, log.len() - formatted, "{report:?}");
-    }
+        report.writes
+    };
     let failure = check_crashes(&mut PlantedBug::buggy(), &spec, &ops)
         .expect_err("a skipped fsync must leave a state outside the envelope");
     eprintln!("{failure}");
@@ -195,6 +196,10 @@ fn crash_check_passes_nilfs_ref_and_catches_the_planted_bug() {
         matches!(*failure, CrashFailure::Outside { completed: 5, .. }),
         "{failure}"
     );
+    // The cut it names is one of the workload's writes.
+    if let CrashFailure::Outside { writes: cut, .. } = &*failure {
+        assert!(*cut <= writes, "cut after write {cut} of {writes}");
+    }
     // The failure says where the cut was and shows the workload.
     let text = failure.to_string();
     assert!(
