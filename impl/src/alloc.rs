@@ -62,13 +62,6 @@ pub struct FreeReq {
     nr: u64,
 }
 
-impl FreeReq {
-    /// The entry number to free.
-    pub fn entry_nr(&self) -> u64 {
-        self.nr
-    }
-}
-
 /// The allocator of one palloc file.
 #[derive(Clone, Debug)]
 pub struct Palloc<'a> {

@@ -187,12 +187,12 @@ impl<'a> Fs<'a> {
         self.sb.crc_seed
     }
 
-    /// Whether anything awaits a construction: a dirty file, a cleaning
-    /// request, or a dirty block of a metadata file (a checkpoint mode
-    /// change, say).
+    /// Whether anything awaits a construction: a dirty file or a dirty
+    /// block of a metadata file (a checkpoint mode change, say). A
+    /// cleaning request never waits: `clean_segments` hands it to the
+    /// construction it starts at once.
     pub fn is_dirty(&self) -> bool {
-        self.sc.has_gc_request()
-            || !self.inodes.dirty().is_empty()
+        !self.inodes.dirty().is_empty()
             || self.ifile.is_dirty()
             || self.cpfile.is_dirty()
             || self.sufile.is_dirty()

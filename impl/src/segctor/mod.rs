@@ -139,11 +139,6 @@ impl SegCtor {
     pub(crate) fn request_gc(&mut self, work: GcWork) {
         self.gc = Some(work);
     }
-
-    /// Whether a cleaning request waits.
-    pub(crate) fn has_gc_request(&self) -> bool {
-        self.gc.is_some()
-    }
 }
 
 /// Which file a laid-out block belongs to, and which block it is.
