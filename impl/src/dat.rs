@@ -439,3 +439,26 @@ fn no_block(v: u64) -> Error {
         format!("DAT doesn't have a block to manage vblocknr = {v}"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::target_seq;
+    use crate::format::VBlockNr;
+
+    /// `nilfs_bmap_find_target_seq`: the last pointer moved by the key's
+    /// distance from the last key, when that distance is under the
+    /// inode's bmap size (7), the last pointer is valid and the result is
+    /// positive.
+    #[test]
+    fn the_sequential_target_follows_the_last_allocation() {
+        let t = |last_key, last_ptr, key| target_seq(last_key, VBlockNr(last_ptr), key);
+        assert_eq!(t(10, 100, 11), Some(VBlockNr(101)));
+        assert_eq!(t(10, 100, 16), Some(VBlockNr(106)));
+        assert_eq!(t(10, 100, 17), None, "7 keys away");
+        assert_eq!(t(10, 100, 4), Some(VBlockNr(94)));
+        assert_eq!(t(10, 100, 3), None, "7 keys back");
+        assert_eq!(t(10, 0, 11), None, "no last pointer");
+        assert_eq!(t(10, 3, 8), Some(VBlockNr(1)));
+        assert_eq!(t(10, 3, 7), None, "a target of 0 is none");
+    }
+}

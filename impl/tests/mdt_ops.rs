@@ -340,6 +340,18 @@ fn small_palloc(ngroups: u64) -> Palloc<'static> {
     Palloc::new(Mdt::empty(1024), PallocGeometry::new(1024, 32).unwrap()).with_max_groups(ngroups)
 }
 
+/// A target past the last group (`nilfs_palloc_prepare_alloc_entry`: the
+/// group is at or past `ngroups`): with wrap (the DAT) the search starts
+/// over at the first group, without (the ifile) it is ENOSPC.
+#[test]
+fn a_target_past_the_last_group_wraps_to_the_first() {
+    let epg = 8192;
+    let mut p = small_palloc(2);
+    let r = p.prepare_alloc(2 * epg, true).unwrap();
+    assert_eq!(p.commit_alloc(r), 0);
+    assert_eq!(errno_of(p.prepare_alloc(2 * epg, false)), Errno::ENOSPC);
+}
+
 #[test]
 fn palloc_fills_then_enospc_and_search_order() {
     let mut p = small_palloc(1);

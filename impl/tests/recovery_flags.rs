@@ -19,8 +19,9 @@ use nilfs_testkit::image::fresh;
 /// A file synced with "old", then written "new" and fdatasync'd (a
 /// data-only log after the last super root), then a crash; `recipe`
 /// damages the data-only log. What the file reads after a mount, and
-/// where the super root search says the roll-forward range starts.
-fn after_crash(recipe: Option<&str>) -> (Vec<u8>, Option<u64>) {
+/// where the super root search says the roll-forward range starts and
+/// ends.
+fn after_crash(recipe: Option<&str>) -> (Vec<u8>, Option<u64>, Option<u64>) {
     let dev = fresh(16 << 20, 1024, 64);
     let f;
     {
@@ -39,21 +40,27 @@ fn after_crash(recipe: Option<&str>) -> (Vec<u8>, Option<u64>) {
     let sb = load_super_block(&dev).unwrap();
     let scan = search_super_root(&dev, sb.sb(), false).unwrap();
     let start = scan.lsegs_start.map(|(pseg, _)| pseg.0);
+    let end = scan.lsegs_end.map(|pseg| pseg.0);
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, 1_800_000_100).unwrap();
-    (fs.read(f, 0, 3).unwrap(), start)
+    (fs.read(f, 0, 3).unwrap(), start, end)
 }
 
 #[test]
 fn only_a_log_that_begins_a_logical_segment_rolls_forward() {
-    let (data, start) = after_crash(None);
+    let (data, start, end) = after_crash(None);
     assert_eq!(data, b"new", "the data-only log rolls forward");
     assert!(start.is_some(), "the range starts at the data-only log");
+    assert_eq!(end, start, "and ends there");
     // The same log without LOGBGN (checksums resealed): no range starts,
     // nothing rolls forward, the file is as the last checkpoint has it.
-    let (data, start) = after_crash(Some("ss@0:2.ss_flags &= 0xfffe"));
+    let (data, start, _) = after_crash(Some("ss@0:2.ss_flags &= 0xfffe"));
     assert_eq!(data, b"old");
     assert_eq!(start, None, "a log without LOGBGN starts no range");
+    // Without LOGEND the run never ended: the range has no end.
+    let (_, start, end) = after_crash(Some("ss@0:2.ss_flags &= 0xfffd"));
+    assert!(start.is_some());
+    assert_eq!(end, None, "a log without LOGEND ends no range");
 }
 
 /// The super root search walks every log written since the last super

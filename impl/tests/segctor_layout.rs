@@ -383,3 +383,61 @@ fn the_pre_write_check_refuses_logs_that_differ_from_their_plan() {
     bad[last - 1024] ^= 1;
     refused(p, &bad, "a payload byte (the data checksum)");
 }
+
+/// The flags of each log's summary (`nilfs_segbuf_reset`): an fdatasync's
+/// data-only log says SYNDT and has no super root; a cleaning step's logs
+/// say GC.
+#[test]
+fn a_data_only_log_says_syndt_and_a_cleaners_log_says_gc() {
+    use nilfs::format::ino::ROOT;
+    use nilfs::format::segsum::{SS_GC, SS_SYNDT};
+    use nilfs::fs::Fs;
+    use nilfs::the_nilfs::Nilfs;
+    // The flags of every valid log from the super block's on.
+    let flags = |dev: &MemDevice| -> Vec<u16> {
+        let mut raw = vec![0u8; 1024];
+        dev.read_at(1024, &mut raw).unwrap();
+        let sb = SuperBlock::decode_valid(&raw).unwrap();
+        search_super_root(dev, &sb, false)
+            .unwrap()
+            .visits
+            .iter()
+            .filter(|v| v.verdict.is_ok())
+            .filter_map(|v| v.header.map(|h| h.flags))
+            .collect()
+    };
+    let dev = fresh(16 << 20, 1024, 64);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+    let f = fs.create(ROOT, b"f", 0o644).unwrap();
+    fs.write(f, 0, &[1; 3000]).unwrap();
+    fs.sync().unwrap();
+    fs.write(f, 0, &[2; 3000]).unwrap();
+    fs.fdatasync(f).unwrap();
+    let last = *flags(&dev).last().unwrap();
+    assert_eq!(last, SS_LOGBGN | SS_LOGEND | SS_SYNDT, "{last:#x}");
+    // Overwritten twice over, the first segment's blocks are mostly dead:
+    // the cleaner moves the rest.
+    for i in 0..4u8 {
+        fs.write(f, 0, &[i; 200 << 10]).unwrap();
+        fs.sync().unwrap();
+    }
+    fs.unmount().unwrap();
+    drop(nilfs);
+    assert!(flags(&dev).iter().all(|f| f & SS_GC == 0));
+    // A later construction makes the old segments the cleaner's
+    // candidates (older than the last one not the cleaner's).
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_100).unwrap();
+    let g = fs.create(ROOT, b"g", 0o644).unwrap();
+    fs.write(g, 0, &[3; 100]).unwrap();
+    fs.sync().unwrap();
+    let r = nilfs::cleaner::clean(&mut fs, 0, 2).unwrap();
+    assert!(r.moved_blocks > 0, "{r:?}");
+    let after = flags(&dev);
+    assert!(
+        after.iter().any(|f| f & SS_GC != 0),
+        "no log of the cleaning says GC: {after:x?}"
+    );
+    fs.unmount().unwrap();
+}
