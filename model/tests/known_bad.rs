@@ -50,6 +50,12 @@ fn err(e: &str) -> String {
     format!(r#"{{"err":"{e}"}}"#)
 }
 
+/// lscp's answer listing plain checkpoints `cnos`.
+fn lscp(cnos: &[u64]) -> String {
+    let cps: Vec<String> = cnos.iter().map(|c| format!(r#"{{"cno":{c}}}"#)).collect();
+    format!(r#"{{"checkpoints":[{}]}}"#, cps.join(","))
+}
+
 fn stat_dir(nlink: u32) -> String {
     format!(r#"{{"stat":{{"type":"dir","size":1024,"nlink":{nlink},"perm":493}}}}"#)
 }
@@ -220,10 +226,7 @@ fn a_rejected_manifest_is_summarised() {
 #[test]
 fn a_checkpoint_bound_to_a_larger_number_keeps_its_contents() {
     let file = r#"{"stat":{"type":"file","size":0,"nlink":1,"perm":420}}"#;
-    let lscp = |n: u64| {
-        let cps: Vec<String> = (1..=n).map(|c| format!(r#"{{"cno":{c}}}"#)).collect();
-        format!(r#"{{"checkpoints":[{}]}}"#, cps.join(","))
-    };
+    let lscp = |n: u64| lscp(&(1..=n).collect::<Vec<_>>());
     let lines = [
         op(r#""op":"create","path":"/f""#, r#""ok""#),
         // Long enough for the timer: the kernel may have made checkpoint 2.
@@ -604,10 +607,6 @@ fn statfs_files_are_whole_descriptor_blocks() {
 /// change) is no such alternative.
 #[test]
 fn a_checkpoint_bound_to_a_larger_number_keeps_its_contents_unless_another_could_be_it() {
-    let lscp = |cnos: &[u64]| {
-        let cps: Vec<String> = cnos.iter().map(|c| format!(r#"{{"cno":{c}}}"#)).collect();
-        format!(r#"{{"checkpoints":[{}]}}"#, cps.join(","))
-    };
     let stat =
         |size: u64| format!(r#"{{"stat":{{"type":"file","size":{size},"nlink":1,"perm":420}}}}"#);
     let lines = |mkcp: bool, listed: &[u64], size: u64| {

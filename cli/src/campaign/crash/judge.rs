@@ -447,20 +447,20 @@ mod tests {
         Workload::generated(seed, len, Some(Profile::Crash), Features::DEVICE)
     }
 
+    /// Judging options without blkid.
+    fn options(sampling: Sampling, recovery: Recovery, kernel_sample: usize) -> JudgeOptions {
+        JudgeOptions {
+            blkid: Vec::new(),
+            scratch: PathBuf::new(),
+            sampling,
+            recovery,
+            kernel_sample,
+        }
+    }
+
     fn judge(w: &Workload, sampling: Sampling, recovery: Recovery) -> LogVerdict {
         let (base, log, trace) = record_ours(w).expect("our write path runs the workload");
-        judge_log(
-            &trace,
-            &log,
-            &base,
-            &JudgeOptions {
-                blkid: Vec::new(),
-                scratch: PathBuf::new(),
-                sampling,
-                recovery,
-                kernel_sample: 0,
-            },
-        )
+        judge_log(&trace, &log, &base, &options(sampling, recovery, 0))
     }
 
     /// Our own write path through the whole pipeline: every crash state of
@@ -598,19 +598,17 @@ mod tests {
                 &trace,
                 &log,
                 &base,
-                &JudgeOptions {
-                    blkid: Vec::new(),
-                    scratch: PathBuf::new(),
-                    sampling: Sampling {
+                &options(
+                    Sampling {
                         torn: 0,
                         reordered: 0,
                         all_but_one: 0,
                         drop_write: Some(k),
                         ..Sampling::new(0)
                     },
-                    recovery: Recovery::Ours,
-                    kernel_sample: 0,
-                },
+                    Recovery::Ours,
+                    0,
+                ),
             );
             if !v.problems.is_empty() {
                 caught += 1;
@@ -787,13 +785,7 @@ mod tests {
                 &trace,
                 &log,
                 &base,
-                &JudgeOptions {
-                    blkid: Vec::new(),
-                    scratch: PathBuf::new(),
-                    sampling: Sampling::new(1),
-                    recovery: Recovery::IgnoresLastLog,
-                    kernel_sample: k,
-                },
+                &options(Sampling::new(1), Recovery::IgnoresLastLog, k),
             );
             assert_eq!(v.samples.len(), k, "{} states", v.states);
             let slugs: BTreeSet<&String> = v.samples.iter().map(|s| &s.slug).collect();
@@ -856,13 +848,7 @@ mod tests {
             &bad,
             &log,
             &base,
-            &JudgeOptions {
-                blkid: Vec::new(),
-                scratch: PathBuf::new(),
-                sampling: Sampling::new(0),
-                recovery: Recovery::Ours,
-                kernel_sample: 0,
-            },
+            &options(Sampling::new(0), Recovery::Ours, 0),
         );
         assert_eq!(v.problems[0].class, "kernel-rejected");
     }
