@@ -113,12 +113,6 @@ impl FileType {
     }
 }
 
-/// The largest major and minor numbers `new_encode_dev` keeps (12 and 20
-/// bits: the kernel's `dev_t` is `MAJOR << 20 | MINOR`, what nilfs2 stores
-/// in `i_device_code`).
-pub const RDEV_MAJOR_MAX: u32 = (1 << 12) - 1;
-pub const RDEV_MINOR_MAX: u32 = (1 << 20) - 1;
-
 /// What `lstat` reports (the inode number is the kernel's choice and is not
 /// part of it; the times are compared within a bound, see `step`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
