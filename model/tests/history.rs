@@ -541,3 +541,40 @@ fn the_bound_on_a_sequential_line_gives_unknown() {
     let v = check_history(&h, Options::default()).expect("decided with room");
     assert_eq!(v.lines, 5, "{v:?}");
 }
+
+/// A cleaner pass may copy every live block again, so the space the
+/// search must keep track of grows with each pass: here five syncs and
+/// four passes fill a small device (the model charges each pass what it
+/// may move), and two creates racing after them may both be refused, as
+/// in the one-thread trace.
+#[test]
+fn cleaner_passes_count_towards_a_full_device() {
+    let mkfs = r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":64,"nsegments":25,"r_segments_percentage":5,"dot_nilfs":false,"clock":1000000000000,"out":"ok"}"#;
+    let mut lines = vec![
+        mkfs.to_string(),
+        r#"{"op":"mount","ro":false,"out":"ok"}"#.to_string(),
+        r#"{"op":"create","path":"/f","perm":420,"excl":false,"out":"ok"}"#.to_string(),
+    ];
+    for i in 0..5 {
+        lines.push(format!(
+            r#"{{"op":"write","path":"/f","offset":{i},"data":{{"text":"x"}},"out":{{"written":1}}}}"#
+        ));
+        lines.push(r#"{"op":"sync","out":"ok"}"#.to_string());
+    }
+    for _ in 0..4 {
+        lines.push(r#"{"op":"clean","protection_s":0,"out":"ok"}"#.to_string());
+    }
+    let enospc = Outcome::Err(nilfs_model::Errno::ENOSPC);
+    let create = |p: &str| format!(r#"{{"op":"create","path":"{p}","perm":420,"excl":false}}"#);
+    let trace = lines.join("\n")
+        + "\n"
+        + &seq(&create("/a"), &enospc)
+        + "\n"
+        + &seq(&create("/b"), &enospc)
+        + "\n";
+    nilfs_model::check_trace_str(&trace).unwrap_or_else(|r| panic!("the trace: {r}"));
+    lines.push(worker(0, 100, Some(300), &create("/a"), Some(&enospc)));
+    lines.push(worker(1, 200, Some(400), &create("/b"), Some(&enospc)));
+    let h = lines.join("\n") + "\n";
+    check_history(&h, Options::default()).unwrap_or_else(|r| panic!("the history: {r}"));
+}
