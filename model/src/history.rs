@@ -700,14 +700,15 @@ fn torn_reads(s: &State, e: &Event, id: crate::fs::Id, before: &[u8]) -> bool {
     if got != before.len() && got != after.len() {
         return false;
     }
-    // Every offset where a run of differing bytes starts or ends.
+    // Every offset inside a run of differing bytes, and the one just past
+    // it: a cut anywhere else gives the bytes of the nearest of these.
     let n = got.max(before.len()).max(after.len());
     let mut cuts = vec![0, got];
     let byte = |v: &[u8], i: usize| v.get(i).copied();
     for i in 0..n {
         let differs = byte(before, i) != byte(&after, i);
         let was = i > 0 && byte(before, i - 1) != byte(&after, i - 1);
-        if differs != was {
+        if differs || was {
             cuts.push(i.min(got));
         }
     }

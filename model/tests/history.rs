@@ -578,3 +578,37 @@ fn cleaner_passes_count_towards_a_full_device() {
     let h = lines.join("\n") + "\n";
     check_history(&h, Options::default()).unwrap_or_else(|r| panic!("the history: {r}"));
 }
+
+/// postmortem (a mutant of `torn_reads`, 2026-12-06): the splice of a
+/// torn read was tried only where a run of differing bytes began or
+/// ended, although the read copies byte after byte and a write can land
+/// between any two: a read of "abcd" racing a write of "wxyz" over it
+/// that saw "abyz" was rejected. Every offset inside the run is a cut
+/// now. A read torn against its copy order ("wxcd": the later bytes read
+/// first) is still rejected.
+#[test]
+fn a_read_torn_inside_one_write_is_a_cut_like_any_other() {
+    let write = |text: &str| {
+        format!(r#"{{"op":"write","path":"/f","offset":0,"data":{{"text":"{text}"}}}}"#)
+    };
+    let read = r#"{"op":"read","path":"/f","offset":0,"len":4}"#;
+    let o = predict(&[CREATE, &write("abcd"), &write("wxyz")]);
+    let saw = |bytes: &[u8]| Outcome::Data {
+        len: bytes.len() as u64,
+        sha256: nilfs_model::pattern::sha256_hex(bytes),
+    };
+    let h = |bytes: &[u8]| {
+        vec![
+            seq(CREATE, &o[0]),
+            seq(&write("abcd"), &o[1]),
+            worker(0, 100, Some(400), &write("wxyz"), Some(&o[2])),
+            worker(1, 200, Some(300), read, Some(&saw(bytes))),
+        ]
+    };
+    for seen in [&b"abcd"[..], b"wxyz", b"abyz", b"axyz", b"abcz"] {
+        judge(&h(seen)).unwrap_or_else(|r| panic!("{:?}: {r}", String::from_utf8_lossy(seen)));
+    }
+    for seen in [&b"wxcd"[..], b"abxy"] {
+        judge(&h(seen)).expect_err("no moment held these bytes in this order");
+    }
+}
