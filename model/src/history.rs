@@ -700,18 +700,12 @@ fn torn_reads(s: &State, e: &Event, id: crate::fs::Id, before: &[u8]) -> bool {
     if got != before.len() && got != after.len() {
         return false;
     }
-    // Every offset inside a run of differing bytes, and the one just past
-    // it: a cut anywhere else gives the bytes of the nearest of these.
+    // Every offset where the two differ: a cut at any other gives the
+    // bytes of the cut at the next of these, or at `got`.
     let n = got.max(before.len()).max(after.len());
-    let mut cuts = vec![0, got];
     let byte = |v: &[u8], i: usize| v.get(i).copied();
-    for i in 0..n {
-        let differs = byte(before, i) != byte(&after, i);
-        let was = i > 0 && byte(before, i - 1) != byte(&after, i - 1);
-        if differs || was {
-            cuts.push(i.min(got));
-        }
-    }
+    let mut cuts = vec![0, got];
+    cuts.extend((0..n).filter(|&i| byte(before, i) != byte(&after, i)).map(|i| i.min(got)));
     cuts.sort_unstable();
     cuts.dedup();
     // Bytes [0, cut) as at the first step, [cut, got) as now.
