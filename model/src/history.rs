@@ -705,7 +705,11 @@ fn torn_reads(s: &State, e: &Event, id: crate::fs::Id, before: &[u8]) -> bool {
     let n = got.max(before.len()).max(after.len());
     let byte = |v: &[u8], i: usize| v.get(i).copied();
     let mut cuts = vec![0, got];
-    cuts.extend((0..n).filter(|&i| byte(before, i) != byte(&after, i)).map(|i| i.min(got)));
+    cuts.extend(
+        (0..n)
+            .filter(|&i| byte(before, i) != byte(&after, i))
+            .map(|i| i.min(got)),
+    );
     cuts.sort_unstable();
     cuts.dedup();
     // Bytes [0, cut) as at the first step, [cut, got) as now.

@@ -673,3 +673,18 @@ fn the_timers_checkpoint_renumbers_the_data_only_logs_after_it() {
     };
     accepted_and_rejected_with(&lines(b"bbbb"), 14, &data(b"aaaa"));
 }
+
+/// mknod of a regular file (`S_IFREG`, what `may_mknod` lets through)
+/// makes an empty file like create: it can be written and read.
+#[test]
+fn mknod_of_a_regular_file_makes_a_file() {
+    let lines = [
+        op(
+            r#""op":"mknod","path":"/r","type":"file","perm":420"#,
+            r#""ok""#,
+        ),
+        write("/r", 0, "x"),
+        read("/r", b"x"),
+    ];
+    accepted_and_rejected_with(&lines, 2, &data(b""));
+}
