@@ -669,6 +669,21 @@ mod tests {
             "{:?}",
             c.unexplained
         );
+        // On 2.12, a dangling link listed as anything but typeless is a
+        // difference too.
+        let c = compare(
+            &e,
+            &grub(&[
+                ("/fifo", Some("SPECIAL  -  /fifo")),
+                ("/dangling", Some("1234  5  /dangling")),
+            ]),
+            true,
+        );
+        assert!(
+            c.unexplained.len() == 1 && c.unexplained[0].starts_with("differs: /dangling"),
+            "{:?}",
+            c.unexplained
+        );
         // 2.12 leaving it out is a difference, not G4.
         let c = compare(&e, &grub(&[]), true);
         assert!(

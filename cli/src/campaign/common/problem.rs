@@ -162,6 +162,37 @@ mod tests {
         }
     }
 
+    /// A problem's one line for tables: its class and key, or its class
+    /// and the story's first line when it has no key.
+    #[test]
+    fn a_headline_is_the_class_and_the_key_or_the_first_line() {
+        let p = Problem {
+            class: "grub",
+            key: "differs".into(),
+            detail: "differs: /a\nmore".into(),
+        };
+        assert_eq!(p.headline(), "grub: differs");
+        assert_eq!(
+            Problem::runner("it broke\nbadly").headline(),
+            "runner: it broke"
+        );
+    }
+
+    /// Where two listings part: the first line that differs, numbered
+    /// from 1, and `<end>` past the shorter one.
+    #[test]
+    fn first_difference_names_the_first_line_that_differs() {
+        let names = ("model", "recovered");
+        assert_eq!(
+            first_difference(&["a", "b"], &["a", "c"], "line", names),
+            r#"line 2: model "b", recovered "c""#
+        );
+        assert_eq!(
+            first_difference(&["a"], &["a", "b"], "line", names),
+            r#"line 2: model "<end>", recovered "b""#
+        );
+    }
+
     /// A rejection's key is the operation's kind and the observed answer's
     /// shape: the errno of an error, the kind of any other answer.
     #[test]

@@ -160,6 +160,26 @@ mod tests {
         }
     }
 
+    /// A mark's words say which line was in flight.
+    #[test]
+    fn a_mark_is_described_by_the_line_in_flight() {
+        let trace = concat!(
+            r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":256,"nsegments":64,"out":"ok"}"#,
+            "\n",
+            r#"{"op":"mount","ro":false,"out":"ok"}"#,
+            "\n",
+        );
+        let env = Envelope::new(trace, &[1]).unwrap();
+        let d = env.describe(Progress::Op(1));
+        assert!(
+            d.contains("line 2 in flight") && d.contains(r#""op":"mount""#),
+            "{d}"
+        );
+        assert!(env
+            .describe(Progress::Start)
+            .contains("lines 1..=1 complete"));
+    }
+
     /// A mark past the trace's last line is the runner's error.
     #[test]
     fn a_mark_past_the_trace_is_an_error() {

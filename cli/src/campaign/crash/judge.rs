@@ -734,6 +734,21 @@ mod tests {
         assert_eq!(distance(&l(&["a", "b"]), &l(&["b", "c", "d"])), 3);
     }
 
+    /// Our recovery mounts at the trace's last clock, in seconds.
+    #[test]
+    fn the_recovery_clock_is_the_traces_last() {
+        let t = concat!(
+            r#"{"op":"clock","now":5000000000,"out":"ok"}"#,
+            "\n",
+            r#"{"op":"sync","out":"ok"}"#,
+            "\n",
+            r#"{"op":"clock","now":7900000000,"out":"ok"}"#,
+            "\n",
+        );
+        assert_eq!(trace_clock_s(t), 7);
+        assert_eq!(trace_clock_s(r#"{"op":"sync","out":"ok"}"#), 0);
+    }
+
     /// Algorithm R keeps each of `n` items with probability k/n: over
     /// many seeds, each item's count is near `runs * k / n`.
     #[test]
@@ -801,6 +816,8 @@ mod tests {
                 v.failing_states
             );
             assert!(v.failing_by_problem.values().all(|n| *n > 0));
+            // The first failing states are kept for the finding's folder.
+            assert_eq!(v.failed.len(), v.failing_states.min(KEPT_FAILURES));
         }
     }
 
