@@ -688,3 +688,37 @@ fn mknod_of_a_regular_file_makes_a_file() {
     ];
     accepted_and_rejected_with(&lines, 2, &data(b""));
 }
+
+/// A trace that records no intervals is judged by the older rule: an
+/// operation stamps its inode up to one second after the clock line
+/// before it, from the mkfs line's clock on (`LEGACY_WINDOW_NS`).
+#[test]
+fn without_intervals_a_stamp_lies_within_a_second_of_the_clock() {
+    let t0 = 1_000_000_000_000i64;
+    let mkfs = format!(
+        r#"{{"op":"mkfs","block_size":1024,"blocks_per_segment":256,"nsegments":64,"clock":{t0},"out":"ok"}}
+{{"op":"mount","ro":false,"out":"ok"}}
+"#
+    );
+    let stat = |t: i64| {
+        format!(
+            r#"{{"stat":{{"type":"file","size":0,"nlink":1,"perm":420,"mtime":{t},"ctime":{t}}}}}"#
+        )
+    };
+    let lines = |t: i64| {
+        [
+            op(r#""op":"create","path":"/f""#, r#""ok""#),
+            op(r#""op":"lstat","path":"/f""#, &stat(t)),
+        ]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+    };
+    for t in [t0, t0 + 500_000_000, t0 + 1_000_000_000] {
+        check_trace_str(&(mkfs.clone() + &lines(t))).unwrap_or_else(|r| panic!("{t}: {r}"));
+    }
+    for t in [t0 - 1, t0 + 1_000_000_001] {
+        let r = check_trace_str(&(mkfs.clone() + &lines(t))).expect_err("outside the second");
+        assert_eq!(r.line, 4, "{r}");
+    }
+}

@@ -184,11 +184,6 @@ impl Construction<'_> {
         self.flags
     }
 
-    /// The checkpoint it makes.
-    pub fn cno(&self) -> Cno {
-        self.cno
-    }
-
     /// Whether it is the cleaner's (`SS_GC` logs, `sr_nongc_ctime` kept).
     pub fn is_gc(&self) -> bool {
         self.gc.is_some()
