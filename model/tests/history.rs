@@ -489,17 +489,29 @@ fn an_unparsable_line_is_named() {
 /// refused: the history is accepted, as its one-thread trace is.
 #[test]
 fn constructions_count_towards_a_full_device() {
-    let mkfs = r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":64,"nsegments":16,"r_segments_percentage":5,"dot_nilfs":false,"clock":1000000000000,"out":"ok"}"#;
+    racing_creates_may_both_be_refused(16, 9, 0);
+}
+
+/// On a fresh 1 KiB device of `nsegments` segments of 64 blocks: `syncs`
+/// one-byte writes each synced, `passes` cleaner passes, then two creates
+/// refused (ENOSPC): accepted as a one-thread trace, and as a history
+/// where the two creates race.
+fn racing_creates_may_both_be_refused(nsegments: u32, syncs: u32, passes: u32) {
     let mut lines = vec![
-        mkfs.to_string(),
+        format!(
+            r#"{{"op":"mkfs","block_size":1024,"blocks_per_segment":64,"nsegments":{nsegments},"r_segments_percentage":5,"dot_nilfs":false,"clock":1000000000000,"out":"ok"}}"#
+        ),
         r#"{"op":"mount","ro":false,"out":"ok"}"#.to_string(),
         r#"{"op":"create","path":"/f","perm":420,"excl":false,"out":"ok"}"#.to_string(),
     ];
-    for i in 0..9 {
+    for i in 0..syncs {
         lines.push(format!(
             r#"{{"op":"write","path":"/f","offset":{i},"data":{{"text":"x"}},"out":{{"written":1}}}}"#
         ));
         lines.push(r#"{"op":"sync","out":"ok"}"#.to_string());
+    }
+    for _ in 0..passes {
+        lines.push(r#"{"op":"clean","protection_s":0,"out":"ok"}"#.to_string());
     }
     let enospc = Outcome::Err(nilfs_model::Errno::ENOSPC);
     let create = |p: &str| format!(r#"{{"op":"create","path":"{p}","perm":420,"excl":false}}"#);
@@ -549,34 +561,7 @@ fn the_bound_on_a_sequential_line_gives_unknown() {
 /// in the one-thread trace.
 #[test]
 fn cleaner_passes_count_towards_a_full_device() {
-    let mkfs = r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":64,"nsegments":25,"r_segments_percentage":5,"dot_nilfs":false,"clock":1000000000000,"out":"ok"}"#;
-    let mut lines = vec![
-        mkfs.to_string(),
-        r#"{"op":"mount","ro":false,"out":"ok"}"#.to_string(),
-        r#"{"op":"create","path":"/f","perm":420,"excl":false,"out":"ok"}"#.to_string(),
-    ];
-    for i in 0..5 {
-        lines.push(format!(
-            r#"{{"op":"write","path":"/f","offset":{i},"data":{{"text":"x"}},"out":{{"written":1}}}}"#
-        ));
-        lines.push(r#"{"op":"sync","out":"ok"}"#.to_string());
-    }
-    for _ in 0..4 {
-        lines.push(r#"{"op":"clean","protection_s":0,"out":"ok"}"#.to_string());
-    }
-    let enospc = Outcome::Err(nilfs_model::Errno::ENOSPC);
-    let create = |p: &str| format!(r#"{{"op":"create","path":"{p}","perm":420,"excl":false}}"#);
-    let trace = lines.join("\n")
-        + "\n"
-        + &seq(&create("/a"), &enospc)
-        + "\n"
-        + &seq(&create("/b"), &enospc)
-        + "\n";
-    nilfs_model::check_trace_str(&trace).unwrap_or_else(|r| panic!("the trace: {r}"));
-    lines.push(worker(0, 100, Some(300), &create("/a"), Some(&enospc)));
-    lines.push(worker(1, 200, Some(400), &create("/b"), Some(&enospc)));
-    let h = lines.join("\n") + "\n";
-    check_history(&h, Options::default()).unwrap_or_else(|r| panic!("the history: {r}"));
+    racing_creates_may_both_be_refused(25, 5, 4);
 }
 
 /// postmortem (a mutant of `torn_reads`, 2026-12-06): the splice of a

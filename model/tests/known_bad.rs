@@ -42,6 +42,14 @@ fn accepted_and_rejected_with(lines: &[String], i: usize, wrong: &str) {
     assert_eq!(r.line, line_of(i), "{r}");
 }
 
+/// `good` is accepted and `bad`, the same operations at another clock,
+/// is rejected at line `i` of `bad` (as [`line_of`] counts).
+fn accepted_and_rejected_at(good: &[String], bad: &[String], i: usize) {
+    check_trace_str(&trace(good)).unwrap_or_else(|r| panic!("{r}"));
+    let r = check_trace_str(&trace(bad)).expect_err("the other clock is accepted too");
+    assert_eq!(r.line, line_of(i), "{r}");
+}
+
 fn op(json: &str, out: &str) -> String {
     format!(r#"{{{json},"out":{out}}}"#)
 }
@@ -303,9 +311,8 @@ fn a_crash_after_fsync_loses_a_later_change_only_if_the_timer_can_have_run() {
             op(r#""op":"lstat","path":"/g""#, &err("ENOENT")),
         ]
     };
-    check_trace_str(&trace(&lines(6_000_000_000))).unwrap_or_else(|r| panic!("{r}"));
-    let r = check_trace_str(&trace(&lines(1_000_000_000))).expect_err("no timer within 1 s");
-    assert_eq!(r.line, line_of(7), "{r}");
+    // No timer within 1 s.
+    accepted_and_rejected_at(&lines(6_000_000_000), &lines(1_000_000_000), 7);
 }
 
 /// A crash after the log writer's timer may have written a checkpoint of
@@ -488,9 +495,8 @@ fn the_timers_interval_starts_at_the_first_change_it_left_pending() {
             op(r#""op":"lstat","path":"/y""#, &err("ENOENT")),
         ]
     };
-    check_trace_str(&trace(&lines(9_700_000_000))).unwrap_or_else(|r| panic!("{r}"));
-    let r = check_trace_str(&trace(&lines(9_000_000_000))).expect_err("no timer by 10 s");
-    assert_eq!(r.line, line_of(11), "{r}");
+    // No timer by 10 s.
+    accepted_and_rejected_at(&lines(9_700_000_000), &lines(9_000_000_000), 11);
 }
 
 /// unlink and rmdir pass `vacancy_check = 0` to `nilfs_transaction_begin`:

@@ -131,23 +131,32 @@ impl Envelope {
 mod tests {
     use super::*;
 
-    /// The envelope after k lines is every state a crash there may leave,
-    /// each once: a file written and left pending may be lost or kept.
-    #[test]
-    fn the_envelope_holds_each_crash_state_once() {
-        let trace = concat!(
+    /// A trace of a fresh 1 KiB file system, mounted, then `lines`.
+    fn trace(lines: &[&str]) -> String {
+        let mut t = concat!(
             r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":256,"nsegments":64,"out":"ok"}"#,
             "\n",
             r#"{"op":"mount","ro":false,"out":"ok"}"#,
             "\n",
+        )
+        .to_string();
+        for l in lines {
+            t.push_str(l);
+            t.push('\n');
+        }
+        t
+    }
+
+    /// The envelope after k lines is every state a crash there may leave,
+    /// each once: a file written and left pending may be lost or kept.
+    #[test]
+    fn the_envelope_holds_each_crash_state_once() {
+        let trace = trace(&[
             r#"{"op":"create","path":"/f","out":"ok"}"#,
-            "\n",
             r#"{"op":"clock","now":6000000000,"out":"ok"}"#,
-            "\n",
             r#"{"op":"mkdir","path":"/d","perm":493,"out":"ok"}"#,
-            "\n",
-        );
-        let env = Envelope::new(trace, &[]).expect("the model accepts it");
+        ]);
+        let env = Envelope::new(&trace, &[]).expect("the model accepts it");
         let all = env.crashed(env.len());
         let lives: std::collections::BTreeSet<&Vec<String>> = all.iter().map(|a| &a.live).collect();
         // Neither change, the create alone (the timer's), or both.
@@ -163,13 +172,8 @@ mod tests {
     /// A mark's words say which line was in flight.
     #[test]
     fn a_mark_is_described_by_the_line_in_flight() {
-        let trace = concat!(
-            r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":256,"nsegments":64,"out":"ok"}"#,
-            "\n",
-            r#"{"op":"mount","ro":false,"out":"ok"}"#,
-            "\n",
-        );
-        let env = Envelope::new(trace, &[1]).unwrap();
+        let trace = trace(&[]);
+        let env = Envelope::new(&trace, &[1]).unwrap();
         let d = env.describe(Progress::Op(1));
         assert!(
             d.contains("line 2 in flight") && d.contains(r#""op":"mount""#),
@@ -183,13 +187,8 @@ mod tests {
     /// A mark past the trace's last line is the runner's error.
     #[test]
     fn a_mark_past_the_trace_is_an_error() {
-        let trace = concat!(
-            r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":256,"nsegments":64,"out":"ok"}"#,
-            "\n",
-            r#"{"op":"mount","ro":false,"out":"ok"}"#,
-            "\n",
-        );
-        let env = Envelope::new(trace, &[]).unwrap();
+        let trace = trace(&[]);
+        let env = Envelope::new(&trace, &[]).unwrap();
         assert_eq!(env.prefixes(Progress::Op(1)), Ok(vec![1, 2]));
         assert!(env.prefixes(Progress::Op(2)).is_err());
         assert_eq!(env.prefixes(Progress::End), Ok(vec![2]));

@@ -655,9 +655,7 @@ mod tests {
         w.lines = [w.lines[0].clone()].into_iter().chain(lines).collect();
         let (base, log, trace) = record_ours(&w).expect("our write path runs it");
         let dev = base.duplicate();
-        for x in log.entries.iter().filter(|x| x.changes_device()) {
-            dev.write_at(x.sector * 512, &x.data).expect("replay");
-        }
+        log_writes::replay_all(&log, &dev).expect("replay");
         {
             let n = nilfs::the_nilfs::Nilfs::open(&dev).expect("open");
             let mut fs = nilfs::fs::Fs::mount(&n, 0).expect("mount");

@@ -32,4 +32,6 @@ mod replay;
 
 pub use format::{Log, END_MARK};
 pub use recorder::Recorder;
+#[cfg(test)]
+pub use replay::replay_all;
 pub use replay::{crash_states, CrashState, Sampling, StateKind};
