@@ -523,9 +523,10 @@ mod tests {
         let w = Workload::generated(5, 30, None, features());
         let r = run_one(&w, &work, &grub);
         std::fs::remove_dir_all(&work).unwrap();
-        let (cmp, problems) = r.expect("GRUB runs");
-        assert_eq!(problems, Vec::new());
-        assert!(cmp.same >= 2, "{} entries as expected", cmp.same);
+        let v = &grub.version;
+        let (cmp, problems) = r.unwrap_or_else(|e| panic!("GRUB {v}: {e}"));
+        assert_eq!(problems, Vec::new(), "GRUB {v}");
+        assert!(cmp.same >= 2, "GRUB {v}: {} entries as expected", cmp.same);
         assert_eq!(
             cmp.listing.lines().count(),
             cmp.same + cmp.explained.values().sum::<usize>()
