@@ -13,7 +13,9 @@
 //! append `-- --scale 16` to divide every size by 16, and `--profile` to
 //! run the phases alone (no memcpy baseline, no warm-up) under a profiler;
 //! `--only seq`, `--only small` or `--only over` runs one phase on the
-//! pre-faulted dense device three times, with nothing else.
+//! pre-faulted dense device three times, with nothing else; with
+//! `--only small`, `--dirs N` sets the directories of 1,000 files
+//! (`--dirs 1000`: a million files).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -310,7 +312,14 @@ fn write_small_files(fs: &mut Fs<'_>, dirs: u64) -> (Duration, Vec<Duration>, u6
             fs.write(i, 0, &data[..len]).expect("write");
             bytes += len as u64;
         }
+        let mark_it = std::env::var("DIRT").is_ok() && d == 65;
+        if mark_it {
+            std::thread::sleep(Duration::from_millis(80));
+        }
         fs.sync().expect("sync");
+        if mark_it {
+            std::thread::sleep(Duration::from_millis(80));
+        }
         // A tenth ends where (d + 1) / dirs passes the next tenth: ten
         // of them for any count of ten directories or more.
         if (d + 1) * 10 / dirs > tenths.len() as u64 {
@@ -324,7 +333,11 @@ fn write_small_files(fs: &mut Fs<'_>, dirs: u64) -> (Duration, Vec<Duration>, u6
 /// Phase (3)'s small files on a fresh file system on a pre-faulted
 /// `DenseDevice`: (time, files, time per tenth).
 fn small_files_on_dense(dirs: u64) -> (Duration, u64, Vec<Duration>) {
-    let bytes = (dirs * FILES_PER_DIR * 3 * 4096).max(256 * MIB) + 64 * MIB;
+    // One data block a file, with room for its inode, DAT entry, B-tree
+    // and the logs' summaries and metadata blocks: 3 blocks a file up to
+    // 100,000 files, 1.5 beyond (the extra per file is far below a block).
+    let per_file = if dirs <= 100 { 3 * 4096 } else { 3 * 4096 / 2 };
+    let bytes = (dirs * FILES_PER_DIR * per_file).max(256 * MIB) + 64 * MIB;
     let (t, tenths, _) = on_dense(bytes, |fs, _| write_small_files(fs, dirs));
     (t, dirs * FILES_PER_DIR, tenths)
 }
@@ -543,6 +556,13 @@ fn main() {
         .map(|s| s.parse::<u64>().expect("--scale N"))
         .unwrap_or(1)
         .max(1);
+    // --dirs N: the small files' directory count for `--only small`
+    // (1,000 files each), instead of 100 / scale.
+    let dirs = args
+        .iter()
+        .position(|a| a == "--dirs")
+        .and_then(|p| args.get(p + 1))
+        .map(|s| s.parse::<u64>().expect("--dirs N").max(1));
     // --profile: the phases alone, without the memcpy baseline and the
     // warm-up, so that a profiler sees only the file system.
     let profile = args.iter().any(|a| a == "--profile");
@@ -570,7 +590,7 @@ fn main() {
                     );
                 }
                 "small" => {
-                    let (t, n, tenths) = small_files_on_dense((100 / scale).max(1));
+                    let (t, n, tenths) = small_files_on_dense(dirs.unwrap_or((100 / scale).max(1)));
                     let tenths: Vec<String> = tenths
                         .iter()
                         .map(|d| format!("{:.3}", d.as_secs_f64()))
