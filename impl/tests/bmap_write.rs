@@ -1073,3 +1073,52 @@ fn large_dense_and_sparse() {
         m.check();
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// A copy of a mapping (what a savepoint keeps) maps what the mapping
+    /// mapped when it was copied, whatever the mapping goes through
+    /// after (inserts that split nodes, deletes that merge them, logs
+    /// written), and the mapping is untouched by changes to the copy. The
+    /// copy shares the node table and the nodes until one side changes
+    /// them, so this is what that sharing must uphold.
+    #[test]
+    fn a_copy_is_a_snapshot_whatever_either_side_does_after(
+        keys in prop::collection::btree_set(0u64..3000, 1..400),
+        changes in prop::collection::vec((0u64..3000, any::<bool>(), 0u8..8), 0..300),
+    ) {
+        let (mut map, mut disk, mut syncer) = synced_map(1024, keys.iter().copied());
+        let snapshot = map.clone();
+        let mut copy = map.clone();
+        let mut copy_disk = disk.clone();
+        let mut live: BTreeMap<u64, u64> = keys.iter().map(|&k| (k, data_ptr(k, 0))).collect();
+        for (k, insert, sync) in changes {
+            if insert && !live.contains_key(&k) {
+                map.insert(k, data_ptr(k, 1), &mut disk).expect("insert");
+                live.insert(k, data_ptr(k, 1));
+            } else if !insert && live.remove(&k).is_some() {
+                map.delete(k, &mut disk).expect("delete");
+            }
+            if sync == 0 {
+                syncer.sync(&mut map, &mut disk);
+            }
+        }
+        for k in 0..3000u64 {
+            prop_assert_eq!(
+                copy.lookup(k, &mut copy_disk).expect("copy lookup"),
+                keys.contains(&k).then(|| data_ptr(k, 0)),
+                "the copy at key {}", k
+            );
+        }
+        // And the other way: the copy changes, the mapping does not.
+        let mut map_disk = disk.clone();
+        for &k in keys.iter().take(50) {
+            copy.delete(k, &mut copy_disk).expect("copy delete");
+        }
+        for k in 0..3000u64 {
+            let want = live.get(&k).copied();
+            prop_assert_eq!(map.lookup(k, &mut map_disk).expect("lookup"), want, "key {}", k);
+        }
+        drop(snapshot);
+    }
+}

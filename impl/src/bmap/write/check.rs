@@ -44,12 +44,13 @@ impl Bmap {
         // (dirty, written at) of every node in memory before the walk; nodes
         // the walk loads are clean and written.
         let mem: BTreeMap<NodeId, (bool, Option<u64>)> = self
+            .nodes
             .by_ptr
             .values()
             .map(|&id| (id, (self.node(id).dirty, self.node(id).disk)))
             .collect();
         let state = |id: &NodeId| mem.get(id).copied().unwrap_or((false, Some(0)));
-        let by_ptr = self.by_ptr.clone();
+        let by_ptr = self.nodes.by_ptr.clone();
         self.walk(src, &mut |loc, bt, parent| {
             let level = usize::from(bt.level);
             let n = usize::from(bt.nchildren);

@@ -59,9 +59,7 @@ impl Bmap {
                     }
                 }
                 // bop_clear: nothing of the tree remains in memory.
-                self.arena.clear();
-                self.free_ids.clear();
-                self.by_ptr.clear();
+                self.nodes = StdArc::default();
                 self.root = Root::Direct { header, ptrs };
                 Ok(out)
             }

@@ -141,6 +141,7 @@ impl Bmap {
     /// one list per level, each sorted by first key; levels ascending).
     pub fn dirty_nodes(&self) -> Vec<DirtyNode> {
         let mut out: Vec<DirtyNode> = self
+            .nodes
             .by_ptr
             .values()
             .map(|&id| (id, self.node(id)))
@@ -169,6 +170,7 @@ impl Bmap {
     /// `nilfs_btree_commit_update_v` makes at propagation time.
     pub fn assign(&mut self, id: NodeId, new_ptr: u64) -> Result<Option<u64>> {
         let node = self
+            .nodes
             .arena
             .get(id.0 as usize)
             .and_then(Option::as_ref)
@@ -183,7 +185,7 @@ impl Bmap {
                 }
             )));
         }
-        if new_ptr == 0 || new_ptr & TEMP_PTR_BIT != 0 || self.by_ptr.contains_key(&new_ptr) {
+        if new_ptr == 0 || new_ptr & TEMP_PTR_BIT != 0 || self.nodes.by_ptr.contains_key(&new_ptr) {
             return Err(Error::Invalid(format!(
                 "bmap: cannot assign pointer {new_ptr:#x}"
             )));
@@ -203,8 +205,9 @@ impl Bmap {
         if ploc == Loc::Root {
             self.bmap_dirty = true;
         }
-        self.by_ptr.remove(&slot);
-        self.by_ptr.insert(new_ptr, id);
+        let nodes = self.nodes_mut();
+        nodes.by_ptr.remove(&slot);
+        nodes.by_ptr.insert(new_ptr, id);
         let node = self.node_mut(id);
         node.slot = new_ptr;
         node.assigned = true;
@@ -226,11 +229,15 @@ impl Bmap {
                 d.level, d.first_key
             )));
         }
-        for node in self.arena.iter_mut().flatten() {
-            if node.dirty || node.assigned {
-                let node = StdArc::make_mut(node);
-                node.dirty = false;
-                node.assigned = false;
+        // A mapping with nothing dirty leaves a shared node table shared.
+        let marked = |n: &Node| n.dirty || n.assigned;
+        if self.nodes.arena.iter().flatten().any(|n| marked(n)) {
+            for node in self.nodes_mut().arena.iter_mut().flatten() {
+                if marked(node) {
+                    let node = StdArc::make_mut(node);
+                    node.dirty = false;
+                    node.assigned = false;
+                }
             }
         }
         self.assigning = false;
@@ -242,6 +249,7 @@ impl Bmap {
     /// stale slots holding a temporary pointer are written as 0.
     pub fn encode_node(&self, id: NodeId) -> Result<Vec<u8>> {
         let node = self
+            .nodes
             .arena
             .get(id.0 as usize)
             .and_then(Option::as_ref)
@@ -287,7 +295,7 @@ impl Bmap {
     /// The node's level, first key and current slot pointer (for tests and
     /// the segment constructor's binfo).
     pub fn node_info(&self, id: NodeId) -> Option<(u8, u64, u64)> {
-        let n = self.arena.get(id.0 as usize)?.as_ref()?;
+        let n = self.nodes.arena.get(id.0 as usize)?.as_ref()?;
         Some((n.bt.level, n.bt.keys[0], n.slot))
     }
 }

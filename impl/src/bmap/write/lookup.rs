@@ -203,7 +203,7 @@ impl Bmap {
         }
         if let Some(bt) = hint
             .0
-            .and_then(|id| self.arena.get(id.0 as usize))
+            .and_then(|id| self.nodes.arena.get(id.0 as usize))
             .and_then(|n| n.as_deref())
             .map(|n| &n.bt)
         {

@@ -260,14 +260,12 @@ pub struct Bmap {
     block_size: u32,
     ncmax: usize,
     root: Root,
-    /// Nodes shared copy-on-write (`StdArc::make_mut`), so that a copy of
-    /// the mapping (a savepoint before every operation) costs a pointer a
-    /// node, not a block.
-    arena: Vec<Option<StdArc<Node>>>,
-    free_ids: Vec<u32>,
-    /// Slot value → node, for every node in memory (the btnode cache's key;
-    /// hashed as that cache is, and never walked in order).
-    by_ptr: FxHashMap<u64, NodeId>,
+    /// The nodes in memory, shared copy-on-write twice over: a copy of
+    /// the mapping (a savepoint before every operation) costs one pointer,
+    /// whatever the tree's size; its first change copies a pointer a node
+    /// (`StdArc::make_mut` of the [`Nodes`]), and a node's first change
+    /// copies that block.
+    nodes: StdArc<Nodes>,
     next_temp: u64,
     /// `nilfs_bmap_dirty`: the root (`i_bmap`) must be written back.
     bmap_dirty: bool,
@@ -278,6 +276,16 @@ pub struct Bmap {
     /// next one's sequential target. `None` is `NILFS_BMAP_INVALID_PTR`,
     /// which `nilfs_bmap_read` sets whenever a mapping is loaded.
     last_allocated: Option<(u64, u64)>,
+}
+
+/// The nodes a [`Bmap`] holds in memory, and how to find them.
+#[derive(Clone, Debug, Default)]
+struct Nodes {
+    arena: Vec<Option<StdArc<Node>>>,
+    free_ids: Vec<u32>,
+    /// Slot value → node, for every node in memory (the btnode cache's key;
+    /// hashed as that cache is, and never walked in order).
+    by_ptr: FxHashMap<u64, NodeId>,
 }
 
 // ---------------------------------------------------------------------------
@@ -385,9 +393,7 @@ impl Bmap {
             block_size,
             ncmax: node_ncmax(block_size),
             root,
-            arena: Vec::new(),
-            free_ids: Vec::new(),
-            by_ptr: FxHashMap::default(),
+            nodes: StdArc::default(),
             next_temp: 0,
             bmap_dirty: false,
             assigning: false,
@@ -413,6 +419,6 @@ impl Bmap {
 
     /// Node blocks currently held in memory.
     pub fn nodes_in_memory(&self) -> usize {
-        self.by_ptr.len()
+        self.nodes.by_ptr.len()
     }
 }

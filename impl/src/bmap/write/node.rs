@@ -6,18 +6,27 @@ use super::*;
 
 impl Bmap {
     pub(super) fn node(&self, id: NodeId) -> &Node {
-        self.arena[id.0 as usize]
+        self.nodes.arena[id.0 as usize]
             .as_deref()
             .unwrap_or_else(|| panic!("bmap: node {id:?} was released"))
     }
 
     /// Whether `id` names a node the arena holds (not released).
     pub(super) fn is_held(&self, id: NodeId) -> bool {
-        self.arena.get(id.0 as usize).is_some_and(Option::is_some)
+        self.nodes
+            .arena
+            .get(id.0 as usize)
+            .is_some_and(Option::is_some)
+    }
+
+    /// The node table, to change it: copied first if a copy of the
+    /// mapping (a savepoint) still shares it.
+    pub(super) fn nodes_mut(&mut self) -> &mut Nodes {
+        StdArc::make_mut(&mut self.nodes)
     }
 
     pub(super) fn node_mut(&mut self, id: NodeId) -> &mut Node {
-        self.arena[id.0 as usize]
+        self.nodes_mut().arena[id.0 as usize]
             .as_mut()
             .map(StdArc::make_mut)
             .unwrap_or_else(|| panic!("bmap: node {id:?} was released"))
@@ -59,7 +68,7 @@ impl Bmap {
     pub(super) fn two_mut(&mut self, a: Loc, b: Loc) -> (&mut BtreeNode, &mut BtreeNode) {
         match (a, b) {
             (Loc::Root, Loc::Node(id)) | (Loc::Node(id), Loc::Root) => {
-                let node = self.arena[id.0 as usize]
+                let node = StdArc::make_mut(&mut self.nodes).arena[id.0 as usize]
                     .as_mut()
                     .map(StdArc::make_mut)
                     .unwrap_or_else(|| panic!("bmap: node {id:?} was released"));
@@ -75,7 +84,7 @@ impl Bmap {
             (Loc::Node(x), Loc::Node(y)) => {
                 let (i, j) = (x.0 as usize, y.0 as usize);
                 assert!(i != j, "bmap: a node moved onto itself");
-                let (lo, hi) = self.arena.split_at_mut(i.max(j));
+                let (lo, hi) = self.nodes_mut().arena.split_at_mut(i.max(j));
                 let (p, q) = (
                     lo[i.min(j)].as_mut().map(StdArc::make_mut),
                     hi[0].as_mut().map(StdArc::make_mut),
@@ -95,12 +104,13 @@ impl Bmap {
     }
 
     pub(super) fn alloc_id(&mut self, node: Node) -> NodeId {
-        if let Some(i) = self.free_ids.pop() {
-            self.arena[i as usize] = Some(StdArc::new(node));
+        let nodes = self.nodes_mut();
+        if let Some(i) = nodes.free_ids.pop() {
+            nodes.arena[i as usize] = Some(StdArc::new(node));
             NodeId(i)
         } else {
-            self.arena.push(Some(StdArc::new(node)));
-            NodeId((self.arena.len() - 1) as u32)
+            nodes.arena.push(Some(StdArc::new(node)));
+            NodeId((nodes.arena.len() - 1) as u32)
         }
     }
 
@@ -117,18 +127,19 @@ impl Bmap {
             dirty: true,
             assigned: false,
         });
-        self.by_ptr.insert(slot, id);
+        self.nodes_mut().by_ptr.insert(slot, id);
         id
     }
 
     /// Drop a node removed from the tree (`nilfs_btnode_delete`); returns
     /// where it had been written, if anywhere.
     pub(super) fn release(&mut self, id: NodeId) -> Option<u64> {
-        let node = self.arena[id.0 as usize]
+        let nodes = self.nodes_mut();
+        let node = nodes.arena[id.0 as usize]
             .take()
             .unwrap_or_else(|| panic!("bmap: node {id:?} released twice"));
-        self.by_ptr.remove(&node.slot);
-        self.free_ids.push(id.0);
+        nodes.by_ptr.remove(&node.slot);
+        nodes.free_ids.push(id.0);
         node.disk
     }
 
@@ -141,7 +152,7 @@ impl Bmap {
         level: usize,
         src: &mut dyn NodeSource,
     ) -> Result<NodeId> {
-        if let Some(&id) = self.by_ptr.get(&ptr) {
+        if let Some(&id) = self.nodes.by_ptr.get(&ptr) {
             let have = self.node(id).bt.level;
             if usize::from(have) != level {
                 return Err(corrupt(format!(
@@ -180,7 +191,7 @@ impl Bmap {
             dirty: false,
             assigned: false,
         });
-        self.by_ptr.insert(ptr, id);
+        self.nodes_mut().by_ptr.insert(ptr, id);
         Ok(id)
     }
 }
