@@ -46,7 +46,9 @@ fn errno<T>(r: &nilfs::Result<T>) -> Option<Errno> {
 
 const EPG: u64 = 8192; // 1 KiB blocks
 const EPB: u64 = 32; // 32-byte entries
-const NGROUPS: u64 = 2;
+/// Four groups: runs of full groups for the search to pass over, before
+/// and after the target's.
+const NGROUPS: u64 = 4;
 
 #[derive(Clone, Debug)]
 enum POp {
@@ -59,7 +61,8 @@ enum POp {
         target: u64,
         wrap: bool,
     },
-    /// Allocate every entry of a group except those `== 0 mod keep`.
+    /// Allocate every entry of a group except those `== 0 mod keep`
+    /// (every entry when `keep` is 0: a full group).
     Fill {
         group: u64,
         keep: u16,
@@ -79,15 +82,17 @@ fn pop() -> impl Strategy<Value = POp> {
     let target = prop_oneof![
         0..40u64,
         EPG - 40..EPG + 40,
-        2 * EPG - 40..2 * EPG + 5,
-        0..2 * EPG
+        2 * EPG - 40..2 * EPG + 40,
+        NGROUPS * EPG - 40..NGROUPS * EPG + 5,
+        0..NGROUPS * EPG
     ];
     prop_oneof![
         4 => (target.clone(), any::<bool>(), 1..40u8).prop_map(|(target, wrap, n)| POp::Alloc { target, wrap, n }),
         1 => (target, any::<bool>()).prop_map(|(target, wrap)| POp::AbortAlloc { target, wrap }),
         1 => (0..NGROUPS, 1..400u16).prop_map(|(group, keep)| POp::Fill { group, keep }),
+        1 => (0..NGROUPS).prop_map(|group| POp::Fill { group, keep: 0 }),
         2 => any::<usize>().prop_map(|pick| POp::Free { pick }),
-        1 => (0..2 * EPG).prop_map(|nr| POp::FreeBad { nr }),
+        1 => (0..NGROUPS * EPG).prop_map(|nr| POp::FreeBad { nr }),
         2 => prop::collection::vec(any::<usize>(), 1..80).prop_map(|picks| POp::Batch { picks }),
     ]
 }
@@ -193,7 +198,8 @@ fn palloc_matches_a_set() {
                     }
                     POp::Fill { group, keep } => {
                         for nr in group * EPG..(group + 1) * EPG {
-                            if nr % u64::from(keep) != 0 && !model.contains(&nr) {
+                            let kept = keep != 0 && nr % u64::from(keep) == 0;
+                            if !kept && !model.contains(&nr) {
                                 alloc_one(&mut p, &mut model, nr, false)?;
                             }
                         }
