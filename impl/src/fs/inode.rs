@@ -192,9 +192,10 @@ impl Inodes {
             let Some(i) = self.order.pop_front() else {
                 break;
             };
-            let Some(f) = self.files.get(&i) else {
+            let Entry::Occupied(e) = self.files.entry(i) else {
                 continue; // gone already (unlinked and released)
             };
+            let f = e.get();
             let idle = !self.on_dirty_list.contains(&i)
                 && !f.needs_write()
                 && !f.pages_dirty
@@ -202,7 +203,7 @@ impl Inodes {
                 && f.atime_ns.is_none()
                 && !self.open.contains_key(&i);
             if idle {
-                self.files.remove(&i);
+                e.remove();
                 self.recount.remove(&i);
                 self.counted.remove(&i);
             } else {

@@ -59,7 +59,7 @@ impl Bmap {
                     }
                 }
                 // bop_clear: nothing of the tree remains in memory.
-                self.nodes = StdArc::default();
+                self.nodes = Nodes::none();
                 self.root = Root::Direct { header, ptrs };
                 Ok(out)
             }

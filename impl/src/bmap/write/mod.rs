@@ -288,6 +288,16 @@ struct Nodes {
     by_ptr: FxHashMap<u64, NodeId>,
 }
 
+impl Nodes {
+    /// An empty table, shared by every mapping that holds no node (most
+    /// files: a direct map), so that making or dropping one allocates
+    /// nothing; the first node makes a table of its own.
+    fn none() -> StdArc<Nodes> {
+        static NONE: std::sync::OnceLock<StdArc<Nodes>> = std::sync::OnceLock::new();
+        StdArc::clone(NONE.get_or_init(StdArc::default))
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Node primitives: the kernel's memmove-based edits, on any node (root or
 // block). Their preconditions are internal invariants, guaranteed by the
@@ -393,7 +403,7 @@ impl Bmap {
             block_size,
             ncmax: node_ncmax(block_size),
             root,
-            nodes: StdArc::default(),
+            nodes: Nodes::none(),
             next_temp: 0,
             bmap_dirty: false,
             assigning: false,
