@@ -630,3 +630,46 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod group_search_tests {
+    use super::Palloc;
+    use crate::format::palloc::PallocGeometry;
+    use crate::mdt::Mdt;
+
+    /// Allocate every entry of `group`.
+    fn fill(p: &mut Palloc<'_>, group: u64) {
+        let epg = p.geometry().entries_per_group();
+        for nr in group * epg..(group + 1) * epg {
+            let req = p.prepare_alloc(nr, false).expect("room in the group");
+            assert_eq!(p.commit_alloc(req), nr);
+        }
+    }
+
+    /// The full groups passed over in one look stop at the end of their
+    /// descriptor block: the next block's groups have descriptors of
+    /// their own. Groups 0 and 255 full, 256 empty, with 1 KiB blocks
+    /// (256 groups a descriptor block): from group 255 the search lands
+    /// on group 256's first entry. Reading on past the block would take
+    /// group 0's descriptor (full) for group 256's and skip it.
+    #[test]
+    fn the_search_passes_over_full_groups_one_descriptor_block_at_a_time() {
+        let geo = PallocGeometry::new(1024, 32).expect("geometry");
+        assert_eq!(geo.groups_per_desc_block(), 256);
+        let epg = geo.entries_per_group();
+        let mut p = Palloc::new(Mdt::empty(1024), geo).with_max_groups(300);
+        fill(&mut p, 0);
+        fill(&mut p, 255);
+        let req = p
+            .prepare_alloc(255 * epg, false)
+            .expect("group 256 is free");
+        assert_eq!(req.entry_nr(), 256 * epg);
+        let _ = p.commit_alloc(req);
+        // And from group 254 (free, in the first block): its own entry.
+        let req = p
+            .prepare_alloc(254 * epg + 7, false)
+            .expect("group 254 is free");
+        assert_eq!(req.entry_nr(), 254 * epg + 7);
+        let _ = p.commit_alloc(req);
+    }
+}
