@@ -737,11 +737,42 @@ mod tests {
             fs.create(ino::ROOT, name.as_bytes(), 0o644)
                 .expect("create");
             fs.unlink(ino::ROOT, name.as_bytes()).expect("unlink");
+            let (order, files) = (fs.inodes.order.len(), fs.inodes.files.len());
+            assert!(
+                order <= 2 * files + 1024,
+                "{order} entries for {files} files at {n}"
+            );
         }
-        let (order, files) = (fs.inodes.order.len(), fs.inodes.files.len());
+    }
+
+    /// An operation that fails puts back a file it evicted; that file
+    /// must still have its place in the eviction order, so the order is
+    /// not compacted while the operation's journal runs.
+    #[test]
+    fn a_file_an_operation_evicted_and_put_back_keeps_its_place() {
+        use super::{FileState, Inodes};
+        use crate::bmap::write::Bmap;
+        use crate::format::inode::Inode;
+        let file = || {
+            FileState::new(
+                Inode::default(),
+                Bmap::new_empty(4096).expect("bmap"),
+                false,
+            )
+        };
+        let mut inodes = Inodes::default();
+        inodes.insert(Ino(11), file());
+        inodes.begin_journal();
+        inodes.evict(Ino(11));
+        for n in 0..3000 {
+            inodes.insert(Ino(100 + n), file());
+            inodes.evict(Ino(100 + n));
+        }
+        inodes.roll_back();
+        assert!(inodes.contains(Ino(11)), "the rollback puts the file back");
         assert!(
-            order <= 2 * files + 1024,
-            "{order} entries for {files} files"
+            inodes.order.contains(&Ino(11)),
+            "and it can still be let go"
         );
     }
 }
