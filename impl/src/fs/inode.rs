@@ -743,6 +743,20 @@ mod tests {
                 "{order} entries for {files} files at {n}"
             );
         }
+        // Many inode numbers gone at once: 3,000 files, then all unlinked.
+        let names: Vec<String> = (0..3000).map(|n| format!("u{n}")).collect();
+        for name in &names {
+            fs.create(ino::ROOT, name.as_bytes(), 0o644)
+                .expect("create");
+        }
+        for name in &names {
+            fs.unlink(ino::ROOT, name.as_bytes()).expect("unlink");
+            let (order, files) = (fs.inodes.order.len(), fs.inodes.files.len());
+            assert!(
+                order <= 2 * files + 1024,
+                "{order} entries for {files} files after {name}"
+            );
+        }
     }
 
     /// An operation that fails puts back a file it evicted; that file
