@@ -685,6 +685,20 @@ mod tests {
             "{:?}",
             c.unexplained
         );
+        // So is a special file listed as anything but typeless.
+        let c = compare(
+            &e,
+            &grub(&[
+                ("/fifo", Some("e3b0  0  /fifo")),
+                ("/dangling", Some("SPECIAL  -  /dangling")),
+            ]),
+            true,
+        );
+        assert!(
+            c.unexplained.len() == 1 && c.unexplained[0].starts_with("differs: /fifo"),
+            "{:?}",
+            c.unexplained
+        );
         // 2.12 leaving it out is a difference, not G4.
         let c = compare(&e, &grub(&[]), true);
         assert!(
