@@ -183,11 +183,6 @@ impl Construction<'_> {
     pub fn flags(&self) -> Flags {
         self.flags
     }
-
-    /// Whether it is the cleaner's (`SS_GC` logs, `sr_nongc_ctime` kept).
-    pub fn is_gc(&self) -> bool {
-        self.gc.is_some()
-    }
 }
 
 /// The sufile as the layout's segment source.
