@@ -375,3 +375,42 @@ fn the_crash_law_holds_an_fsync_to_its_promise() {
         .expect_err("the fsync'd data was lost");
     assert!(e.contains("lost its data"), "{e}");
 }
+
+/// Law 4 fails on a change a read-only checkpoint mount reported done.
+/// A refused change that changed the checkpoint all the same is law 4's
+/// too, but law 1 (no checkpoint's view ever changes) sees it first.
+#[test]
+fn law_4_rejects_a_change_a_read_only_mount_let_through() {
+    let s = after(&fresh(), &create("/a"));
+    let (o, s) = step(&s, &Op::Mkcp { snapshot: true })[0]
+        .predicted()
+        .unwrap();
+    let Outcome::Cno(c) = o else { panic!("{o:?}") };
+    let s = after(
+        &s,
+        &Op::Mount {
+            cp: Some(c),
+            ro: true,
+        },
+    );
+    let write = |at| Op::Write {
+        append: false,
+        path: "/a".into(),
+        offset: 0,
+        data: Pattern::Text("x".into()),
+        at,
+    };
+    let w = write(Some(c));
+    let (out, next) = step(&s, &w)[0].predicted().unwrap();
+    check_transition(&s, &w, &out, &next, &mut Promises::default())
+        .expect("the model's own refusal");
+    let e = check_transition(&s, &w, &Outcome::Ok, &next, &mut Promises::default())
+        .expect_err("a write reported done");
+    assert!(e.starts_with("law 4"), "{e}");
+    let mut changed = next.clone();
+    let written = after(&s, &write(None)).live;
+    changed.checkpoints.get_mut(&c).expect("snapshot").ns = Some(written);
+    let e = check_transition(&s, &w, &out, &changed, &mut Promises::default())
+        .expect_err("the snapshot changed");
+    assert!(e.starts_with("law 1"), "{e}");
+}
