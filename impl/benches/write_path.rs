@@ -312,14 +312,7 @@ fn write_small_files(fs: &mut Fs<'_>, dirs: u64) -> (Duration, Vec<Duration>, u6
             fs.write(i, 0, &data[..len]).expect("write");
             bytes += len as u64;
         }
-        let mark_it = std::env::var("DIRT").is_ok() && d == 65;
-        if mark_it {
-            std::thread::sleep(Duration::from_millis(80));
-        }
         fs.sync().expect("sync");
-        if mark_it {
-            std::thread::sleep(Duration::from_millis(80));
-        }
         // A tenth ends where (d + 1) / dirs passes the next tenth: ten
         // of them for any count of ten directories or more.
         if (d + 1) * 10 / dirs > tenths.len() as u64 {
@@ -547,22 +540,19 @@ fn run(scale: u64, report: &Report) {
     );
 }
 
+/// The number after `flag` on the command line, if the flag is there.
+fn number_after(args: &[String], flag: &str) -> Option<u64> {
+    let p = args.iter().position(|a| a == flag)?;
+    let n = args.get(p + 1)?;
+    Some(n.parse().unwrap_or_else(|_| panic!("{flag} N")))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let scale = args
-        .iter()
-        .position(|a| a == "--scale")
-        .and_then(|p| args.get(p + 1))
-        .map(|s| s.parse::<u64>().expect("--scale N"))
-        .unwrap_or(1)
-        .max(1);
+    let scale = number_after(&args, "--scale").unwrap_or(1).max(1);
     // --dirs N: the small files' directory count for `--only small`
     // (1,000 files each), instead of 100 / scale.
-    let dirs = args
-        .iter()
-        .position(|a| a == "--dirs")
-        .and_then(|p| args.get(p + 1))
-        .map(|s| s.parse::<u64>().expect("--dirs N").max(1));
+    let dirs = number_after(&args, "--dirs").map(|n| n.max(1));
     // --profile: the phases alone, without the memcpy baseline and the
     // warm-up, so that a profiler sees only the file system.
     let profile = args.iter().any(|a| a == "--profile");

@@ -210,37 +210,24 @@ fn limits() {
     );
 }
 
-#[test]
-fn read_only_snapshot_mount_refuses_writes() {
-    let s = fresh();
-    let s = step(
-        &s,
-        &Op::Create {
-            path: "/a".into(),
-            perm: 0o644,
-            excl: false,
-            at: None,
-        },
-    )[0]
-    .predicted()
-    .unwrap()
-    .1;
+/// A state with the file /a, a snapshot of it, and that snapshot
+/// mounted read-only; and the snapshot's number.
+fn snapshot_mounted_read_only() -> (State, nilfs_model::Cno) {
+    let s = after(&fresh(), &create("/a"));
     let (o, s) = step(&s, &Op::Mkcp { snapshot: true })[0]
         .predicted()
         .unwrap();
-    let nilfs_model::Outcome::Cno(c) = o else {
-        panic!("{o:?}")
+    let Outcome::Cno(c) = o else { panic!("{o:?}") };
+    let mount = Op::Mount {
+        cp: Some(c),
+        ro: true,
     };
-    let s = step(
-        &s,
-        &Op::Mount {
-            cp: Some(c),
-            ro: true,
-        },
-    )[0]
-    .predicted()
-    .unwrap()
-    .1;
+    (after(&s, &mount), c)
+}
+
+#[test]
+fn read_only_snapshot_mount_refuses_writes() {
+    let (s, c) = snapshot_mounted_read_only();
     let w = Op::Write {
         append: false,
         path: "/a".into(),
@@ -381,18 +368,7 @@ fn the_crash_law_holds_an_fsync_to_its_promise() {
 /// too, but law 1 (no checkpoint's view ever changes) sees it first.
 #[test]
 fn law_4_rejects_a_change_a_read_only_mount_let_through() {
-    let s = after(&fresh(), &create("/a"));
-    let (o, s) = step(&s, &Op::Mkcp { snapshot: true })[0]
-        .predicted()
-        .unwrap();
-    let Outcome::Cno(c) = o else { panic!("{o:?}") };
-    let s = after(
-        &s,
-        &Op::Mount {
-            cp: Some(c),
-            ro: true,
-        },
-    );
+    let (s, c) = snapshot_mounted_read_only();
     let write = |at| Op::Write {
         append: false,
         path: "/a".into(),

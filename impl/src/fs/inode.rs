@@ -680,6 +680,14 @@ mod tests {
     use crate::mkfs::{mkfs, MkfsOptions};
     use crate::the_nilfs::Nilfs;
 
+    /// `test` on a fresh file system's mount.
+    fn on_a_fresh_mount(test: impl FnOnce(&mut Fs<'_>)) {
+        let dev = MemDevice::new(256 << 20);
+        mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
+        let nilfs = Nilfs::open(&dev).expect("open");
+        test(&mut Fs::mount(&nilfs, 1_800_000_000).expect("mount"));
+    }
+
     fn in_memory(fs: &Fs<'_>, inos: &[Ino]) -> Vec<bool> {
         inos.iter().map(|&i| fs.inodes.contains(i)).collect()
     }
@@ -689,37 +697,35 @@ mod tests {
     /// only enough go to leave seven eighths of the limit.
     #[test]
     fn the_oldest_idle_files_go_first_and_only_down_to_seven_eighths() {
-        let dev = MemDevice::new(256 << 20);
-        mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
-        let nilfs = Nilfs::open(&dev).expect("open");
-        let mut fs = Fs::mount(&nilfs, 1_800_000_000).expect("mount");
-        fs.set_inode_cache_limit(16);
-        let files: Vec<Ino> = (0..40)
-            .map(|n| {
+        on_a_fresh_mount(|fs| {
+            fs.set_inode_cache_limit(16);
+            let files: Vec<Ino> = (0..40)
+                .map(|n| {
+                    let name = format!("f{n:02}");
+                    fs.create(ino::ROOT, name.as_bytes(), 0o644)
+                        .expect("create")
+                })
+                .collect();
+            fs.open_file(files[0]).expect("open");
+            let before = fs.inodes.files.len();
+            assert!(before > 40, "root and the 40 files: {before}");
+            fs.sync().expect("sync");
+            assert_eq!(fs.inodes.files.len(), 14, "16 - 16 / 8 stay");
+            // The open file, then the newest: 13 of the 40 besides it.
+            let kept = in_memory(fs, &files);
+            assert!(kept[0], "the open file stays");
+            assert!(kept[27..].iter().all(|&k| k), "the newest stay: {kept:?}");
+            assert!(kept[1..27].iter().all(|&k| !k), "the oldest go: {kept:?}");
+            // Nothing was lost: the files read back from the ifile.
+            for (n, &i) in files.iter().enumerate() {
                 let name = format!("f{n:02}");
-                fs.create(ino::ROOT, name.as_bytes(), 0o644)
-                    .expect("create")
-            })
-            .collect();
-        fs.open_file(files[0]).expect("open");
-        let before = fs.inodes.files.len();
-        assert!(before > 40, "root and the 40 files: {before}");
-        fs.sync().expect("sync");
-        assert_eq!(fs.inodes.files.len(), 14, "16 - 16 / 8 stay");
-        // The open file, then the newest: 13 of the 40 besides it.
-        let kept = in_memory(&fs, &files);
-        assert!(kept[0], "the open file stays");
-        assert!(kept[27..].iter().all(|&k| k), "the newest stay: {kept:?}");
-        assert!(kept[1..27].iter().all(|&k| !k), "the oldest go: {kept:?}");
-        // Nothing was lost: the files read back from the ifile.
-        for (n, &i) in files.iter().enumerate() {
-            let name = format!("f{n:02}");
-            assert_eq!(
-                fs.lookup(ino::ROOT, name.as_bytes()).expect("lookup"),
-                Some(i)
-            );
-            assert_eq!(fs.stat(i).expect("stat").links_count, 1);
-        }
+                assert_eq!(
+                    fs.lookup(ino::ROOT, name.as_bytes()).expect("lookup"),
+                    Some(i)
+                );
+                assert_eq!(fs.stat(i).expect("stat").links_count, 1);
+            }
+        });
     }
 
     /// Files created and unlinked under the limit leave entries in the
@@ -728,35 +734,33 @@ mod tests {
     /// however long the mount runs.
     #[test]
     fn the_eviction_order_stays_bounded_under_creates_and_unlinks() {
-        let dev = MemDevice::new(256 << 20);
-        mkfs(&dev, &MkfsOptions::default()).expect("mkfs");
-        let nilfs = Nilfs::open(&dev).expect("open");
-        let mut fs = Fs::mount(&nilfs, 1_800_000_000).expect("mount");
-        for n in 0..5000u32 {
-            let name = format!("t{}", n % 7);
-            fs.create(ino::ROOT, name.as_bytes(), 0o644)
-                .expect("create");
-            fs.unlink(ino::ROOT, name.as_bytes()).expect("unlink");
-            let (order, files) = (fs.inodes.order.len(), fs.inodes.files.len());
-            assert!(
-                order <= 2 * files + 1024,
-                "{order} entries for {files} files at {n}"
-            );
-        }
-        // Many inode numbers gone at once: 3,000 files, then all unlinked.
-        let names: Vec<String> = (0..3000).map(|n| format!("u{n}")).collect();
-        for name in &names {
-            fs.create(ino::ROOT, name.as_bytes(), 0o644)
-                .expect("create");
-        }
-        for name in &names {
-            fs.unlink(ino::ROOT, name.as_bytes()).expect("unlink");
-            let (order, files) = (fs.inodes.order.len(), fs.inodes.files.len());
-            assert!(
-                order <= 2 * files + 1024,
-                "{order} entries for {files} files after {name}"
-            );
-        }
+        on_a_fresh_mount(|fs| {
+            for n in 0..5000u32 {
+                let name = format!("t{}", n % 7);
+                fs.create(ino::ROOT, name.as_bytes(), 0o644)
+                    .expect("create");
+                fs.unlink(ino::ROOT, name.as_bytes()).expect("unlink");
+                let (order, files) = (fs.inodes.order.len(), fs.inodes.files.len());
+                assert!(
+                    order <= 2 * files + 1024,
+                    "{order} entries for {files} files at {n}"
+                );
+            }
+            // Many inode numbers gone at once: 3,000 files, then all unlinked.
+            let names: Vec<String> = (0..3000).map(|n| format!("u{n}")).collect();
+            for name in &names {
+                fs.create(ino::ROOT, name.as_bytes(), 0o644)
+                    .expect("create");
+            }
+            for name in &names {
+                fs.unlink(ino::ROOT, name.as_bytes()).expect("unlink");
+                let (order, files) = (fs.inodes.order.len(), fs.inodes.files.len());
+                assert!(
+                    order <= 2 * files + 1024,
+                    "{order} entries for {files} files after {name}"
+                );
+            }
+        });
     }
 
     /// An operation that fails puts back a file it evicted; that file
