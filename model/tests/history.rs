@@ -9,7 +9,7 @@
 //! planted history differs from a linearizable one only in its timing.
 
 use nilfs_model::trace::Options;
-use nilfs_model::{check_history, step, Event, Op, Outcome, State};
+use nilfs_model::{check_history, step, Event, HistoryRejection, Op, Outcome, State};
 
 const MKFS: &str = r#"{"op":"mkfs","block_size":4096,"blocks_per_segment":512,"nsegments":64,"r_segments_percentage":5,"dot_nilfs":false,"clock":1000000000000,"out":"ok"}"#;
 
@@ -77,6 +77,21 @@ fn worker(w: u32, call: u64, ret: Option<u64>, o: &str, out: Option<&Outcome>) -
         t: None,
     }
     .to_json()
+}
+
+/// The verdict on `h` with room for `max_states` states only, which must
+/// be "could not decide", never a rejection.
+fn unknown_within(h: &str, max_states: usize) -> HistoryRejection {
+    let r = check_history(
+        h,
+        Options {
+            max_states,
+            ..Options::default()
+        },
+    )
+    .expect_err("the bound is hit");
+    assert!(r.is_unknown(), "{r}");
+    r
 }
 
 fn history(lines: &[String]) -> String {
@@ -244,15 +259,7 @@ fn the_bound_gives_unknown_never_a_verdict() {
         lines.push(worker(w, 100 + w as u64, Some(1000), &wr, Some(&o[1])));
     }
     let h = history(&lines);
-    let r = check_history(
-        &h,
-        Options {
-            max_states: 2,
-            ..Options::default()
-        },
-    )
-    .expect_err("the bound is hit");
-    assert!(r.is_unknown(), "{r}");
+    let r = unknown_within(&h, 2);
     assert!(r.to_string().contains("unknown"), "{r}");
     let v = check_history(&h, Options::default()).expect("decided with room");
     assert!(v.most_states > 2, "{v:?}");
@@ -541,15 +548,7 @@ fn the_bound_on_a_sequential_line_gives_unknown() {
         seq(r#"{"op":"crash"}"#, &Outcome::Ok),
     ];
     let h = history(&lines);
-    let r = check_history(
-        &h,
-        Options {
-            max_states: 1,
-            ..Options::default()
-        },
-    )
-    .expect_err("the bound is hit");
-    assert!(r.is_unknown(), "{r}");
+    unknown_within(&h, 1);
     let v = check_history(&h, Options::default()).expect("decided with room");
     assert_eq!(v.lines, 5, "{v:?}");
 }
