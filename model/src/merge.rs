@@ -402,6 +402,33 @@ mod tests {
         assert_eq!(merged[1], c);
     }
 
+    /// postmortem (mutant of `untimed_table`, model shard 3/16): a shape
+    /// that forgot the checkpoint table merged states whose checkpoints
+    /// show different files, and the merged state kept the first one's
+    /// table, so a later mount of that checkpoint could see only one of
+    /// the two. Only stamps and creation times may be erased from it.
+    #[test]
+    fn states_whose_checkpoints_show_different_files_stay_apart() {
+        let base = State::mkfs(geometry(), false, 0);
+        let showing = |path: &str| {
+            let mut s = base.clone();
+            let ns = s.live.create(path, 0o644, false, Stamp::exact(5)).unwrap();
+            s.checkpoints.get_mut(&1).unwrap().ns = Some(ns);
+            s
+        };
+        let (a, b) = (showing("/f"), showing("/g"));
+        assert_eq!(
+            signature(&a),
+            signature(&b),
+            "only the shape tells them apart"
+        );
+        assert_eq!(merge_untimed(vec![a.clone(), b.clone()]), vec![a, b]);
+        // Checkpoints that differ in their creation time alone merge.
+        let mut later = showing("/f");
+        later.checkpoints.get_mut(&1).unwrap().created = 9;
+        assert_eq!(merge_untimed(vec![showing("/f"), later]).len(), 1);
+    }
+
     /// States whose inodes differ in one stamp only (the mtime, or the
     /// ctime) merge into that stamp's hull too.
     #[test]

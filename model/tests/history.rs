@@ -95,8 +95,13 @@ fn unknown_within(h: &str, max_states: usize) -> HistoryRejection {
 }
 
 fn history(lines: &[String]) -> String {
+    history_on(MKFS, lines)
+}
+
+/// `lines` after the mkfs line `mkfs` and a mount.
+fn history_on(mkfs: &str, lines: &[String]) -> String {
     let mut h = vec![
-        MKFS.to_string(),
+        mkfs.to_string(),
         r#"{"op":"mount","ro":false,"out":"ok"}"#.to_string(),
     ];
     h.extend(lines.iter().cloned());
@@ -263,6 +268,16 @@ fn the_bound_gives_unknown_never_a_verdict() {
     assert!(r.to_string().contains("unknown"), "{r}");
     let v = check_history(&h, Options::default()).expect("decided with room");
     assert!(v.most_states > 2, "{v:?}");
+    // The bound is the most states the search may hold: exactly as many
+    // as it needed decide, one fewer does not (postmortem: `held >
+    // max_states` as `>=`, model shard 3/16, refused the search its last
+    // state).
+    let exactly = Options {
+        max_states: v.most_states,
+        ..Options::default()
+    };
+    check_history(&h, exactly).expect("decided at exactly the bound");
+    unknown_within(&h, v.most_states - 1);
 }
 
 #[test]
@@ -284,7 +299,13 @@ fn creations_in_either_order_leave_one_state() {
     // shows: the search renumbers them, so two overlapping creations leave
     // one state, not one per order: with nothing observing the past, and
     // with the past observed (a sync, then lscp) once the sync has made
-    // the two orders' pending changes the same.
+    // the two orders' pending changes the same. On a device so small
+    // that two constructions per line would not fit (13 segments of 128
+    // 1 KiB blocks) as well: creates make no construction of their own,
+    // so the history still fits and its past is forgotten (postmortem:
+    // `never_constructs`' `||` as `&&`, model shard 3/16, charged every
+    // change two constructions and left two states here).
+    const SMALL: &str = r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":128,"nsegments":13,"r_segments_percentage":5,"dot_nilfs":false,"clock":1000000000000,"out":"ok"}"#;
     let a = r#"{"op":"create","path":"/a","perm":420,"excl":false}"#;
     let b = r#"{"op":"create","path":"/b","perm":420,"excl":false}"#;
     let o = predict(&[a, b]);
@@ -298,8 +319,13 @@ fn creations_in_either_order_leave_one_state() {
             h.push(seq(r#"{"op":"sync"}"#, &after[2]));
             h.push(seq(r#"{"op":"lscp"}"#, &after[3]));
         }
-        let v = judge(&h).expect("linearizable");
-        assert_eq!(v.states, 1, "{v:?} (past observed: {observed_past})");
+        for mkfs in [MKFS, SMALL] {
+            let v = check_history(&history_on(mkfs, &h), Options::default()).expect("linearizable");
+            assert_eq!(
+                v.states, 1,
+                "{v:?} (past observed: {observed_past})\n{mkfs}"
+            );
+        }
     }
 }
 
@@ -496,14 +522,15 @@ fn an_unparsable_line_is_named() {
 /// refused: the history is accepted, as its one-thread trace is.
 #[test]
 fn constructions_count_towards_a_full_device() {
-    racing_creates_may_both_be_refused(16, 9, 0);
+    racing_creates_may_both_be_refused(16, 9, 0, 0);
 }
 
 /// On a fresh 1 KiB device of `nsegments` segments of 64 blocks: `syncs`
-/// one-byte writes each synced, `passes` cleaner passes, then two creates
-/// refused (ENOSPC): accepted as a one-thread trace, and as a history
-/// where the two creates race.
-fn racing_creates_may_both_be_refused(nsegments: u32, syncs: u32, passes: u32) {
+/// one-byte writes each synced, `passes` cleaner passes, a write of
+/// `written` zero bytes (none when 0), then two creates refused (ENOSPC):
+/// accepted as a one-thread trace, and as a history where the two
+/// creates race.
+fn racing_creates_may_both_be_refused(nsegments: u32, syncs: u32, passes: u32, written: u64) {
     let mut lines = vec![
         format!(
             r#"{{"op":"mkfs","block_size":1024,"blocks_per_segment":64,"nsegments":{nsegments},"r_segments_percentage":5,"dot_nilfs":false,"clock":1000000000000,"out":"ok"}}"#
@@ -520,6 +547,11 @@ fn racing_creates_may_both_be_refused(nsegments: u32, syncs: u32, passes: u32) {
     for _ in 0..passes {
         lines.push(r#"{"op":"clean","protection_s":0,"out":"ok"}"#.to_string());
     }
+    if written > 0 {
+        lines.push(format!(
+            r#"{{"op":"write","path":"/f","offset":0,"data":{{"zeros":{written}}},"out":{{"written":{written}}}}}"#
+        ));
+    }
     let enospc = Outcome::Err(nilfs_model::Errno::ENOSPC);
     let create = |p: &str| format!(r#"{{"op":"create","path":"{p}","perm":420,"excl":false}}"#);
     let trace = lines.join("\n")
@@ -533,6 +565,18 @@ fn racing_creates_may_both_be_refused(nsegments: u32, syncs: u32, passes: u32) {
     lines.push(worker(1, 200, Some(400), &create("/b"), Some(&enospc)));
     let h = lines.join("\n") + "\n";
     check_history(&h, Options::default()).unwrap_or_else(|r| panic!("the history: {r}"));
+}
+
+/// The bytes a write brings count towards a full device as well: one
+/// unsynced write of 280 KiB on a device that holds 284 blocks, and the
+/// racing creates after it may be refused. Postmortem (the write arm of
+/// `space_budget` deleted, model shard 3/16): the budget left the write's
+/// blocks out, so the history was taken to fit, the search forgot the
+/// space estimate after the first create, and the second create's ENOSPC
+/// was rejected.
+#[test]
+fn written_bytes_count_towards_a_full_device() {
+    racing_creates_may_both_be_refused(16, 0, 0, 280 * 1024);
 }
 
 /// A sequential line that leaves more states than the bound is "could not
@@ -551,6 +595,12 @@ fn the_bound_on_a_sequential_line_gives_unknown() {
     unknown_within(&h, 1);
     let v = check_history(&h, Options::default()).expect("decided with room");
     assert_eq!(v.lines, 5, "{v:?}");
+    // As many states as the crash leaves fit in a bound of that many.
+    let exactly = Options {
+        max_states: v.states,
+        ..Options::default()
+    };
+    check_history(&h, exactly).expect("decided at exactly the bound");
 }
 
 /// A cleaner pass may copy every live block again, so the space the
@@ -560,7 +610,7 @@ fn the_bound_on_a_sequential_line_gives_unknown() {
 /// in the one-thread trace.
 #[test]
 fn cleaner_passes_count_towards_a_full_device() {
-    racing_creates_may_both_be_refused(25, 5, 4);
+    racing_creates_may_both_be_refused(25, 5, 4, 0);
 }
 
 /// postmortem (a mutant of `torn_reads`, 2026-12-06): the splice of a

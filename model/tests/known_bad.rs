@@ -728,3 +728,58 @@ fn without_intervals_a_stamp_lies_within_a_second_of_the_clock() {
         assert_eq!(r.line, 4, "{r}");
     }
 }
+
+/// postmortem (mutant of `xattr_refusal`, model shard 3/16): a bad
+/// attribute name (empty, or over `XATTR_NAME_MAX`) on a file that exists
+/// is ERANGE on every release: whichever comes first, the path lookup
+/// finds the file and the copy of the name from user space
+/// (`strncpy_from_user` in getxattr/setxattr/removexattr) refuses it. The
+/// releases differ only when the path fails too (the xattr-name-order
+/// kernel traces). With the name test's `||` turned into `&&`, Linux 6.1
+/// (path first) answered EOPNOTSUPP, `xattr_resolve_name`'s refusal of a
+/// name with no handler; the default variant, which allows either order,
+/// could not tell.
+#[test]
+fn a_bad_attribute_name_on_a_file_that_exists_is_erange_on_every_release() {
+    use nilfs_model::{check_trace_as, Variant};
+    let long = "user.".to_string() + &"n".repeat(251);
+    for name in ["", long.as_str()] {
+        for call in ["getxattr", "removexattr"] {
+            let lines = |e: &str| {
+                trace(&[
+                    op(r#""op":"create","path":"/f""#, r#""ok""#),
+                    op(
+                        &format!(r#""op":"{call}","path":"/f","name":"{name}""#),
+                        &err(e),
+                    ),
+                ])
+            };
+            for v in Variant::ALL {
+                check_trace_as(&lines("ERANGE"), v)
+                    .unwrap_or_else(|r| panic!("{call} {name:?} as {}: {r}", v.name()));
+                let r = check_trace_as(&lines("EOPNOTSUPP"), v)
+                    .expect_err(&format!("{call} {name:?} as {}: EOPNOTSUPP", v.name()));
+                assert_eq!(r.line, line_of(1), "{r}");
+            }
+        }
+    }
+}
+
+/// A new entry dirties its directory's pages (`nilfs_add_link` commits
+/// the block with `nilfs_commit_chunk`, which marks the directory dirty),
+/// so an fsync of that directory makes a checkpoint (`nilfs_sync_file`
+/// returns at once only for a clean inode). Postmortem (model shard
+/// 3/16): with `pages_dirtied`'s "entries or `..` differ" as "entries and
+/// `..` differ", a directory that gained an entry stayed clean, its fsync
+/// did nothing, and the checkpoint it made was rejected at the listing.
+#[test]
+fn an_fsync_of_a_directory_that_gained_an_entry_makes_a_checkpoint() {
+    let lines = [
+        op(r#""op":"mkdir","path":"/d","perm":493"#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"create","path":"/d/f""#, r#""ok""#),
+        op(r#""op":"fsync","path":"/d""#, r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[1, 2, 3])),
+    ];
+    accepted_and_rejected_with(&lines, 4, &lscp(&[1, 2]));
+}

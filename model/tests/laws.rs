@@ -288,6 +288,34 @@ fn each_law_rejects_a_transition_that_breaks_it() {
         after(&after(&s, &chmod("/a")), &chmod("/b")),
         "law 8",
     );
+    // ... that also wrote /a's bytes (its link count unchanged), that
+    // set /a's change time to another time than the clock's, or that
+    // set another mode
+    // (postmortem, model shard 3/16: law 8 with the `&&` of "same
+    // contents and same link count" as `||`, or the `||` of "mode shown
+    // or change time set" as `&&`, let each through).
+    let write = |text: &str| Op::Write {
+        path: "/a".into(),
+        offset: 0,
+        data: Pattern::Text(text.into()),
+        append: false,
+        at: None,
+    };
+    broken(
+        &chmod("/a"),
+        after(&after(&s, &chmod("/a")), &write("x")),
+        "law 8",
+    );
+    let mut unstamped = after(&s, &chmod("/a"));
+    let a = unstamped.live.lookup("/a", true).unwrap();
+    unstamped.live.inodes.get_mut(&a).unwrap().ctime = Stamp::exact(s.clock + 7);
+    broken(&chmod("/a"), unstamped, "law 8");
+    let other_mode = Op::Chmod {
+        path: "/a".into(),
+        perm: 0o640,
+        at: None,
+    };
+    broken(&chmod("/a"), after(&s, &other_mode), "law 8");
     // Law 9: a mknod of a FIFO that made a regular file.
     let fifo = Op::Mknod {
         path: "/p".into(),
