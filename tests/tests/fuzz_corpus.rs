@@ -106,6 +106,15 @@
 //!   walked `/small/small/...` without end. The read path's
 //!   `CheckpointView::walk_tree` already refused a directory reachable
 //!   twice; the live walk now refuses it the same way.
+//! - image_mutate/regress-002-logs-past-a-clean-super-root (and -2 to -5,
+//!   one bug): the roll-forward base with `NILFS_VALID_FS` set in the
+//!   primary's `s_state` mounts at its first super root, and `check`
+//!   called it clean; a mount (which clears the mark) then a crash made
+//!   the next mount recover the later logs, damaged ones among them, and
+//!   `check` reported them. The image was not clean before: `check` now
+//!   reports valid logs past the latest super root of a file system
+//!   marked clean (`log-after-clean`;
+//!   docs/findings/fuzz-image-mutate-001).
 
 use std::path::PathBuf;
 

@@ -242,6 +242,44 @@ impl Ck<'_, '_> {
         self.segs.insert(seg, own);
     }
 
+    /// A file system marked clean stops its search at the first super
+    /// root (`nilfs_search_super_root` with VALID_FS), so valid logs past it
+    /// are not part of it; but every read-write mount clears the mark
+    /// (`nilfs_setup_super`) before the writer overwrites them, and a crash
+    /// in between makes the next mount search on and recover them, a
+    /// file system this one never became. No writer leaves such a log: a
+    /// clean unmount's super root is the last log of its sequence. Reported
+    /// at the first one the search without the mark reaches.
+    fn logs_after_clean(&mut self) {
+        if self.fs.sb.state & STATE_VALID_FS == 0 || self.fs.rolled_back {
+            return;
+        }
+        let Ok(on) = crate::recovery::search_super_root(self.dev, &self.fs.sb, false) else {
+            return;
+        };
+        let sr = self.fs.scan.sr_pseg;
+        let Some(at) = on.visits.iter().position(|v| v.pseg == sr) else {
+            return;
+        };
+        let Some(v) = on.visits[at + 1..].iter().find(|v| v.verdict.is_ok()) else {
+            return;
+        };
+        let what = match on.super_root_updated {
+            true => format!("checkpoint {} and any data-sync logs after it", on.cno),
+            false => "its data-sync logs".into(),
+        };
+        self.find(
+            Code::LogAfterClean,
+            format!("log at block {} after the latest super root", v.pseg),
+            Some(v.pseg.0),
+            format!(
+                "a valid log of sequence {} past the latest super root of a file system marked clean: a crash after the next mount, before its first log, would recover {what}",
+                v.seq
+            ),
+            "no valid log past the latest super root of a cleanly unmounted file system",
+        );
+    }
+
     /// Check the log at `pseg` of segment `seg` (whose last block is
     /// `seg_end`); record its payload blocks at `off` in `own`. The log's
     /// size if the walk can go on past it.
@@ -494,6 +532,7 @@ impl Ck<'_, '_> {
     /// check their summaries and record their blocks; data-sync logs must
     /// hold data blocks only. Note a pending roll-forward.
     fn roll_forward_logs(&mut self) -> DsyncInodes {
+        self.logs_after_clean();
         let scan = &self.fs.scan;
         let Some(sr_at) = scan.visits.iter().rposition(|v| v.super_root_cno.is_some()) else {
             return Vec::new();
