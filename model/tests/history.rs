@@ -646,3 +646,27 @@ fn a_read_torn_inside_one_write_is_a_cut_like_any_other() {
         judge(&h(seen)).expect_err("no moment held these bytes in this order");
     }
 }
+
+/// A rejection names at most eight stuck lines, each once: here ten
+/// workers each read bytes nobody wrote, and no line can be placed.
+/// Postmortem (model shard 4/16: the cap's `&&` as `||`): past the
+/// eighth, every further stuck line was still listed.
+#[test]
+fn a_rejection_names_at_most_eight_stuck_lines_each_once() {
+    let o = predict(&[CREATE]);
+    let saw = Outcome::Data {
+        len: 3,
+        sha256: nilfs_model::pattern::sha256_hex(b"zzz"),
+    };
+    let mut lines = vec![seq(CREATE, &o[0])];
+    for w in 0..10u32 {
+        lines.push(worker(w, 100 + w as u64, Some(1000), READ, Some(&saw)));
+    }
+    let r = judge(&lines).expect_err("nobody wrote those bytes");
+    assert!(!r.is_unknown(), "{r}");
+    let mut seen: Vec<usize> = r.stuck.iter().map(|s| s.line).collect();
+    assert_eq!(seen.len(), 8, "{r}");
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), 8, "each line once: {r}");
+}

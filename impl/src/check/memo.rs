@@ -209,3 +209,24 @@ impl Ck<'_, '_> {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Memo;
+
+    /// The known-bad memo stays blind when cleared (the adapter clears its
+    /// memo after a durable read that failed): a test that made it blind
+    /// must not get a sound memo back halfway through its run, and a sound
+    /// memo stays sound. Postmortem (the second mutation samples: `clear`
+    /// without its `blind` field).
+    #[test]
+    fn clearing_keeps_whether_the_memo_is_blind() {
+        let mut m = Memo::default();
+        m.known_bad_blind();
+        m.clear();
+        assert!(m.blind);
+        let mut m = Memo::default();
+        m.clear();
+        assert!(!m.blind);
+    }
+}
