@@ -422,6 +422,20 @@ fn link_looks_up_the_old_name_then_makes_the_new_one() {
         ),
     ];
     judge(&replaced).expect("the inode found lost its last name");
+    // Known-bad: a link reported done made its name, whenever its inode
+    // lost its last one; a link that "succeeded" and left no /w is
+    // rejected (postmortem, model shard 4/16: `take_step`'s guard that
+    // only ENOENT completes a link whose inode is gone, made `true`).
+    let mut no_name = replaced.clone();
+    no_name[3] = worker(
+        1,
+        200,
+        Some(300),
+        r#"{"op":"link","old":"/y","new":"/w"}"#,
+        Some(&ok),
+    );
+    no_name.push(seq(r#"{"op":"lstat","path":"/w"}"#, &enoent));
+    judge(&no_name).expect_err("a link reported done made its name");
 }
 
 #[test]
@@ -669,4 +683,45 @@ fn a_rejection_names_at_most_eight_stuck_lines_each_once() {
     seen.sort_unstable();
     seen.dedup();
     assert_eq!(seen.len(), 8, "each line once: {r}");
+}
+
+/// A snapshot a later line mounts and reads (no longer the latest
+/// checkpoint) keeps its contents through a phase of racing workers, whose search forgets only what no line reads
+/// (`forget_unread`): the snapshot's bytes are judged after the phase.
+/// Postmortem (model shard 4/16: a bound checkpoint's range of numbers
+/// `c..c + 1` made `c..c`): every bound snapshot was taken as unread, its
+/// contents forgotten, and any bytes read from it were accepted.
+#[test]
+fn a_snapshot_read_after_a_phase_keeps_its_contents() {
+    let mkcp = r#"{"op":"mkcp","snapshot":true}"#;
+    let mount = r#"{"op":"mount","cp":2,"ro":true}"#;
+    let read = r#"{"op":"read","path":"/f","offset":0,"len":3,"at":2}"#;
+    let (a, b) = (
+        r#"{"op":"create","path":"/a","perm":420,"excl":false}"#,
+        r#"{"op":"create","path":"/b","perm":420,"excl":false}"#,
+    );
+    let (over, sync) = (
+        r#"{"op":"write","path":"/f","offset":0,"data":{"text":"def"}}"#,
+        r#"{"op":"sync"}"#,
+    );
+    let o = predict(&[CREATE, WRITE, mkcp, over, sync, a, b, mount, read]);
+    let h = |seen: &Outcome| {
+        vec![
+            seq(CREATE, &o[0]),
+            seq(WRITE, &o[1]),
+            seq(mkcp, &o[2]),
+            seq(over, &o[3]),
+            seq(sync, &o[4]),
+            worker(0, 100, Some(400), a, Some(&o[5])),
+            worker(1, 200, Some(300), b, Some(&o[6])),
+            seq(mount, &o[7]),
+            seq(read, seen),
+        ]
+    };
+    judge(&h(&o[8])).expect("the snapshot's bytes");
+    let other = Outcome::Data {
+        len: 3,
+        sha256: nilfs_model::pattern::sha256_hex(b"xyz"),
+    };
+    judge(&h(&other)).expect_err("bytes the snapshot never held");
 }
