@@ -167,6 +167,7 @@ pub fn mount(image: &Path, mountpoint: &Path, opts: &Options) -> Result<(), Stri
             dirty_since: None,
             last_error: None,
         }),
+        dev,
         block_size: nilfs.block_size(),
         open_flags: if opts.direct_io {
             FopenFlags::FOPEN_DIRECT_IO

@@ -45,6 +45,9 @@ const TTL: Duration = Duration::ZERO;
 /// state.
 pub struct Mounted {
     pub state: Mutex<State>,
+    /// The image the file system is on, for the reads carried out outside
+    /// the lock ([`nilfs::fs::ReadPlan`]).
+    pub dev: &'static dyn nilfs::device::BlockDevice,
     pub block_size: u32,
     /// The flags every open and create answers with.
     pub open_flags: FopenFlags,
@@ -199,6 +202,12 @@ impl Mounted {
             *dirty_since = None;
         }
         out
+    }
+
+    /// [`Fs::reclaims`] now, `None` once unmounted.
+    fn reclaims(&self) -> Option<u64> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.fs.as_ref().map(|fs| fs.reclaims())
     }
 
     fn entry_of(&self, req: &Request, i: Ino, reply: ReplyEntry) {
@@ -528,7 +537,23 @@ impl Filesystem for Served {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.with(req, |fs| fs.read(to_nilfs(i), offset, u64::from(size))) {
+        // Planned under the lock, copied without it: readers copy at the
+        // same time, and a writer waits only for the planning. If a
+        // cleaning pass freed segments meanwhile, the copy may hold bytes
+        // written there since: the read is done again under the lock.
+        let n = to_nilfs(i);
+        let planned = self.with(req, |fs| {
+            Ok((fs.plan_read(n, offset, u64::from(size))?, fs.reclaims()))
+        });
+        let (plan, reclaims) = match planned {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let mut buf = vec![0u8; plan.len()];
+        if plan.read_into(self.dev, &mut buf).is_ok() && self.reclaims() == Some(reclaims) {
+            return reply.data(&buf);
+        }
+        match self.with(req, |fs| fs.read(n, offset, u64::from(size))) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }

@@ -133,6 +133,11 @@ impl<'a> Fs<'a> {
             ));
         }
         self.detach_metadata_loaders()?;
+        // Before any segment is freed: a read planned earlier must not
+        // trust its disk blocks once one could be written over.
+        if !args.segnums.is_empty() {
+            self.reclaims += 1;
+        }
         // nilfs_ioctl_clean_segments: a super block due for an update
         // makes the file system discontinued first.
         self.sbw.gc_clean_segments(self.now);

@@ -141,22 +141,33 @@ impl<'a> Fs<'a> {
     /// Read from `offset` into `buf`, as the kernel's read copies into a
     /// user buffer; returns how many bytes (short at EOF). Dirty blocks
     /// come from memory, whole clean blocks straight from the device into
-    /// `buf`, holes as zeros.
+    /// `buf`, holes as zeros. It is [`Fs::plan_read`] carried out at once.
     pub fn read_into(&mut self, i: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let plan = self.plan_read(i, offset, buf.len() as u64)?;
+        plan.read_into(self.dev, buf)
+    }
+
+    /// Up to `len` bytes of file `i` from `offset` as they stand now, as a
+    /// [`ReadPlan`]: the bytes of dirty blocks copied, holes as zeros, and
+    /// every other block named by its disk address, to be read later, by
+    /// any thread, without this file system.
+    pub fn plan_read(&mut self, i: Ino, offset: u64, len: u64) -> Result<ReadPlan> {
         let size = self.file(i)?.raw.size;
         if self.inodes.loaded(i).raw.mode & S_IFMT == S_IFDIR {
             return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
         }
-        let end = size.min(offset.saturating_add(buf.len() as u64));
+        let end = size.min(offset.saturating_add(len));
         let bs = u64::from(self.bs);
         let (dev, bsz) = (self.dev, self.bs);
-        let mut at = 0usize;
+        let mut plan = ReadPlan {
+            bs: bsz,
+            len: 0,
+            pieces: Vec::new(),
+        };
         for (key, within, n) in block_spans(offset, end, bs) {
-            let out = &mut buf[at..at + n];
-            at += n;
             let f = self.inodes.loaded(i);
             if let Some(d) = f.dirty.get(&key) {
-                out.copy_from_slice(&d[within..within + n]);
+                plan.push(Piece::Bytes(d[within..within + n].to_vec()));
                 continue;
             }
             let f = self.inodes.loaded_mut(i);
@@ -164,20 +175,27 @@ impl<'a> Fs<'a> {
             let ptr = f
                 .bmap
                 .lookup(key, &mut DiskNodes::translated(dev, bsz, dat))?;
-            match ptr {
-                None => out.fill(0),
-                Some(v) => {
-                    let pbn = dat.translate(VBlockNr(v))?;
-                    if n as u64 == bs {
-                        crate::device::read_blocks_into(dev, bsz, pbn.0, out)?;
-                    } else {
-                        let b = crate::device::read_block(dev, bsz, pbn.0)?;
-                        out.copy_from_slice(&b[within..within + n]);
-                    }
-                }
-            }
+            plan.push(match ptr {
+                None => Piece::Zeros(n),
+                Some(v) => Piece::Disk {
+                    pbn: dat.translate(VBlockNr(v))?.0,
+                    within,
+                    n,
+                },
+            });
         }
-        Ok(at)
+        Ok(plan)
+    }
+
+    /// How many times segments were given back for reuse since the mount
+    /// (each cleaning pass that frees segments counts one, counted before
+    /// any is freed). A log writer writes only into segments the sufile
+    /// calls clean and never over a block in place, and only the cleaner
+    /// makes a segment that held blocks clean again; so a [`ReadPlan`]
+    /// made while this count stood at `k` reads what its file held then,
+    /// if the count still stands at `k` once the read is done.
+    pub fn reclaims(&self) -> u64 {
+        self.reclaims
     }
 
     /// A symlink's target as `page_get_link` reads it: the first page, cut
@@ -324,6 +342,79 @@ pub struct SetAttr {
 
 /// The pieces of the byte range `[start, end)` in blocks of `bs` bytes:
 /// (block, offset within it, length), in order.
+/// A read of a file's bytes as they stood at one moment, made under the
+/// file system's lock ([`Fs::plan_read`]) and carried out later without
+/// it ([`ReadPlan::read_into`]), so that readers copy at the same time and
+/// a writer waits only for the planning. The disk blocks it names keep
+/// their bytes until the cleaner frees their segment: the caller compares
+/// [`Fs::reclaims`] before and after, and reads again under the lock if
+/// it moved.
+#[derive(Clone, Debug)]
+pub struct ReadPlan {
+    bs: u32,
+    len: usize,
+    pieces: Vec<Piece>,
+}
+
+#[derive(Clone, Debug)]
+enum Piece {
+    /// Bytes copied from memory (a dirty block's).
+    Bytes(Vec<u8>),
+    /// A hole: this many zeros.
+    Zeros(usize),
+    /// `n` bytes from byte `within` of disk block `pbn`.
+    Disk { pbn: u64, within: usize, n: usize },
+}
+
+impl ReadPlan {
+    /// How many bytes it reads (short of what was asked at EOF).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn push(&mut self, p: Piece) {
+        self.len += match &p {
+            Piece::Bytes(b) => b.len(),
+            Piece::Zeros(n) | Piece::Disk { n, .. } => *n,
+        };
+        match (self.pieces.last_mut(), p) {
+            (Some(Piece::Zeros(m)), Piece::Zeros(n)) => *m += n,
+            (_, p) => self.pieces.push(p),
+        }
+    }
+
+    /// Carry the plan out into `buf` (at least [`ReadPlan::len`] bytes)
+    /// from `dev`; returns the bytes read.
+    pub fn read_into(&self, dev: &dyn crate::device::BlockDevice, buf: &mut [u8]) -> Result<usize> {
+        let bs = self.bs;
+        let mut at = 0usize;
+        for p in &self.pieces {
+            match p {
+                Piece::Bytes(b) => buf[at..at + b.len()].copy_from_slice(b),
+                Piece::Zeros(n) => buf[at..at + n].fill(0),
+                Piece::Disk { pbn, within, n } => {
+                    let out = &mut buf[at..at + n];
+                    if *n as u64 == u64::from(bs) {
+                        crate::device::read_blocks_into(dev, bs, *pbn, out)?;
+                    } else {
+                        let b = crate::device::read_block(dev, bs, *pbn)?;
+                        out.copy_from_slice(&b[*within..within + n]);
+                    }
+                }
+            }
+            at += match p {
+                Piece::Bytes(b) => b.len(),
+                Piece::Zeros(n) | Piece::Disk { n, .. } => *n,
+            };
+        }
+        Ok(at)
+    }
+}
+
 fn block_spans(start: u64, end: u64, bs: u64) -> impl Iterator<Item = (u64, usize, usize)> {
     let mut pos = start;
     std::iter::from_fn(move || {

@@ -158,6 +158,7 @@ impl<'a> Fs<'a> {
             now_nsec: 0,
             cred: (0, 0),
             generation: 0,
+            reclaims: 0,
             read_only,
             sbw: SbWriter::from_mount(&nilfs.sb_choice, dev.size_bytes())?,
             sb,

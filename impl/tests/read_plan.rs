@@ -1,0 +1,80 @@
+//! A read planned under the file system's lock and carried out later
+//! (`Fs::plan_read`, `ReadPlan::read_into`; how `nilref mount` lets
+//! readers copy at the same time). It reads the bytes as they stood when
+//! it was planned, whatever is written and constructed since, as long as
+//! no cleaning pass has freed a segment (`Fs::reclaims`). Once one has,
+//! its disk blocks may hold anything: the known-bad half of the test
+//! trusts the plan anyway and reads other bytes, which is why the mount
+//! compares the count.
+
+use nilfs::cleaner;
+use nilfs::format::ino;
+use nilfs::fs::{Fs, ReadPlan};
+use nilfs::the_nilfs::Nilfs;
+use nilfs_testkit::image::fresh;
+use nilfs_testkit::pattern;
+
+const T0: u64 = 1_800_000_000;
+
+#[test]
+fn a_plan_reads_its_moment_until_a_segment_is_freed() {
+    let dev = fresh(16 << 20, 1024, 64);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, T0).unwrap();
+    let mut t = T0;
+    let mut tick = |fs: &mut Fs<'_>| {
+        t += 1;
+        fs.set_time(t);
+    };
+    let a = fs.create(ino::ROOT, b"a", 0o644).unwrap();
+    let first = pattern(1, 8192 + 100);
+    fs.write(a, 0, &first).unwrap();
+    fs.sync().unwrap();
+    // One block dirty in memory, the others on disk, a hole past them.
+    fs.write(a, 4096, b"dirty").unwrap();
+    fs.truncate(a, 12_000).unwrap();
+    let mut then = first.clone();
+    then[4096..4101].copy_from_slice(b"dirty");
+    then.resize(12_000, 0);
+    let plan = fs.plan_read(a, 100, 1 << 20).unwrap();
+    assert_eq!(plan.len(), 12_000 - 100, "short at EOF");
+    let read = |plan: &ReadPlan| {
+        let mut b = vec![0xa5; plan.len()];
+        assert_eq!(plan.read_into(&dev, &mut b).unwrap(), plan.len());
+        b
+    };
+    assert_eq!(read(&plan), then[100..]);
+    assert_eq!(fs.read(a, 100, 1 << 20).unwrap(), then[100..]);
+    // Written over and constructed, again and again, with no cleaning:
+    // the plan still reads its moment, and the count stays.
+    let before = fs.reclaims();
+    for k in 0..20 {
+        tick(&mut fs);
+        fs.write(a, 0, &pattern(100 + k, 12_000)).unwrap();
+        fs.sync().unwrap();
+    }
+    assert_eq!(fs.reclaims(), before);
+    assert_eq!(read(&plan), then[100..]);
+    assert_ne!(fs.read(a, 100, 1 << 20).unwrap(), then[100..]);
+    // Now the cleaner frees segments and the writer reuses them: the
+    // count moves, and the plan, trusted anyway, comes to read other
+    // bytes.
+    let b = fs.create(ino::ROOT, b"b", 0o644).unwrap();
+    let mut stale = false;
+    for k in 0..2000u64 {
+        tick(&mut fs);
+        fs.write(b, (k % 8) << 16, &pattern(1000 + k, 64 << 10))
+            .unwrap();
+        fs.sync().unwrap();
+        if k % 8 == 7 {
+            cleaner::clean(&mut fs, 0, 16).unwrap();
+        }
+        if read(&plan) != then[100..] {
+            stale = true;
+            break;
+        }
+    }
+    assert!(stale, "the segments the plan read from were never reused");
+    assert!(fs.reclaims() > before);
+    fs.unmount().unwrap();
+}
