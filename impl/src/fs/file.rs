@@ -362,7 +362,9 @@ enum Piece {
     Bytes(Vec<u8>),
     /// A hole: this many zeros.
     Zeros(usize),
-    /// `n` bytes from byte `within` of disk block `pbn`.
+    /// `n` bytes from byte `within` of disk block `pbn` (whole blocks
+    /// from `pbn` on when `within` is 0 and `n` a multiple of the block
+    /// size).
     Disk { pbn: u64, within: usize, n: usize },
 }
 
@@ -381,8 +383,22 @@ impl ReadPlan {
             Piece::Bytes(b) => b.len(),
             Piece::Zeros(n) | Piece::Disk { n, .. } => *n,
         };
+        let bs = self.bs as usize;
         match (self.pieces.last_mut(), p) {
             (Some(Piece::Zeros(m)), Piece::Zeros(n)) => *m += n,
+            // Whole blocks that follow each other on disk: one read.
+            (
+                Some(Piece::Disk {
+                    pbn,
+                    within: 0,
+                    n: m,
+                }),
+                Piece::Disk {
+                    pbn: next,
+                    within: 0,
+                    n,
+                },
+            ) if *m % bs == 0 && n == bs && *pbn + (*m / bs) as u64 == next => *m += n,
             (_, p) => self.pieces.push(p),
         }
     }
@@ -398,7 +414,7 @@ impl ReadPlan {
                 Piece::Zeros(n) => buf[at..at + n].fill(0),
                 Piece::Disk { pbn, within, n } => {
                     let out = &mut buf[at..at + n];
-                    if *n as u64 == u64::from(bs) {
+                    if *within == 0 && *n as u64 % u64::from(bs) == 0 {
                         crate::device::read_blocks_into(dev, bs, *pbn, out)?;
                     } else {
                         let b = crate::device::read_block(dev, bs, *pbn)?;
