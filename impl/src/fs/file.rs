@@ -398,7 +398,7 @@ impl ReadPlan {
                     within: 0,
                     n,
                 },
-            ) if *m % bs == 0 && n == bs && *pbn + (*m / bs) as u64 == next => *m += n,
+            ) if m.is_multiple_of(bs) && n == bs && *pbn + (*m / bs) as u64 == next => *m += n,
             (_, p) => self.pieces.push(p),
         }
     }
@@ -414,7 +414,7 @@ impl ReadPlan {
                 Piece::Zeros(n) => buf[at..at + n].fill(0),
                 Piece::Disk { pbn, within, n } => {
                     let out = &mut buf[at..at + n];
-                    if *within == 0 && *n as u64 % u64::from(bs) == 0 {
+                    if *within == 0 && (*n as u64).is_multiple_of(u64::from(bs)) {
                         crate::device::read_blocks_into(dev, bs, *pbn, out)?;
                     } else {
                         let b = crate::device::read_block(dev, bs, *pbn)?;
