@@ -817,3 +817,28 @@ fn a_timer_checkpoint_of_a_chcp_alone_is_minor_after_a_crash() {
     ];
     check_trace_str(&trace(&lines)).unwrap_or_else(|r| panic!("{r}"));
 }
+
+/// `renameat2(RENAME_EXCHANGE)` between two existing names reaches
+/// `nilfs_rename`, which refuses every flag but RENAME_NOREPLACE
+/// (EINVAL); between two names of one inode `vfs_rename` returns 0 first
+/// (`source == target`). Only NOREPLACE answers EEXIST. Postmortem (model
+/// shard 4/16: `rename_flags`' guard `if noreplace` made `true`): every
+/// exchange onto an existing name answered EEXIST.
+#[test]
+fn an_exchange_is_einval_or_nothing_never_eexist() {
+    let lines = [
+        op(r#""op":"create","path":"/a""#, r#""ok""#),
+        op(r#""op":"create","path":"/b""#, r#""ok""#),
+        op(r#""op":"link","old":"/a","new":"/c""#, r#""ok""#),
+        op(
+            r#""op":"rename","old":"/a","new":"/b","exchange":true"#,
+            &err("EINVAL"),
+        ),
+        op(
+            r#""op":"rename","old":"/a","new":"/c","exchange":true"#,
+            r#""ok""#,
+        ),
+    ];
+    accepted_and_rejected_with(&lines, 3, &err("EEXIST"));
+    accepted_and_rejected_with(&lines, 4, &err("EEXIST"));
+}
