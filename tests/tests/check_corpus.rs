@@ -266,3 +266,52 @@ fn the_checks_figures_and_the_memos_replay() {
     );
     assert_eq!(again.stats.logs, full.stats.logs);
 }
+
+/// `log-after-clean` names only logs a crash after the next mount would
+/// bring back. On an image cleanly unmounted, then mounted again for one
+/// fdatasync and left (its super blocks still name the clean unmount's
+/// super root) and marked clean: the data-sync log is a whole logical
+/// segment that recovery would roll forward, and is reported. With its
+/// LOGEND cleared (resealed) the logical segment is unfinished, which
+/// recovery never replays (`nilfs_salvage_orphan_logs` needs its end) and
+/// a crash during an fdatasync followed by a clean unmount can leave:
+/// not reported, and the image checks clean.
+#[test]
+fn only_logs_recovery_would_replay_are_reported_after_a_clean_mark() {
+    use nilfs::format::ino;
+    use nilfs::fs::Fs;
+    let dev = MemDevice::new(8 << 20);
+    nilfs::mkfs::mkfs(&dev, &nilfs::mkfs::MkfsOptions::with_geometry(1024, 64)).unwrap();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, &[7; 3000]).unwrap();
+        fs.unmount().unwrap();
+    }
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_010).unwrap();
+        let f = fs.lookup(ino::ROOT, b"f").unwrap().unwrap();
+        fs.write(f, 100, &[9; 500]).unwrap();
+        fs.fdatasync(f).unwrap();
+        // Left without unmounting.
+    }
+    let codes = |dev: &MemDevice| -> Vec<Code> {
+        let r = check_device(dev, &Options::default());
+        r.findings.iter().map(|f| f.code).collect()
+    };
+    assert!(codes(&dev).is_empty(), "before the mark: {:?}", codes(&dev));
+    let apply = |dev: &MemDevice, r: &str| {
+        corrupt::apply(dev, &Recipe::parse(r).unwrap()).unwrap_or_else(|e| panic!("{r}: {e}"));
+    };
+    let unfinished = dev.duplicate();
+    let end = nilfs::format::segsum::SS_LOGEND;
+    apply(&unfinished, &format!("ss@rf.ss_flags &= {:#x}", !end));
+    for dev in [&dev, &unfinished] {
+        apply(dev, "sb0.s_state |= 1");
+        apply(dev, "sb1.s_state |= 1");
+    }
+    assert_eq!(codes(&dev), vec![Code::LogAfterClean]);
+    assert!(codes(&unfinished).is_empty(), "{:?}", codes(&unfinished));
+}

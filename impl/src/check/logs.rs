@@ -247,9 +247,15 @@ impl Ck<'_, '_> {
     /// are not part of it; but every read-write mount clears the mark
     /// (`nilfs_setup_super`) before the writer overwrites them, and a crash
     /// in between makes the next mount search on and recover them, a
-    /// file system this one never became. No writer leaves such a log: a
-    /// clean unmount's super root is the last log of its sequence. Reported
-    /// at the first one the search without the mark reaches.
+    /// file system this one never became. Reported at the first valid log
+    /// past the latest super root when that search would change what the
+    /// mount shows: a newer super root, or a whole logical segment of
+    /// data-sync logs to roll forward (`nilfs_salvage_orphan_logs` needs
+    /// both `ri_lsegs_start` and `ri_lsegs_end`). No writer leaves either: a
+    /// clean unmount's super root is the last log of its sequence. An
+    /// unfinished logical segment (a crash during an fdatasync, then a
+    /// mount that salvaged nothing and a clean unmount) can stay behind,
+    /// and is never replayed.
     fn logs_after_clean(&mut self) {
         if self.fs.sb.state & STATE_VALID_FS == 0 || self.fs.rolled_back {
             return;
@@ -257,6 +263,10 @@ impl Ck<'_, '_> {
         let Ok(on) = crate::recovery::search_super_root(self.dev, &self.fs.sb, false) else {
             return;
         };
+        let replayed = on.lsegs_start.is_some() && on.lsegs_end.is_some();
+        if !on.super_root_updated && !replayed {
+            return;
+        }
         let sr = self.fs.scan.sr_pseg;
         let Some(at) = on.visits.iter().position(|v| v.pseg == sr) else {
             return;
