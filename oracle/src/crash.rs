@@ -250,7 +250,54 @@ fn recover(imp: &mut dyn Implementation, image: &[u8]) -> Result<Durable, String
 
 #[cfg(test)]
 mod tests {
-    use super::WriteLog;
+    use super::{envelope, WriteLog};
+    use crate::lockstep::model_durable;
+    use nilfs_model::{step, Geometry, Op, State};
+
+    /// The operation in flight at the cut may have reached the disk: the
+    /// envelope holds what it leaves too. Here an `rmcp` of an old
+    /// checkpoint, which no crash of the state before it can lose.
+    /// Postmortem (judge-oracle 2/4: `!before.contains` as
+    /// `before.contains`, which took none of the in-flight operation's
+    /// states).
+    #[test]
+    fn the_envelope_holds_what_the_operation_in_flight_leaves() {
+        let g = Geometry {
+            block_size: 4096,
+            blocks_per_segment: 512,
+            nsegments: 64,
+            r_segments_percentage: 5,
+        };
+        let create = |p: &str| Op::Create {
+            path: p.into(),
+            perm: 0o644,
+            excl: false,
+            at: None,
+        };
+        let mut s = State::mkfs(g, false, 0);
+        for op in [
+            Op::Mount {
+                cp: None,
+                ro: false,
+            },
+            create("/f"),
+            Op::Sync,
+            create("/g"),
+            Op::Sync,
+        ] {
+            s = step(&s, &op)[0].predicted().expect("predicted").1;
+        }
+        assert!(s.checkpoints.contains_key(&2));
+        let before = envelope(std::slice::from_ref(&s), None, &mut model_durable);
+        let rmcp = Op::Rmcp { cno: 2 };
+        let during = envelope(std::slice::from_ref(&s), Some(&rmcp), &mut model_durable);
+        assert!(before.iter().all(|d| during.contains(d)));
+        assert!(before.iter().all(|d| d.checkpoints.contains_key(&2)));
+        assert!(
+            during.iter().any(|d| !d.checkpoints.contains_key(&2)),
+            "{during:?}"
+        );
+    }
 
     /// A clone shares the log: what the device's copy records, the kept
     /// one counts.
