@@ -286,7 +286,7 @@ impl Ck<'_, '_> {
                 "a valid log of sequence {} past the latest super root of a file system marked clean: a crash after the next mount, before its first log, would recover {what}",
                 v.seq
             ),
-            "no valid log past the latest super root of a cleanly unmounted file system",
+            "nothing recovery would apply past the latest super root of a cleanly unmounted file system",
         );
     }
 

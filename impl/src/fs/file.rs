@@ -368,6 +368,15 @@ enum Piece {
     Disk { pbn: u64, within: usize, n: usize },
 }
 
+impl Piece {
+    fn len(&self) -> usize {
+        match self {
+            Piece::Bytes(b) => b.len(),
+            Piece::Zeros(n) | Piece::Disk { n, .. } => *n,
+        }
+    }
+}
+
 impl ReadPlan {
     /// How many bytes it reads (short of what was asked at EOF).
     pub fn len(&self) -> usize {
@@ -379,10 +388,7 @@ impl ReadPlan {
     }
 
     fn push(&mut self, p: Piece) {
-        self.len += match &p {
-            Piece::Bytes(b) => b.len(),
-            Piece::Zeros(n) | Piece::Disk { n, .. } => *n,
-        };
+        self.len += p.len();
         let bs = self.bs as usize;
         match (self.pieces.last_mut(), p) {
             (Some(Piece::Zeros(m)), Piece::Zeros(n)) => *m += n,
@@ -422,10 +428,7 @@ impl ReadPlan {
                     }
                 }
             }
-            at += match p {
-                Piece::Bytes(b) => b.len(),
-                Piece::Zeros(n) | Piece::Disk { n, .. } => *n,
-            };
+            at += p.len();
         }
         Ok(at)
     }
