@@ -560,15 +560,31 @@ fn finish_lscp(
         }
     }
     if last.cno != latest_cno {
-        // A hidden checkpoint after the listed latest has an unknown
-        // number too: if the observed one does not fit below it, nothing
-        // is learnt.
-        if n.checkpoints
+        // The checkpoints after the listed latest are hidden (MINOR, made
+        // of a chcp or rmcp alone): they come after it, so their numbers,
+        // if not yet observed, are at least one past the listed one. The
+        // timer's checkpoints before the listed latest (the gap between
+        // the model's number and the listed one) made them larger too.
+        // One whose number is known and does not fit leaves nothing
+        // learnt.
+        let hidden: Vec<Cno> = n
+            .checkpoints
             .range(latest_cno + 1..)
-            .next()
-            .is_some_and(|(c, _)| last.cno >= *c)
-        {
-            return n;
+            .map(|(c, _)| *c)
+            .collect();
+        if hidden.first().is_some_and(|&c| last.cno >= c) {
+            if hidden.iter().any(|c| n.checkpoints[c].bound) {
+                return n;
+            }
+            let moved: Vec<Checkpoint> = hidden
+                .iter()
+                .map(|c| n.checkpoints.remove(c).expect("listed"))
+                .collect();
+            for (k, cp) in moved.into_iter().enumerate() {
+                let c = last.cno + 1 + k as Cno;
+                n.checkpoints.insert(c, cp);
+                n.next_cno = n.next_cno.max(c + 1);
+            }
         }
         let cp = n.checkpoints.remove(&latest_cno).expect("latest");
         n.checkpoints.insert(last.cno, cp);
