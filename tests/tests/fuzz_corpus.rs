@@ -115,6 +115,15 @@
 //!   reports valid logs past the latest super root of a file system
 //!   marked clean (`log-after-clean`;
 //!   docs/findings/fuzz-image-mutate-001).
+//! - image_mutate/regress-003-lscp-that-does-not-move-on: found by the
+//!   20-minute fork-mode run of 2026-12-06 as an allocation of 6 GiB: the
+//!   primary's `s_checkpoint_size` resealed as 237 (the kernel accepts
+//!   192 to the block size), so the cpfile's entries were read at the
+//!   wrong size, and the last one of a batch carried a `cp_cno` behind the
+//!   batch's start. `Fs::lscp` continues after that number, as the
+//!   kernel's `nilfs_cpfile_do_get_cpinfo` and nilfs-utils' lscp do, and
+//!   asked for the same batch for ever. A cursor that does not move on is
+//!   EIO now.
 
 use std::path::PathBuf;
 

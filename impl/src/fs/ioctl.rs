@@ -251,6 +251,12 @@ impl<'a> Fs<'a> {
     /// `lscp` on the mounted file system (`NILFS_IOCTL_GET_CPINFO`): the
     /// valid checkpoints as the live cpfile has them, changes since the
     /// last construction included.
+    ///
+    /// Each batch continues after the last entry's own `cp_cno`, as the
+    /// kernel's `nilfs_cpfile_do_get_cpinfo` hands it back and nilfs-utils'
+    /// lscp uses it. On a damaged cpfile (entries read at the wrong size,
+    /// say) that number can fail to move on, and lscp would ask for the
+    /// same batch for ever: that is EIO here, never an endless list.
     pub fn lscp(&mut self) -> Result<Vec<Checkpoint>> {
         let mut out = Vec::new();
         let mut from = Cno(1);
@@ -258,6 +264,15 @@ impl<'a> Fs<'a> {
             let (batch, next) = self.cpfile.file_mut().cpinfos(from, 64)?;
             if batch.is_empty() {
                 return Ok(out);
+            }
+            if next.0 <= from.0 {
+                return Err(Error::corrupt(
+                    "checkpoint file",
+                    format!(
+                        "the entries from checkpoint {from} on end at checkpoint {}: the listing would not move on",
+                        next.0.wrapping_sub(1)
+                    ),
+                ));
             }
             out.extend(batch);
             from = next;
