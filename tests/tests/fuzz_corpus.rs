@@ -124,6 +124,13 @@
 //!   kernel's `nilfs_cpfile_do_get_cpinfo` and nilfs-utils' lscp do, and
 //!   asked for the same batch for ever. A cursor that does not move on is
 //!   EIO now.
+//! - image_mutate/regress-004-damage-in-a-plain-checkpoint: the same run:
+//!   `cp_inodes_count` of plain checkpoint 1 damaged. `check` by default
+//!   walks what can be mounted (the latest and the snapshots), so it
+//!   called the image clean; the workload's `chcp ss 1` made checkpoint 1
+//!   a snapshot, and `check` then found the count. The target's "clean
+//!   before" now checks every checkpoint (`Checkpoints::All`), as a
+//!   workload may turn any of them into a snapshot.
 
 use std::path::PathBuf;
 
