@@ -115,7 +115,7 @@
 //!   reports valid logs past the latest super root of a file system
 //!   marked clean (`log-after-clean`;
 //!   docs/findings/fuzz-image-mutate-001).
-//! - image_mutate/regress-003-lscp-that-does-not-move-on: found by the
+//! - image_mutate/regress-003-lscp-that-does-not-move-on (and -2): found by the
 //!   20-minute fork-mode run of 2026-12-06 as an allocation of 6 GiB: the
 //!   primary's `s_checkpoint_size` resealed as 237 (the kernel accepts
 //!   192 to the block size), so the cpfile's entries were read at the
