@@ -60,7 +60,16 @@ fn err(e: &str) -> String {
 
 /// lscp's answer listing plain checkpoints `cnos`.
 fn lscp(cnos: &[u64]) -> String {
-    let cps: Vec<String> = cnos.iter().map(|c| format!(r#"{{"cno":{c}}}"#)).collect();
+    let plain: Vec<(u64, bool)> = cnos.iter().map(|&c| (c, false)).collect();
+    listed(&plain)
+}
+
+/// lscp's answer listing checkpoints `(cno, snapshot)`.
+fn listed(cnos: &[(u64, bool)]) -> String {
+    let cps: Vec<String> = cnos
+        .iter()
+        .map(|(c, ss)| format!(r#"{{"cno":{c},"ss":{ss}}}"#))
+        .collect();
     format!(r#"{{"checkpoints":[{}]}}"#, cps.join(","))
 }
 
@@ -795,13 +804,6 @@ fn an_fsync_of_a_directory_that_gained_an_entry_makes_a_checkpoint() {
 /// chcp finds was rejected.
 #[test]
 fn a_timer_checkpoint_of_a_chcp_alone_is_minor_after_a_crash() {
-    let listed = |cnos: &[(u64, bool)]| {
-        let cps: Vec<String> = cnos
-            .iter()
-            .map(|(c, ss)| format!(r#"{{"cno":{c},"ss":{ss}}}"#))
-            .collect();
-        format!(r#"{{"checkpoints":[{}]}}"#, cps.join(","))
-    };
     let lines = [
         op(r#""op":"create","path":"/f""#, r#""ok""#),
         op(r#""op":"sync""#, r#""ok""#),

@@ -326,13 +326,6 @@ fn each_law_rejects_a_transition_that_breaks_it() {
     };
     broken(&fifo, after(&s, &create("/p")), "law 9");
     // Law 6: a write whose bytes do not read back.
-    let write = |text: &str| Op::Write {
-        path: "/a".into(),
-        offset: 0,
-        data: Pattern::Text(text.into()),
-        append: false,
-        at: None,
-    };
     broken(&write("right"), after(&s, &write("wrong")), "law 6");
 }
 
