@@ -477,8 +477,11 @@ fn bind_matched(
         .enumerate()
         .filter_map(|(k, ((c, _), a))| a.map(|i| (k, *c, i)))
         // The latest keeps what finish_lscp gave it; a number at or past
-        // it would break the table's order.
-        .filter(|(_, c, i)| *c != latest && list[*i].cno != *c && list[*i].cno < latest)
+        // it would break the table's order. A checkpoint matched to the
+        // entry of its own number is bound too: that match may also have
+        // been a choice (known_bad.rs,
+        // a_choice_of_entries_at_the_checkpoints_own_number_forgets_its_contents).
+        .filter(|(_, c, i)| *c != latest && list[*i].cno < latest)
         .collect();
     if matched.is_empty() {
         return;
