@@ -505,8 +505,8 @@ fn bind_matched(
         cp.bound = true;
         moved.push((list[*i].cno, cp));
     }
+    // Every number taken is below the latest, so `next_cno` stays.
     for (c, cp) in moved {
-        n.next_cno = n.next_cno.max(c + 1);
         n.checkpoints.insert(c, cp);
     }
 }

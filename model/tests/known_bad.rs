@@ -908,3 +908,31 @@ fn a_choice_of_entries_at_the_checkpoints_own_number_forgets_its_contents() {
     ];
     accepted_and_rejected_with(&lines, 11, &lscp(&[1, 2, 3, 4]));
 }
+
+/// Issue 37, `learn_unpredicted`'s guard: a listed plain entry whose
+/// number the model still holds for a hidden checkpoint is not learned
+/// over it. The timer made 2, the sync 3, `rmcp 1` and a sync the hidden
+/// MINOR 4 (the model's `3?m`), `/h`'s sync 5; lscp lists [2, 3, 5]. The
+/// model keeps `3?m` with its tree (the sync's, which is also the real
+/// checkpoint 3's: the MINOR one changed no file), so a snapshot of 3
+/// without `/g` is rejected. Learning entry 3 over it would make 3's
+/// contents unknown and accept that.
+#[test]
+fn a_listed_number_held_by_a_hidden_checkpoint_is_not_learned_over_it() {
+    let file = r#"{"stat":{"type":"file","size":0,"nlink":1,"perm":420}}"#;
+    let lines = [
+        op(r#""op":"create","path":"/f""#, r#""ok""#),
+        op(r#""op":"clock","now":30000000000"#, r#""ok""#),
+        op(r#""op":"create","path":"/g""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"rmcp","cno":1"#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"create","path":"/h""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[2, 3, 5])),
+        op(r#""op":"chcp","cno":3,"snapshot":true"#, r#""ok""#),
+        op(r#""op":"mount","cp":3,"ro":true"#, r#""ok""#),
+        op(r#""op":"lstat","path":"/g","at":3"#, file),
+    ];
+    accepted_and_rejected_with(&lines, 11, &err("ENOENT"));
+}
