@@ -464,3 +464,40 @@ fn a_write_never_reuses_a_clean_segment_that_holds_live_blocks() {
         "the refused write changed the image"
     );
 }
+
+// Issue 37 (a mutation survivor of `check_segment_unused`'s sanity test):
+// the guard reads a clean segment's old logs only while each is a log: a
+// summary whose log would run past its segment's end is not one (the
+// kernel's `nilfs_segbuf` never writes one), so its block entries hold
+// nothing back, as a never-written segment's garbage does not. Here the
+// summary is resealed, so only the size test tells it apart.
+#[test]
+fn a_clean_segment_guard_stops_at_a_summary_that_overruns_its_segment() {
+    use nilfs::corrupt::{apply, Recipe};
+    let dev = fresh(16 << 20, 1024, 64);
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, NOW).unwrap();
+        let f = fs.create(ino::ROOT, b"old", 0o644).unwrap();
+        fs.write(f, 0, &pattern(1, 100 << 10)).unwrap();
+        fs.unmount().unwrap();
+    }
+    for r in [
+        "su[1].su_flags = 0",
+        "suhdr.sh_ncleansegs += 1",
+        "suhdr.sh_ndirtysegs -= 1",
+        "suhdr.sh_last_alloc = 0",
+        // Segment 1 is blocks 64 to 127: a log of 65 blocks from 64 ends
+        // past it.
+        "ss@1:0.ss_nblocks = 65",
+    ] {
+        apply(&dev, &Recipe::parse(r).unwrap()).unwrap();
+    }
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, NOW + 10).unwrap();
+    let f = fs.create(ino::ROOT, b"new", 0o644).unwrap();
+    fs.write(f, 0, &[0x77; 300 << 10]).unwrap();
+    fs.sync()
+        .expect("a summary that overruns its segment is not a log the guard reads");
+    assert_eq!(fs.read(f, 0, 4).unwrap(), vec![0x77; 4]);
+}
