@@ -35,8 +35,15 @@ fn hull(a: Stamp, b: Stamp) -> Stamp {
 }
 
 impl Namespace {
+    /// Whether `after` is this view as it may be known later: the same
+    /// shape, and every stamp within this one's interval (an observation
+    /// narrowed it).
+    pub(crate) fn refined_by(&self, after: &Namespace) -> bool {
+        self.untimed() == after.untimed() && self.hull_with(after) == *self
+    }
+
     /// The namespace with every stamp erased (its shape).
-    fn untimed(&self) -> Namespace {
+    pub(crate) fn untimed(&self) -> Namespace {
         let mut ns = self.clone();
         ns.inodes = self
             .inodes
@@ -52,7 +59,7 @@ impl Namespace {
     }
 
     /// Each stamp the hull of this one's and `other`'s (the same shape).
-    fn hull_with(&self, other: &Namespace) -> Namespace {
+    pub(crate) fn hull_with(&self, other: &Namespace) -> Namespace {
         let mut ns = self.clone();
         for (id, o) in other.inodes.iter() {
             if let Some(ino) = ns.inodes.get_mut(id) {

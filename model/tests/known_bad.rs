@@ -942,3 +942,66 @@ fn a_hidden_checkpoint_moves_off_a_listed_number_between_its_neighbours() {
     accepted_and_rejected_with(&lines, 12, file);
     accepted_and_rejected_with(&lines, 13, &err("ENOENT"));
 }
+
+/// Finding K11, second part (seen on Linux 6.1 and 7.3 through the kernel
+/// guest in lockstep, `cli/tests/peer_kernel_lockstep.rs`): after create,
+/// write and unlink, a sync(2) or an unmount leaves checkpoints 2 and 3 —
+/// the writeback pass constructs holding the removed inode, then
+/// `nilfs_sync_fs` writes its eviction. The model's readings after each:
+/// nothing left (nilfs-ref, which evicts at once), or the eviction written
+/// in the same call; never the eviction still pending, which a later
+/// construction would number 3 after the kernel had.
+#[test]
+fn sync_and_umount_write_a_held_eviction_themselves() {
+    use nilfs_model::{step, Op, Pattern, State};
+    let g = nilfs_model::Geometry {
+        block_size: 4096,
+        blocks_per_segment: 64,
+        nsegments: 256,
+        r_segments_percentage: 5,
+    };
+    for last in [Op::Sync, Op::Umount { cp: None }] {
+        let mut states = vec![State::mkfs(g.clone(), true, 0)];
+        let ops = [
+            Op::Mount {
+                cp: None,
+                ro: false,
+            },
+            Op::Create {
+                path: "/f".into(),
+                perm: 0o644,
+                excl: false,
+                at: None,
+            },
+            Op::Write {
+                path: "/f".into(),
+                offset: 0,
+                data: Pattern::Zeros(40_000),
+                append: false,
+                at: None,
+            },
+            Op::Unlink {
+                path: "/f".into(),
+                at: None,
+            },
+            last.clone(),
+        ];
+        for op in &ops {
+            states = states
+                .iter()
+                .flat_map(|s| step(s, op))
+                .filter_map(|b| b.predicted().map(|(_, n)| n))
+                .collect();
+        }
+        let numbers: Vec<Vec<u64>> = states
+            .iter()
+            .map(|s| s.checkpoints.keys().copied().collect())
+            .collect();
+        assert!(numbers.contains(&vec![1, 2]), "{last:?}: {numbers:?}");
+        assert!(numbers.contains(&vec![1, 2, 3]), "{last:?}: {numbers:?}");
+        assert!(
+            states.iter().all(|s| !s.pending.dirty),
+            "{last:?}: an eviction left pending"
+        );
+    }
+}

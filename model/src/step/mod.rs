@@ -138,7 +138,13 @@ pub(crate) fn enospc(s: &State) -> Vec<Branch> {
 
 /// The transition function: every way `op` may go from `s`.
 pub fn step(s: &State, op: &Op) -> Vec<Branch> {
-    held_evictions(step_op(s, op))
+    // sync(2), an unmount and a remount read-only all run
+    // `sync_filesystem`.
+    let sync_all = matches!(
+        op,
+        Op::Sync | Op::Umount { cp: None } | Op::Remount { ro: true }
+    );
+    held_evictions(step_op(s, op), sync_all)
 }
 
 /// Finding K11: a construction that held inodes removed while their pages
@@ -150,7 +156,17 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
 /// more). nilfs-ref evicts at once. Both readings are allowed: the
 /// eviction pending (a change that makes the next construction write a
 /// checkpoint), or nothing left.
-fn held_evictions(branches: Vec<Branch>) -> Vec<Branch> {
+///
+/// A `sync` (sync(2)), an unmount or a remount read-only (`sync_all`:
+/// each runs `sync_filesystem`) writes the eviction itself: its
+/// writeback pass (`sync_inodes_sb`, WB_SYNC_ALL) reaches the removed
+/// inode's dirty pages through `nilfs_writepages`, whose
+/// `nilfs_construct_dsync_segment` makes the full construction that holds
+/// the inode, and its `nilfs_sync_fs` then constructs again, the eviction
+/// now dirty: two checkpoints in one call (seen on Linux 6.1 through the
+/// kernel guest in lockstep: create, write, unlink, then sync or umount
+/// left checkpoints 2 and 3; `peer_kernel_lockstep.rs`).
+fn held_evictions(branches: Vec<Branch>, sync_all: bool) -> Vec<Branch> {
     if !branches.iter().any(|b| b.next.pending.held_evictions) {
         return branches;
     }
@@ -166,6 +182,9 @@ fn held_evictions(branches: Vec<Branch>) -> Vec<Branch> {
         p.dirty = true;
         p.history.push_back(evicting.next.live.clone());
         p.history_times.push_back(evicting.next.clock);
+        if sync_all {
+            evicting.next.construct();
+        }
         out.push(b);
         out.push(evicting);
     }
