@@ -17,6 +17,7 @@ mod demo;
 mod edit;
 mod exec;
 mod gen;
+mod guest;
 mod image;
 mod ioctl;
 mod listings;
@@ -103,6 +104,13 @@ enum Cmd {
     /// One worker of `exec`'s concurrent run (internal).
     #[command(hide = true)]
     ExecWorker(exec::concurrent::WorkerArgs),
+    /// The kernel guest as a stream runner for the oracle's traits
+    /// (internal: `nilfs_adapter::KernelGuest`).
+    #[command(hide = true)]
+    Guest {
+        #[command(subcommand)]
+        cmd: guest::Cmd,
+    },
     /// Generate a workload (a trace without outcomes) from a seed, biased
     /// by the model's state; run it with `apply` or `exec`.
     Gen(gen::GenArgs),
@@ -154,6 +162,7 @@ fn run(cmd: Cmd) -> Result<String, String> {
         Cmd::Campaign { cmd } => campaign::run(&cmd),
         Cmd::Exec(a) => exec::run(a),
         Cmd::ExecWorker(a) => exec::concurrent::worker(a),
+        Cmd::Guest { cmd } => guest::run(cmd),
         Cmd::Gen(a) => gen::run(a),
         Cmd::Sim { cmd } => sim::run(cmd),
         Cmd::Oracle { .. } => unreachable!("handled in main"),

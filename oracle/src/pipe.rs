@@ -1,20 +1,22 @@
 //! An implementation behind a mount, driven an operation at a time through
-//! a child process that speaks `nilref exec --stream`'s protocol: one
-//! operation per line in (the model's trace format), one observed line out
+//! a runner that speaks `nilref exec --stream`'s protocol: one operation
+//! per line in (the model's trace format), one observed line out
 //! (`{"op": …, "out": …, "t": [before, after]}`), or `{"cannot": WHY}`
-//! when the runner could not run it.
+//! when the runner could not run it. The runner is a child process
+//! ([`Pipe::spawn`]) or anything at the other end of a pair of streams
+//! ([`Pipe::over`]: the kernel guest's port, `nilfs_adapter::KernelGuest`).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
 
 use nilfs_model::{Errno, Line, Op, Outcome};
 
 /// A running stream runner: [`Pipe::call`] sends it one operation and
 /// waits for what it observed.
 pub struct Pipe {
-    child: Child,
-    to: Option<ChildStdin>,
-    from: BufReader<ChildStdout>,
+    child: Option<Child>,
+    to: Option<Box<dyn Write + Send>>,
+    from: BufReader<Box<dyn Read + Send>>,
 }
 
 /// What the runner answered for one operation.
@@ -40,12 +42,37 @@ impl Pipe {
             .spawn()
             .map_err(|e| format!("{cmd:?}: {e}"))?;
         let to = child.stdin.take().expect("stdin was piped");
-        let from = BufReader::new(child.stdout.take().expect("stdout was piped"));
-        Ok(Pipe {
-            child,
-            to: Some(to),
-            from,
-        })
+        let from = child.stdout.take().expect("stdout was piped");
+        let mut pipe = Pipe::over(from, to);
+        pipe.child = Some(child);
+        Ok(pipe)
+    }
+
+    /// A runner at the other end of `from` (its answers) and `to` (where
+    /// the operations go). A read that times out is an answer the runner
+    /// did not give.
+    pub fn over(from: impl Read + Send + 'static, to: impl Write + Send + 'static) -> Pipe {
+        Pipe {
+            child: None,
+            to: Some(Box::new(to)),
+            from: BufReader::new(Box::new(from)),
+        }
+    }
+
+    /// Sends one line and reads one back (without its newline).
+    pub fn exchange(&mut self, request: &str) -> Result<String, String> {
+        let Some(to) = self.to.as_mut() else {
+            return Err("the runner's input is closed".into());
+        };
+        writeln!(to, "{request}")
+            .and_then(|()| to.flush())
+            .map_err(|e| format!("writing to the runner: {e}"))?;
+        let mut reply = String::new();
+        match self.from.read_line(&mut reply) {
+            Ok(0) => Err("the runner ended without an answer".into()),
+            Err(e) => Err(format!("reading the runner's answer: {e}")),
+            Ok(_) => Ok(reply.trim_end().to_string()),
+        }
     }
 
     /// Sends `op` and reads the runner's answer.
@@ -56,18 +83,10 @@ impl Pipe {
             cannot: Some(why),
         };
         let request = serde_json::to_string(op).expect("an operation serialises");
-        let Some(to) = self.to.as_mut() else {
-            return cannot("the runner's input is closed".into());
+        let reply = match self.exchange(&request) {
+            Ok(r) => r,
+            Err(why) => return cannot(why),
         };
-        if let Err(e) = writeln!(to, "{request}").and_then(|()| to.flush()) {
-            return cannot(format!("writing to the runner: {e}"));
-        }
-        let mut reply = String::new();
-        match self.from.read_line(&mut reply) {
-            Ok(0) => return cannot("the runner ended without an answer".into()),
-            Err(e) => return cannot(format!("reading the runner's answer: {e}")),
-            Ok(_) => {}
-        }
         let v: serde_json::Value = match serde_json::from_str(&reply) {
             Ok(v) => v,
             Err(e) => return cannot(format!("the runner's answer {reply:?}: {e}")),
@@ -93,7 +112,10 @@ impl Pipe {
     /// mount, so that it can be unmounted).
     pub fn close(mut self) -> Result<(), String> {
         drop(self.to.take());
-        let status = self.child.wait().map_err(|e| e.to_string())?;
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let status = child.wait().map_err(|e| e.to_string())?;
         if status.success() {
             Ok(())
         } else {
@@ -105,6 +127,8 @@ impl Pipe {
 impl Drop for Pipe {
     fn drop(&mut self) {
         drop(self.to.take());
-        let _ = self.child.wait();
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.wait();
+        }
     }
 }

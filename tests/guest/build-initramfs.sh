@@ -5,7 +5,7 @@
 # The guest is a Debian kernel pinned in tests/peers.toml, unpacked by
 # `nilref peers fetch` into the peer cache (never installed on the host),
 # booted by qemu with this archive as its root file system: static
-# busybox, the kernel modules the tests need (virtio disk and 9p, nilfs2,
+# busybox, the kernel modules the tests need (virtio disk, 9p and serial port, nilfs2,
 # loop, device mapper with dm-log-writes and dm-flakey; .ko.xz and .ko.zst
 # modules are decompressed here), the nilfs-tools programs with their
 # shared libraries, dmsetup, and /init (init.sh). The archive is
@@ -107,7 +107,7 @@ add_module() {
   esac
   echo "$m" >> "$ROOT/lib/modules/order"
 }
-for m in virtio_pci virtio_blk nilfs2 9pnet_virtio 9p loop dm-mod dm-log-writes dm-flakey; do
+for m in virtio_pci virtio_blk virtio_console nilfs2 9pnet_virtio 9p loop dm-mod dm-log-writes dm-flakey; do
   add_module "$m"
 done
 

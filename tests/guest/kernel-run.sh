@@ -10,6 +10,9 @@
 #   BINS="p q"     host programs copied into the guest's /usr/local/bin, with
 #                  the shared libraries ldd finds for them
 #   SHARE=DIR      host folder mounted read-write at /host (virtio-9p)
+#   CONTROL=SOCK   a virtio-serial port named "nilref" in the guest, served
+#                  on the host as the unix socket SOCK (qemu listens; the
+#                  guest's `nilref guest loop` speaks on it)
 #   ACCEL=tcg|kvm  default tcg (a hypervisor that cannot boot stock kernels
 #                  is common on cloud machines; kvm where it works)
 #   MEM=512M SMP=1 TIMEOUT=600 (seconds)
@@ -19,7 +22,7 @@
 #                  (build-initramfs.sh)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-[ $# -eq 2 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,24p' "$0" >&2; exit 2; }
 IMG=$1 SCRIPT=$2
 [ -f "$IMG" ] && [ -f "$SCRIPT" ] || { echo "kernel-run: no such file: $IMG or $SCRIPT" >&2; exit 2; }
 read -r INITRD KERNEL < <("$HERE/build-initramfs.sh")
@@ -44,6 +47,9 @@ ro=; [ -n "${RO:-}" ] && ro=,readonly=on
 disks=(-drive "file=$IMG,format=raw,if=virtio,cache=unsafe$ro")
 for d in ${DISKS:-}; do disks+=(-drive "file=$d,format=raw,if=virtio,cache=unsafe"); done
 [ -n "${SHARE:-}" ] && disks+=(-virtfs "local,path=$SHARE,mount_tag=host,security_model=none,id=host")
+[ -n "${CONTROL:-}" ] && disks+=(-device virtio-serial-pci
+  -chardev "socket,id=ctl,path=$CONTROL,server=on,wait=off"
+  -device virtserialport,chardev=ctl,name=nilref)
 accel=(-accel tcg,thread=multi)
 [ "${ACCEL:-tcg}" = kvm ] && accel=(-enable-kvm -cpu host,-arch-capabilities)
 bios=(); [ -f /usr/share/qemu/qboot.rom ] && bios=(-bios /usr/share/qemu/qboot.rom)

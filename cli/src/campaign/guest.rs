@@ -47,6 +47,9 @@ pub struct Harness {
     /// The guest's vCPUs (1 unless a campaign needs more: the concurrent
     /// one runs its workers on 2).
     pub smp: u32,
+    /// A unix socket for the guest's control port (kernel-run.sh's
+    /// CONTROL; `nilref guest serve`).
+    pub control: Option<PathBuf>,
 }
 
 /// What one boot printed.
@@ -85,6 +88,7 @@ impl Harness {
             kernel,
             grub,
             smp: 1,
+            control: None,
         })
     }
 
@@ -117,6 +121,7 @@ impl Harness {
             .env("BINS", &runner)
             .env("TIMEOUT", timeout_s.to_string())
             .env("SMP", self.smp.to_string())
+            .env("CONTROL", self.control.as_deref().unwrap_or(Path::new("")))
             .output()
             .map_err(|e| format!("kernel-run.sh: {e}"))?;
         Ok(Boot {

@@ -310,9 +310,16 @@ pub fn run(a: ExecArgs) -> Result<String, String> {
     exec_workload(&opts)
 }
 
+/// Whether `line` is a stream session's end, `{"end": true}`.
+pub fn is_end(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v["end"] == true)
+}
+
 /// `--stream`: one operation in, one observed line out, until `input`
-/// ends. A line that is not an operation, or one the runner cannot run
-/// (a mount without `--device`, a concurrent worker line), is answered
+/// ends or a line `{"end": true}` comes (a session over a link that has no
+/// end of input, the kernel guest's port: `nilref guest loop`). A line
+/// that is not an operation, or one the runner cannot run (a mount
+/// without `--device`, a concurrent worker line), is answered
 /// `{"cannot": WHY}` and the runner goes on; only a failed write of the
 /// answer stops it.
 pub fn serve_stream(
@@ -332,6 +339,9 @@ pub fn serve_stream(
         };
         if line.trim().is_empty() {
             continue;
+        }
+        if is_end(&line) {
+            break;
         }
         let answer = match serde_json::from_str::<serde_json::Value>(&line)
             .map_err(|e| e.to_string())

@@ -35,8 +35,10 @@ use sha2::{Digest, Sha256};
 pub use nilfs_oracle::{Durable, Sut, NS};
 
 mod fuse;
+mod kernel;
 mod ours;
 pub use fuse::{mounted, FuseMount};
+pub use kernel::KernelGuest;
 pub use ours::{format, Ours};
 
 type R<T> = Result<T, Errno>;
