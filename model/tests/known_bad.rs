@@ -1005,3 +1005,76 @@ fn sync_and_umount_write_a_held_eviction_themselves() {
         );
     }
 }
+
+/// Postmortem (the kernel guest in lockstep, Linux 6.1 and 7.3, seed
+/// 20261206): the model cleared every inode's NILFS_I_INODE_SYNC at each
+/// construction, but the kernel clears it only for the inodes the
+/// construction collected (`nilfs_drop_collected_inodes`: those on its
+/// dirty-file list). A link leaves `/a` needing an inode sync with no
+/// dirty page, an fsync of another file constructs without collecting
+/// it, and a later fdatasync of a write to `/a` still makes a full
+/// checkpoint; the model had predicted a data-only log.
+#[test]
+fn an_inode_sync_outlives_a_construction_that_did_not_collect_the_inode() {
+    use nilfs_model::{step, Op, Pattern, State};
+    let g = nilfs_model::Geometry {
+        block_size: 4096,
+        blocks_per_segment: 64,
+        nsegments: 256,
+        r_segments_percentage: 5,
+    };
+    let create = |p: &str| Op::Create {
+        path: p.into(),
+        perm: 0o644,
+        excl: false,
+        at: None,
+    };
+    let write = |p: &str| Op::Write {
+        path: p.into(),
+        offset: 0,
+        data: Pattern::Text("x".into()),
+        append: false,
+        at: None,
+    };
+    let ops = [
+        Op::Mount {
+            cp: None,
+            ro: false,
+        },
+        create("/a"),
+        write("/a"),
+        Op::Sync,
+        Op::Link {
+            old: "/a".into(),
+            new: "/b".into(),
+            at: None,
+        },
+        create("/c"),
+        write("/c"),
+        Op::Fsync {
+            path: "/c".into(),
+            at: None,
+        },
+        write("/a"),
+        Op::Fdatasync {
+            path: "/a".into(),
+            at: None,
+        },
+    ];
+    let mut states = vec![State::mkfs(g, true, 0)];
+    for op in &ops {
+        states = states
+            .iter()
+            .flat_map(|s| step(s, op))
+            .filter_map(|b| b.predicted().map(|(_, n)| n))
+            .collect();
+    }
+    let numbers: Vec<Vec<u64>> = states
+        .iter()
+        .map(|s| s.checkpoints.keys().copied().collect())
+        .collect();
+    assert!(
+        numbers.iter().all(|n| *n == [1, 2, 3, 4]),
+        "the fdatasync made no checkpoint: {numbers:?}"
+    );
+}

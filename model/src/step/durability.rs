@@ -70,10 +70,27 @@ impl State {
             .dirty_inodes
             .iter()
             .any(|id| !self.live.inodes.contains_key(id));
+        // NILFS_I_INODE_SYNC is cleared only for the inodes the
+        // construction collected, those on its dirty-file list
+        // (`nilfs_drop_collected_inodes`): an inode whose metadata alone
+        // changed (a link, a setattr) keeps it, and a later fdatasync of
+        // its data still makes a full checkpoint (seen on Linux 6.1 and
+        // 7.3 through the kernel guest in lockstep: link, fsync of another
+        // file, write, fdatasync).
+        let inode_sync = self
+            .pending
+            .inode_sync
+            .iter()
+            .filter(|&&id| {
+                !self.pending.dirty_inodes.contains(&id) && self.live.inodes.contains_key(&id)
+            })
+            .copied()
+            .collect();
         self.new_checkpoint(self.live.clone(), minor);
         self.consumed_blocks += CHECKPOINT_BLOCKS;
         self.pending = Pending {
             held_evictions: held,
+            inode_sync,
             ..Pending::default()
         };
     }

@@ -53,6 +53,8 @@ pub(super) fn umount(s: &State, cp: Option<Cno>) -> Vec<Branch> {
         None if s.mount.is_some() => {
             n.construct();
             n.mount = None;
+            // The in-memory inodes, and their flags, go with the mount.
+            n.pending.inode_sync.clear();
         }
         _ => return fail(s, Errno::EINVAL),
     }
