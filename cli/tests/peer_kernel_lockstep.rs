@@ -6,9 +6,7 @@
 //! `Fs` and the FUSE mount, with no special case. Times are judged within
 //! each call's own clock interval. `NILFS_KERNEL_LOCKSTEP_CASES` sets the
 //! cases per kernel (default 64); `NILFS_KERNEL` the pinned kernel
-//! (default: 6.1 and 7.3; 6.12 writes the evictions of two files removed
-//! with dirty pages at times of its own, an open finding in
-//! docs/findings.md, "K11").
+//! (default: 6.1 and 7.3; `NILFS_KERNEL=6.12` runs the third).
 
 use std::path::{Path, PathBuf};
 

@@ -96,10 +96,11 @@ pub struct Pending {
     /// The checkpoint table as of the latest construction (chcp/rmcp made
     /// since then are lost by a crash unless a construction followed).
     pub table_at_construction: Option<OrdMap<Cno, Checkpoint>>,
-    /// The latest construction held inodes that were removed while their
-    /// pages were dirty (finding K11): set by `State::construct`, resolved
-    /// by `step` into its two readings (see `step::held_evictions`).
-    pub held_evictions: bool,
+    /// How many inodes the latest construction held that were removed
+    /// while their pages were dirty (finding K11): set by
+    /// `State::construct`, resolved by `step` into its readings (see
+    /// `step::held_evictions`).
+    pub held_evictions: u32,
 }
 
 /// The abstract state of one NILFS2 file system.

@@ -69,7 +69,8 @@ impl State {
             .pending
             .dirty_inodes
             .iter()
-            .any(|id| !self.live.inodes.contains_key(id));
+            .filter(|id| !self.live.inodes.contains_key(*id))
+            .count() as u32;
         // NILFS_I_INODE_SYNC is cleared only for the inodes the
         // construction collected, those on its dirty-file list
         // (`nilfs_drop_collected_inodes`): an inode whose metadata alone
