@@ -565,9 +565,9 @@ fn take_hidden(
 
 /// Put each run of hidden checkpoints back where the kernel's numbers can
 /// be: after the checkpoint it followed and before the one that followed
-/// it, at their numbers after the listing (`moved`), and on no listed
-/// number (lscp would not show a hidden one) and no number the table
-/// holds. They take the first such numbers, in order, and are bound when
+/// it, at their numbers after the listing (`moved`), at or above the
+/// run's first number, and on no listed number (lscp would not show a
+/// hidden one) and no number the table holds. They take the first such numbers, in order, and are bound when
 /// the room is exactly theirs. A run with no room (the neighbours' match
 /// was a choice, made too low) keeps its numbers where they are free, and
 /// leaves nothing learnt; `false` if not even that can be done. The
@@ -582,7 +582,11 @@ fn place_hidden(
     let listed: BTreeSet<Cno> = list.iter().map(|e| e.cno).collect();
     let to = |c: Cno| moved.get(&c).copied().unwrap_or(c);
     for run in runs {
-        let lo = run.after.map_or(0, to);
+        // A number the model gave is a lower bound (the kernel may have
+        // made checkpoints the model did not count, never fewer), and
+        // the number of a checkpoint removed since is not free again.
+        let first = run.cps.first().map_or(0, |(c, _)| *c);
+        let lo = run.after.map_or(0, to).max(first.saturating_sub(1));
         let hi = to(run.before);
         let room: Vec<Cno> = (lo + 1..hi)
             .filter(|c| !listed.contains(c) && !n.checkpoints.contains_key(c))

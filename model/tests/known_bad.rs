@@ -943,6 +943,27 @@ fn a_hidden_checkpoint_moves_off_a_listed_number_between_its_neighbours() {
     accepted_and_rejected_with(&lines, 13, &err("ENOENT"));
 }
 
+/// Postmortem (issue 37, the mutants of `place_hidden`): a hidden
+/// checkpoint was put on the number of a checkpoint removed before it.
+/// `rmcp 1` of the latest and a sync make the MINOR 2 (hidden), `/h`'s
+/// sync 3; lscp lists [3]. Number 1 is neither listed nor held, and
+/// `place_hidden` took it for the hidden one, so `chcp 2` was ENOENT. A
+/// number the model gave is a lower bound: 2 is the only room.
+#[test]
+fn a_hidden_checkpoint_never_moves_below_its_own_number() {
+    let lines = [
+        op(r#""op":"rmcp","cno":1"#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"create","path":"/h""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[3])),
+        op(r#""op":"chcp","cno":2,"snapshot":true"#, r#""ok""#),
+        op(r#""op":"chcp","cno":1,"snapshot":true"#, &err("ENOENT")),
+    ];
+    accepted_and_rejected_with(&lines, 5, &err("ENOENT"));
+    accepted_and_rejected_with(&lines, 6, r#""ok""#);
+}
+
 /// Finding K11, second part (seen through the kernel guest in lockstep,
 /// `cli/tests/peer_kernel_lockstep.rs`): after files are created, written
 /// and unlinked, a sync(2) or an unmount writes their evictions itself —
