@@ -168,9 +168,10 @@ pub fn step(s: &State, op: &Op) -> Vec<Branch> {
 /// (`peer_kernel_lockstep.rs`): one file created, written and unlinked,
 /// then sync or umount, left checkpoints 2 and 3 (6.1, 7.3); two such
 /// files left 2, 3 and 4 (6.1), or 2 and 3 with the other eviction
-/// written by the next unmount (6.12, not every time). So with `k`
-/// inodes held, the call writes `m` eviction checkpoints, `0 <= m <= k`,
-/// and what is left waits for the next construction.
+/// written by the next unmount (6.12, not every time), or both evictions
+/// in checkpoint 3 (6.1: a symlink and a directory). So with `k` inodes
+/// held, the call writes `m` eviction checkpoints, `0 <= m <= k`, and
+/// what is left, if anything, waits for the next construction.
 fn held_evictions(branches: Vec<Branch>, sync_all: bool) -> Vec<Branch> {
     if !branches.iter().any(|b| b.next.pending.held_evictions > 0) {
         return branches;
@@ -185,23 +186,28 @@ fn held_evictions(branches: Vec<Branch>, sync_all: bool) -> Vec<Branch> {
         b.next.pending.held_evictions = 0;
         let evicting = b.clone();
         out.push(b);
-        for m in 0..=if sync_all { k } else { 0 } {
-            let mut n = evicting.clone();
-            for written in 0..=m {
-                // Each step leaves an eviction pending; the first `m` are
-                // constructed at once, the last (if any left) waits.
-                if written == m && m == k {
-                    break;
+        // `m` checkpoints in the call, each writing the evictions done by
+        // then (one may carry several), and evictions `left` for the next
+        // construction or not; without any, it is nilfs-ref's reading,
+        // pushed above.
+        let most = if sync_all { k } else { 0 };
+        for m in 0..=most {
+            for left in [false, true] {
+                if (m == 0 && !left) || (m == k && left) {
+                    continue;
                 }
-                let p = &mut n.next.pending;
-                p.dirty = true;
-                p.history.push_back(n.next.live.clone());
-                p.history_times.push_back(n.next.clock);
-                if written < m {
-                    n.next.construct();
+                let mut n = evicting.clone();
+                for step in 0..m + u32::from(left) {
+                    let p = &mut n.next.pending;
+                    p.dirty = true;
+                    p.history.push_back(n.next.live.clone());
+                    p.history_times.push_back(n.next.clock);
+                    if step < m {
+                        n.next.construct();
+                    }
                 }
+                out.push(n);
             }
-            out.push(n);
         }
     }
     out
