@@ -58,6 +58,31 @@ fn err(e: &str) -> String {
     format!(r#"{{"err":"{e}"}}"#)
 }
 
+/// Every state the model's predictions reach from a fresh file system of
+/// 4 KiB blocks after `ops`, following each branch, and the checkpoint
+/// numbers of each.
+fn states_after(ops: &[nilfs_model::Op]) -> (Vec<nilfs_model::State>, Vec<Vec<u64>>) {
+    let g = nilfs_model::Geometry {
+        block_size: 4096,
+        blocks_per_segment: 64,
+        nsegments: 256,
+        r_segments_percentage: 5,
+    };
+    let mut states = vec![nilfs_model::State::mkfs(g, true, 0)];
+    for op in ops {
+        states = states
+            .iter()
+            .flat_map(|s| nilfs_model::step(s, op))
+            .filter_map(|b| b.predicted().map(|(_, n)| n))
+            .collect();
+    }
+    let numbers = states
+        .iter()
+        .map(|s| s.checkpoints.keys().copied().collect())
+        .collect();
+    (states, numbers)
+}
+
 /// lscp's answer listing plain checkpoints `cnos`.
 fn lscp(cnos: &[u64]) -> String {
     let plain: Vec<(u64, bool)> = cnos.iter().map(|&c| (c, false)).collect();
@@ -974,13 +999,7 @@ fn a_hidden_checkpoint_never_moves_below_its_own_number() {
 /// those, and nilfs-ref's (which evicts at once: 2 alone).
 #[test]
 fn sync_and_umount_write_held_evictions_themselves() {
-    use nilfs_model::{step, Op, Pattern, State};
-    let g = nilfs_model::Geometry {
-        block_size: 4096,
-        blocks_per_segment: 64,
-        nsegments: 256,
-        r_segments_percentage: 5,
-    };
+    use nilfs_model::{Op, Pattern};
     let removed = |name: &str| {
         let path = format!("/{name}");
         [
@@ -1010,18 +1029,7 @@ fn sync_and_umount_write_held_evictions_themselves() {
                 ops.extend(removed(f));
             }
             ops.push(last.clone());
-            let mut states = vec![State::mkfs(g.clone(), true, 0)];
-            for op in &ops {
-                states = states
-                    .iter()
-                    .flat_map(|s| step(s, op))
-                    .filter_map(|b| b.predicted().map(|(_, n)| n))
-                    .collect();
-            }
-            let numbers: Vec<Vec<u64>> = states
-                .iter()
-                .map(|s| s.checkpoints.keys().copied().collect())
-                .collect();
+            let (states, numbers) = states_after(&ops);
             let all: Vec<u64> = (1..=2 + files.len() as u64).collect();
             for want in [vec![1, 2], all] {
                 assert!(
@@ -1053,13 +1061,7 @@ fn sync_and_umount_write_held_evictions_themselves() {
 /// checkpoint; the model had predicted a data-only log.
 #[test]
 fn an_inode_sync_outlives_a_construction_that_did_not_collect_the_inode() {
-    use nilfs_model::{step, Op, Pattern, State};
-    let g = nilfs_model::Geometry {
-        block_size: 4096,
-        blocks_per_segment: 64,
-        nsegments: 256,
-        r_segments_percentage: 5,
-    };
+    use nilfs_model::{Op, Pattern};
     let create = |p: &str| Op::Create {
         path: p.into(),
         perm: 0o644,
@@ -1098,18 +1100,7 @@ fn an_inode_sync_outlives_a_construction_that_did_not_collect_the_inode() {
             at: None,
         },
     ];
-    let mut states = vec![State::mkfs(g, true, 0)];
-    for op in &ops {
-        states = states
-            .iter()
-            .flat_map(|s| step(s, op))
-            .filter_map(|b| b.predicted().map(|(_, n)| n))
-            .collect();
-    }
-    let numbers: Vec<Vec<u64>> = states
-        .iter()
-        .map(|s| s.checkpoints.keys().copied().collect())
-        .collect();
+    let (_, numbers) = states_after(&ops);
     assert!(
         numbers.iter().all(|n| *n == [1, 2, 3, 4]),
         "the fdatasync made no checkpoint: {numbers:?}"
