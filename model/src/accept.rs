@@ -695,7 +695,7 @@ fn finish_lscp(
 
 #[cfg(test)]
 mod tests {
-    use super::{match_unbound, outcome_matches, Unbound};
+    use super::{finish_lscp, match_unbound, outcome_matches, Unbound};
     use crate::fs::{FileType, StatInfo};
     use crate::op::{CpEntry, Outcome};
 
@@ -775,5 +775,40 @@ mod tests {
             match_unbound(&list, &[false; 3], &items, true),
             Some(vec![Some(0), Some(1), Some(2)])
         );
+    }
+
+    /// `finish_lscp` numbers a hidden checkpoint after the listed latest
+    /// past it, and the next checkpoint the model makes past that: the
+    /// model's `2?` listed as 3 moves its hidden `3?m` to 4, so the next
+    /// number is 5, never 4 (which would land on the hidden one).
+    #[test]
+    fn the_next_number_is_past_a_hidden_checkpoint_moved_after_the_latest() {
+        use crate::space::Geometry;
+        use crate::state::State;
+        let g = Geometry {
+            block_size: 4096,
+            blocks_per_segment: 64,
+            nsegments: 256,
+            r_segments_percentage: 5,
+        };
+        let mut s = State::mkfs(g, true, 0);
+        let one = s.checkpoints[&1].clone();
+        s.checkpoints.remove(&1);
+        let latest = crate::state::Checkpoint {
+            bound: false,
+            ..one.clone()
+        };
+        let hidden = crate::state::Checkpoint {
+            minor: true,
+            ..latest.clone()
+        };
+        s.checkpoints.insert(2, latest);
+        s.checkpoints.insert(3, hidden);
+        s.next_cno = 4;
+        let last = CpEntry { cno: 3, ss: false };
+        let (n, now) = finish_lscp(s, 2, &last, |cp| !cp.minor);
+        assert_eq!(now, 3);
+        assert!(n.checkpoints.get(&4).is_some_and(|cp| cp.minor));
+        assert_eq!(n.next_cno, 5);
     }
 }
