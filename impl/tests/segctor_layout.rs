@@ -441,3 +441,32 @@ fn a_data_only_log_says_syndt_and_a_cleaners_log_says_gc() {
     );
     fs.unmount().unwrap();
 }
+
+/// An fdatasync whose data-only logs need more segments than the first
+/// extension gives: the layout extends by 1, 2, 4... as
+/// `nilfs_segctor_collect`'s retry does (issue 37: with the doubling as a
+/// halving, the second retry asked for no segment and the construction
+/// never ended). 300 KiB on 64 KiB segments, then a remount reads it.
+#[test]
+fn a_data_only_construction_over_several_segments_extends_and_ends() {
+    use nilfs::format::ino::ROOT;
+    use nilfs::fs::Fs;
+    use nilfs::the_nilfs::Nilfs;
+    let dev = fresh(16 << 20, 1024, 64);
+    let data: Vec<u8> = (0..300 << 10).map(|i: u32| (i % 251) as u8).collect();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let f = fs.create(ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, &vec![0; data.len()]).unwrap();
+        fs.sync().unwrap();
+        // Inside the size: a data-only log, no checkpoint.
+        fs.write(f, 0, &data).unwrap();
+        fs.fdatasync(f).unwrap();
+        fs.unmount().unwrap();
+    }
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_010).unwrap();
+    let f = fs.lookup(ROOT, b"f").unwrap().expect("f is there");
+    assert!(fs.read(f, 0, data.len() as u64).unwrap() == data);
+}
