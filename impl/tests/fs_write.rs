@@ -812,3 +812,35 @@ fn regress_rename_noreplace_onto_the_root_is_eexist() {
         );
     }
 }
+
+/// Finding K19 (the kernel in lockstep): a link leaves the file needing an
+/// inode sync with no dirty page; a construction that does not collect it
+/// (an fsync of another file) keeps NILFS_I_INODE_SYNC set, so a later
+/// fdatasync of a write inside its size still makes a checkpoint
+/// (`nilfs_drop_collected_inodes`). One the construction did collect (its
+/// pages were dirty) loses the flag: the same fdatasync is data-only.
+#[test]
+fn an_inode_sync_outlives_a_construction_that_did_not_collect_the_file() {
+    for linked in [true, false] {
+        let dev = fresh(64 << 20, 1024, 64);
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let a = fs.create(ino::ROOT, b"a", 0o644).unwrap();
+        fs.write(a, 0, &pattern(1, 3000)).unwrap();
+        fs.sync().unwrap();
+        if linked {
+            fs.link(a, ino::ROOT, b"b").unwrap();
+        } else {
+            // Collected by the fsync below: its page is dirty.
+            fs.write(a, 0, &[9; 10]).unwrap();
+        }
+        let c = fs.create(ino::ROOT, b"c", 0o644).unwrap();
+        fs.write(c, 0, &[1; 100]).unwrap();
+        fs.fsync(c).unwrap();
+        let before = fs.latest_cno();
+        fs.write(a, 10, &[2; 100]).unwrap();
+        fs.fdatasync(a).unwrap();
+        let made = fs.latest_cno().0 - before.0;
+        assert_eq!(made, u64::from(linked), "linked: {linked}");
+    }
+}

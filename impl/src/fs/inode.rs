@@ -78,11 +78,17 @@ impl FileState {
         self.inode_dirty || !self.dirty.is_empty()
     }
 
-    /// The construction that wrote the file is on disk.
+    /// The construction that wrote the file is on disk. It collected the
+    /// file only if its pages were dirty, and only then does the file
+    /// lose `NILFS_I_INODE_SYNC` (`nilfs_drop_collected_inodes`): a file
+    /// changed in metadata alone (linked, say) keeps it, and a later
+    /// fdatasync of its data still makes a full construction (K19).
     pub(crate) fn mark_clean(&mut self) -> Result<()> {
+        if self.pages_dirty || !self.dirty.is_empty() {
+            self.inode_sync = false;
+        }
         self.dirty.clear();
         self.inode_dirty = false;
-        self.inode_sync = false;
         self.pages_dirty = false;
         self.bmap.mark_clean()?;
         if let Some(d) = &mut self.dir {
@@ -196,10 +202,13 @@ impl Inodes {
                 continue; // gone already (unlinked and released)
             };
             let f = e.get();
+            // A file may go with NILFS_I_INODE_SYNC still set (changed in
+            // metadata alone since a construction collected it): the flag
+            // lives in the kernel's in-memory inode too, and goes when the
+            // VFS evicts that clean inode.
             let idle = !self.on_dirty_list.contains(&i)
                 && !f.needs_write()
                 && !f.pages_dirty
-                && !f.inode_sync
                 && f.atime_ns.is_none()
                 && !self.open.contains_key(&i);
             if idle {
