@@ -229,4 +229,29 @@ mod tests {
         m.clear();
         assert!(!m.blind);
     }
+
+    /// `clear` forgets every recorded pass and the last check's skips
+    /// (the adapter clears its memo after a durable read failed, so the
+    /// next check reads everything afresh). Issue 37: `clear` replaced by
+    /// nothing survived.
+    #[test]
+    fn clearing_forgets_every_pass() {
+        let mut m = Memo::default();
+        m.skipped.push(crate::format::Cno(3));
+        m.reach.insert(
+            3,
+            super::Reach {
+                ifile: Default::default(),
+                inodes_count: 1,
+                generation: 7,
+                translations: vec![(1, None, 2)],
+                inodes: 1,
+                nodes: 0,
+                dirents: 1,
+            },
+        );
+        m.clear();
+        assert!(m.skipped().is_empty() && m.reach.is_empty());
+        assert!(!m.was_skipped(crate::format::Cno(3)));
+    }
 }
