@@ -327,6 +327,17 @@ fn each_law_rejects_a_transition_that_breaks_it() {
     broken(&fifo, after(&s, &create("/p")), "law 9");
     // Law 6: a write whose bytes do not read back.
     broken(&write("right"), after(&s, &write("wrong")), "law 6");
+    // Law 5: a cleaner pass that lost /b (postmortem, model shard 5/16:
+    // the law replaced by `Ok(())` survived the model's own tests; only
+    // the bounded-exhaustive proof's mutant run had caught it).
+    let clean = Op::Clean { protection_s: 0 };
+    let unlink_b = Op::Unlink {
+        path: "/b".into(),
+        at: None,
+    };
+    let mut lost = after(&s, &clean);
+    lost.live = after(&s, &unlink_b).live;
+    broken(&clean, lost, "law 5");
 }
 
 /// Only a FIFO, a socket or a device is what only mknod makes.

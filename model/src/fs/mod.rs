@@ -247,18 +247,15 @@ impl Namespace {
         d.ctime = now;
     }
 
-    /// Drops one link of `id`; frees the inode when none is left (the
-    /// model has no open files, so the last link is the last reference:
-    /// `nilfs_evict_inode` then deletes it).
+    /// Drops one link of `id`, never a directory (unlink refuses one;
+    /// rmdir and a rename over one free it themselves); frees the inode
+    /// when none is left (the model has no open files, so the last link
+    /// is the last reference: `nilfs_evict_inode` then deletes it).
     fn drop_link(&mut self, id: Id, now: Stamp) {
         let ino = self.get_mut(id);
         ino.nlink -= 1;
         ino.ctime = now;
-        let gone = match ino.kind {
-            Kind::Dir { .. } => ino.nlink <= 1,
-            _ => ino.nlink == 0,
-        };
-        if gone {
+        if ino.nlink == 0 {
             self.inodes.remove(&id);
         }
     }
