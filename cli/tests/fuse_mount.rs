@@ -958,8 +958,6 @@ fn the_fuse_mount_passes_lockstep_through_the_oracles_traits() {
 /// minimal workload that shows it.
 #[test]
 fn lockstep_over_the_fuse_mount_catches_an_ignored_chmod() {
-    use nilfs_workload::front::Drawn;
-    use nilfs_workload::gen::Choices;
     let dir = common::scratch("fuse", "lockstep-bad");
     if !fuse_or_skip(&dir) {
         return;
@@ -967,23 +965,5 @@ fn lockstep_over_the_fuse_mount_catches_an_ignored_chmod() {
     let mut imp =
         nilfs_adapter::FuseMount::new(Path::new(env!("CARGO_BIN_EXE_nilref")), &dir.join("cases"))
             .mount_args(&["--known-bad", "ignore-chmod"]);
-    let cfg = fuse_config(1);
-    let failure = (1..=40)
-        .find_map(|seed| {
-            let drawn = Drawn {
-                profile: Profile::Attrs,
-                len: 20,
-                choices: Choices::Seed(seed),
-            };
-            nilfs_oracle::check(&mut imp, &cfg, &drawn).err()
-        })
-        .expect("an ignored chmod is caught within 40 attrs workloads");
-    eprintln!("{failure}");
-    let ops: Vec<&str> = failure
-        .minimal
-        .iter()
-        .filter_map(|l| l["op"].as_str())
-        .collect();
-    assert!(ops.contains(&"chmod"), "{failure}");
-    assert!(ops.len() <= 6, "not shrunk: {failure}");
+    common::finds_a_dropped_chmod(&mut imp, &fuse_config(1), 40, 20);
 }

@@ -8,11 +8,13 @@
 //! cases per kernel (default 64); `NILFS_KERNEL` the pinned kernel
 //! (default: each of 6.1, 6.12 and 7.3).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use nilfs_model::{Geometry, Op, Outcome};
 use nilfs_oracle::{Durable, ImageSpec, Implementation, Sut, WriteLog};
-use nilfs_workload::gen::{Features, Profile};
+use nilfs_workload::gen::Features;
 
 /// 4 KiB blocks, so that a case's checkpoints stay in the cpfile's first
 /// block (20 of them): the kernel writes one more MINOR checkpoint after a
@@ -115,29 +117,9 @@ impl Sut for DropsChmodSut<'_> {
 
 #[test]
 fn lockstep_through_the_kernel_guest_catches_a_dropped_chmod() {
-    use nilfs_workload::front::Drawn;
-    use nilfs_workload::gen::Choices;
     if !available("lockstep_through_the_kernel_guest_catches_a_dropped_chmod") {
         return;
     }
     let mut imp = DropsChmod(guest(&scratch("bad"), None));
-    let cfg = config(1);
-    let failure = (1..=20)
-        .find_map(|seed| {
-            let drawn = Drawn {
-                profile: Profile::Attrs,
-                len: 16,
-                choices: Choices::Seed(seed),
-            };
-            nilfs_oracle::check(&mut imp, &cfg, &drawn).err()
-        })
-        .expect("a dropped chmod is caught within 20 attrs workloads");
-    eprintln!("{failure}");
-    let ops: Vec<&str> = failure
-        .minimal
-        .iter()
-        .filter_map(|l| l["op"].as_str())
-        .collect();
-    assert!(ops.contains(&"chmod"), "{failure}");
-    assert!(ops.len() <= 6, "not shrunk: {failure}");
+    common::finds_a_dropped_chmod(&mut imp, &config(1), 20, 16);
 }

@@ -417,16 +417,11 @@ fn without_the_rollback_a_failed_sync_is_caught() {
     );
 }
 
-// postmortem (issue 13.7): a segment holding live blocks but marked clean
-// was handed to the next construction, which wrote over the live blocks:
-// the write "succeeded" and the image no longer read. A construction
-// about to write a segment from its head now checks that nothing still
-// points into it (segctor/reuse.rs); the sync fails as corruption, is
-// rolled back, and the image reads as before.
-#[test]
-fn a_write_never_reuses_a_clean_segment_that_holds_live_blocks() {
+/// An image whose segment 1 holds live blocks (64 KiB segments: a 100
+/// KiB file fills segments 1 and 2) but which the sufile calls clean and
+/// hands out next, damaged further by `more` (corrupt recipes).
+fn live_segment_marked_clean(more: &[&str]) -> MemDevice {
     use nilfs::corrupt::{apply, Recipe};
-    // 64 KiB segments: the first file fills segments 1 and 2.
     let dev = fresh(16 << 20, 1024, 64);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
@@ -435,14 +430,27 @@ fn a_write_never_reuses_a_clean_segment_that_holds_live_blocks() {
         fs.write(f, 0, &pattern(1, 100 << 10)).unwrap();
         fs.unmount().unwrap();
     }
-    for r in [
+    let recipes = [
         "su[1].su_flags = 0",
         "suhdr.sh_ncleansegs += 1",
         "suhdr.sh_ndirtysegs -= 1",
         "suhdr.sh_last_alloc = 0",
-    ] {
+    ];
+    for r in recipes.iter().chain(more) {
         apply(&dev, &Recipe::parse(r).unwrap()).unwrap();
     }
+    dev
+}
+
+// postmortem (issue 13.7): a segment holding live blocks but marked clean
+// was handed to the next construction, which wrote over the live blocks:
+// the write "succeeded" and the image no longer read. A construction
+// about to write a segment from its head now checks that nothing still
+// points into it (segctor/reuse.rs); the sync fails as corruption, is
+// rolled back, and the image reads as before.
+#[test]
+fn a_write_never_reuses_a_clean_segment_that_holds_live_blocks() {
+    let dev = live_segment_marked_clean(&[]);
     let before = latest_manifest(&dev);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
@@ -473,26 +481,9 @@ fn a_write_never_reuses_a_clean_segment_that_holds_live_blocks() {
 // summary is resealed, so only the size test tells it apart.
 #[test]
 fn a_clean_segment_guard_stops_at_a_summary_that_overruns_its_segment() {
-    use nilfs::corrupt::{apply, Recipe};
-    let dev = fresh(16 << 20, 1024, 64);
-    {
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let mut fs = Fs::mount(&nilfs, NOW).unwrap();
-        let f = fs.create(ino::ROOT, b"old", 0o644).unwrap();
-        fs.write(f, 0, &pattern(1, 100 << 10)).unwrap();
-        fs.unmount().unwrap();
-    }
-    for r in [
-        "su[1].su_flags = 0",
-        "suhdr.sh_ncleansegs += 1",
-        "suhdr.sh_ndirtysegs -= 1",
-        "suhdr.sh_last_alloc = 0",
-        // Segment 1 is blocks 64 to 127: a log of 65 blocks from 64 ends
-        // past it.
-        "ss@1:0.ss_nblocks = 65",
-    ] {
-        apply(&dev, &Recipe::parse(r).unwrap()).unwrap();
-    }
+    // Segment 1 is blocks 64 to 127: a log of 65 blocks from 64 ends past
+    // it.
+    let dev = live_segment_marked_clean(&["ss@1:0.ss_nblocks = 65"]);
     let nilfs = Nilfs::open(&dev).unwrap();
     let mut fs = Fs::mount(&nilfs, NOW + 10).unwrap();
     let f = fs.create(ino::ROOT, b"new", 0o644).unwrap();

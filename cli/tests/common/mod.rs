@@ -88,3 +88,34 @@ pub fn scratch(suite: &str, name: &str) -> Scratch {
             .join(format!("{suite}-{name}-{}", std::process::id())),
     )
 }
+
+/// A known-bad implementation's dropped chmod, found by lockstep within
+/// the first `seeds` attrs workloads of `len` steps and shrunk: the
+/// minimal workload holds a chmod and at most six lines.
+pub fn finds_a_dropped_chmod(
+    imp: &mut dyn nilfs_oracle::Implementation,
+    cfg: &nilfs_oracle::Config,
+    seeds: u64,
+    len: usize,
+) {
+    use nilfs_workload::front::Drawn;
+    use nilfs_workload::gen::{Choices, Profile};
+    let failure = (1..=seeds)
+        .find_map(|seed| {
+            let drawn = Drawn {
+                profile: Profile::Attrs,
+                len,
+                choices: Choices::Seed(seed),
+            };
+            nilfs_oracle::check(imp, cfg, &drawn).err()
+        })
+        .unwrap_or_else(|| panic!("a dropped chmod is caught within {seeds} attrs workloads"));
+    eprintln!("{failure}");
+    let ops: Vec<&str> = failure
+        .minimal
+        .iter()
+        .filter_map(|l| l["op"].as_str())
+        .collect();
+    assert!(ops.contains(&"chmod"), "{failure}");
+    assert!(ops.len() <= 6, "not shrunk: {failure}");
+}
