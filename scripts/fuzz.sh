@@ -4,8 +4,9 @@
 # or --time seconds, whichever ends first; crashes land in
 # fuzz/artifacts/TARGET/; then, with --minimize, the corpus found is merged
 # back into fuzz/corpus/TARGET keeping only inputs that add coverage
-# (`cargo fuzz cmin`). One line of figures per target goes to stdout and to
-# fuzz/stats/TARGET.txt.
+# (`cargo fuzz cmin`). One line of figures per target goes to stdout and is
+# appended to fuzz/stats/TARGET.txt with the date and the commit fuzzed:
+# that file is the target's history, and its executions add up.
 #
 # Usage: scripts/fuzz.sh [--runs N] [--time S] [--minimize] [--keep-going] [--jobs J] [TARGET...]
 #   default targets: every fuzz/fuzz_targets/*.rs
@@ -20,6 +21,20 @@
 # FUZZ_TOOLCHAIN=nightly FUZZ_SANITIZER=address to add ASan.
 # Replay one input: cargo fuzz run TARGET FILE (or plain `cargo test`, which
 # replays every committed corpus file through tests/tests/fuzz_corpus.rs).
+#
+# Two settings keep the two structure-aware targets fast enough for their
+# ten million executions (measured in docs/TESTING.md, "Fuzzing"):
+# - Entropic's per-input feature frequencies are kept up to 16 hits
+#   (-entropic_feature_frequency_threshold, libFuzzer's default 255): an
+#   execution of these targets reaches some 50,000 features, and keeping a
+#   sorted list of each input's frequencies took more time than the target.
+#   The power schedule stays on.
+# - lockstep is built without comparison tracing (--no-trace-compares): its
+#   input is read by `arbitrary` as the generator's choices, ranges and
+#   indices where no magic value waits to be guessed, and the tracing of
+#   every compare in the model and the write path was a quarter of its time.
+#   Every other target keeps it (image_mutate's values meet the decoders'
+#   checks).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
@@ -44,15 +59,17 @@ tc=${FUZZ_TOOLCHAIN:-stable} san=${FUZZ_SANITIZER:-none}
 mkdir -p stats
 for t in "${targets[@]}"; do
   # -a: debug assertions and overflow checks on, as in `cargo test`.
-  cargo "+$tc" fuzz build -O -a -s "$san" "$t"
+  build=(-O -a -s "$san")
+  [ "$t" != lockstep ] || build+=(--no-trace-compares)
+  cargo "+$tc" fuzz build "${build[@]}" "$t"
   work=$(mktemp -d)
   cp corpus/"$t"/* "$work"/
   log=stats/$t.log
   start=$SECONDS
   set +e
-  cargo "+$tc" fuzz run -O -a -s "$san" "$t" "$work" -- \
+  cargo "+$tc" fuzz run "${build[@]}" "$t" "$work" -- \
     -runs="$runs" -max_total_time="$time" -timeout=30 -rss_limit_mb=3072 \
-    -print_final_stats=1 "${fork[@]}" >"$log" 2>&1
+    -entropic_feature_frequency_threshold=16 -print_final_stats=1 "${fork[@]}" >"$log" 2>&1
   rc=$?
   set -e
   secs=$((SECONDS - start))
@@ -71,7 +88,7 @@ for t in "${targets[@]}"; do
     # Named inputs (seed-*, regress-* with their postmortems in
     # tests/tests/fuzz_corpus.rs) stay; the rest is replaced by the
     # minimized set.
-    cargo "+$tc" fuzz cmin -O -a -s "$san" "$t" "$work" >>"$log" 2>&1
+    cargo "+$tc" fuzz cmin "${build[@]}" "$t" "$work" >>"$log" 2>&1
     find corpus/"$t" -type f ! -name 'seed-*' ! -name 'regress-*' -delete
     for f in "$work"/*; do
       cp "$f" corpus/"$t"/
@@ -79,6 +96,8 @@ for t in "${targets[@]}"; do
   fi
   kept=$(find corpus/"$t" -type f | wc -l)
   line="$t: ${execs:-0} executions in ${secs} s (${rate:-0} exec/s), exit $rc, corpus $kept files, artifacts $crashes"
-  echo "$line" | tee stats/"$t".txt
+  rev=$(git rev-parse --short HEAD)
+  git diff --quiet HEAD -- .. || rev="$rev+changes"
+  echo "$(date -u +%F) $rev $line" | tee -a stats/"$t".txt
   rm -rf "$work"
 done

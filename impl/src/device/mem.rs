@@ -182,6 +182,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn is_zero_sees_one_set_byte_anywhere() {
+        // Lengths on both sides of the page it compares against.
+        for len in [0usize, 1, 15, 4095, 4096, 4097, 10_000] {
+            let mut b = vec![0u8; len];
+            assert!(is_zero(&b), "{len} zeros");
+            for at in [0, len / 2, len.saturating_sub(1)] {
+                if at < len {
+                    b[at] = 1;
+                    assert!(!is_zero(&b), "length {len}, byte {at} set");
+                    b[at] = 0;
+                }
+            }
+        }
+    }
+
+    #[test]
     fn unwritten_reads_zero_and_writes_read_back() {
         let d = MemDevice::new(1 << 20);
         let mut b = vec![0xAAu8; 1024];
