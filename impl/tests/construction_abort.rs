@@ -492,3 +492,22 @@ fn a_clean_segment_guard_stops_at_a_summary_that_overruns_its_segment() {
         .expect("a summary that overruns its segment is not a log the guard reads");
     assert_eq!(fs.read(f, 0, 4).unwrap(), vec![0x77; 4]);
 }
+
+// Issue 37 (the last survivor of the same sanity test: `nsum == 0 || nsum
+// > n` as `&&`): a summary longer than its log is not a log either (the
+// kernel's `nilfs_segbuf_extend_segsum` grows the log with its summary),
+// and the guard reads none of the blocks it claims. `Summary::decode`
+// would refuse it too, but only after they were read: here segment 1's
+// first log claims a summary of 4 GiB, resealed, which runs past the
+// device's end, so reading it would fail the write.
+#[test]
+fn a_clean_segment_guard_stops_at_a_summary_longer_than_its_log() {
+    let dev = live_segment_marked_clean(&["ss@1:0.ss_sumbytes = 4294966272"]);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, NOW + 10).unwrap();
+    let f = fs.create(ino::ROOT, b"new", 0o644).unwrap();
+    fs.write(f, 0, &[0x77; 300 << 10]).unwrap();
+    fs.sync()
+        .expect("a summary longer than its log is not a log the guard reads");
+    assert_eq!(fs.read(f, 0, 4).unwrap(), vec![0x77; 4]);
+}
