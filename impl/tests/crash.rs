@@ -158,7 +158,10 @@ const GC_DEV: u64 = 3 << 20;
 
 /// The image the cleaner starts from: files written over several syncs,
 /// a snapshot, then most of them deleted or overwritten, on 48 segments
-/// of 64 KiB. The clock ticks one second per sync.
+/// of 64 KiB. The clock ticks one second per sync. The files are large
+/// enough that the base takes 18 segments: the workload's writes then
+/// pass the device's end and wrap into the freed ones before the vacancy
+/// check (8 segments reserved) stops them.
 fn gc_base() -> MemDevice {
     let dev = nilfs_testkit::image::fresh(GC_DEV, BS, 64);
     let nilfs = Nilfs::open(&dev).unwrap();
@@ -169,7 +172,7 @@ fn gc_base() -> MemDevice {
             let f = fs
                 .create(ino::ROOT, format!("r{r}-{k}").as_bytes(), 0o644)
                 .unwrap();
-            fs.write(f, 0, data(r * 10 + k, 9000)).unwrap();
+            fs.write(f, 0, data(r * 10 + k, 24000)).unwrap();
         }
         if r >= 1 {
             for k in 0..3 {
@@ -198,7 +201,7 @@ fn gc_workload(dev: &dyn BlockDevice) -> std::result::Result<usize, usize> {
         let mut fs = Fs::mount(&nilfs, 1_800_000_100)?;
         nilfs::cleaner::clean(&mut fs, 0, 2)?;
         done.set(1);
-        for n in 0..40u64 {
+        for n in 0..30u64 {
             fs.set_time(1_800_000_101 + n);
             let f = fs.create(ino::ROOT, format!("new{n}").as_bytes(), 0o644)?;
             fs.write(f, 0, data(500 + n, 30_000))?;
@@ -239,7 +242,7 @@ fn every_cut_point_of_cleaning_and_reuse_keeps_the_snapshot() {
     let final_latest = latest_manifest(&full.inner);
     assert_ne!(final_latest, base_latest);
     let base_lines: BTreeSet<&str> = base_latest.lines().collect();
-    let new_lines: Vec<&str> = (0..40)
+    let new_lines: Vec<&str> = (0..30)
         .map(|n| {
             let suffix = format!("  /new{n}");
             final_latest

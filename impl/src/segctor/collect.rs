@@ -11,7 +11,7 @@ use crate::bmap::write::{Bmap, LeafHint};
 use crate::format::segsum::Binfo;
 use crate::format::{ino, Cno, FileBlk, Ino, SegNum, VBlockNr};
 use crate::fs::Fs;
-use crate::metafile::{record_cno, MetaStore};
+use crate::metafile::record_cno;
 use crate::{Error, Result};
 
 /// Every block of a stage as (file tag, binfo, source), in order.
@@ -30,28 +30,31 @@ impl<'a> Fs<'a> {
             c.gc.is_some(),
             true,
         )?;
-        // The sufile's blocks for every segment this construction will use
-        // must be dirty before its stage is propagated (its B-tree nodes
-        // get their new addresses once). nilfs_segctor_collect discovers
-        // the segments by retrying; we extend up front by a generous
-        // estimate of the construction's size, and free what goes unused
-        // (as nilfs_segctor_truncate_segments does).
+        // Which segments a construction takes, and in what order, is the
+        // kernel's: `nilfs_segctor_collect` extends only when the stages
+        // from the checkpoint file on do not fit, by 1, 2, 4, ... segments
+        // a retry. A fill-up before them ends the current log instead, and
+        // the next pass of `nilfs_segctor_do_construct` goes on in one more
+        // segment (`nilfs_segctor_begin_construction` allocates it). Any
+        // segment taken and left unused is freed again
+        // (`nilfs_segctor_truncate_segments`), but `sh_last_alloc` has
+        // moved past it, and the next construction's segments come after
+        // it: so no more may be taken than the kernel would take. Ours
+        // collects once into every segment; a large construction takes up
+        // front the segments its data blocks fill for certain (a lower
+        // bound, so the same ones), and the retry below takes the rest one
+        // by one, then doubling at the tail. (The sufile's blocks for them
+        // must be dirty before its stage is propagated.)
         let mut nadd = 1usize;
-        let estimate = self.estimate_blocks(&c.order);
         let rest = layout.bufs()[0].rest_blocks;
-        if estimate > rest {
-            let more = (estimate - rest).div_ceil(self.geo.blocks_per_segment) as usize;
-            // Never more than there are: the estimate is generous, and
-            // near full it may ask for segments the construction does not
-            // need. The retry below extends step by step, as the kernel's
-            // does, so only a real shortage is ENOSPC.
-            let clean = self.ncleansegs()?;
-            let more = more.min(usize::try_from(clean).unwrap_or(usize::MAX));
-            if more > 0 {
-                layout.extend(&mut Segs(self.sufile.file_mut()), more)?;
-                layout.restart(true);
-                nadd = more;
-            }
+        let surely = self.segments_filled_for_certain(&c.order, rest);
+        // Never more than there are: past them the retry takes one at a
+        // time, so that only a real shortage is ENOSPC.
+        let clean = self.ncleansegs()?;
+        let surely = surely.min(usize::try_from(clean).unwrap_or(usize::MAX));
+        if surely > 0 {
+            layout.extend(&mut Segs(self.sufile.file_mut()), surely)?;
+            layout.restart(true);
         }
         // NILFS_ST_SUFILE of a GC construction frees the cleaned segments
         // (nilfs_free_segments) after this attempt's segments were
@@ -67,15 +70,24 @@ impl<'a> Fs<'a> {
             match self.collect_blocks(c, &mut layout, &dat_keys)? {
                 Ok(()) => break,
                 Err(Full) => {
-                    // nilfs_segctor_collect's retry: cancel the frees
-                    // (nilfs_sufile_cancel_freev), extend, free again.
+                    // Cancel the frees (nilfs_sufile_cancel_freev), so
+                    // that no extension takes a cleaned segment, extend,
+                    // free again.
                     let sufile = self.sufile.file_mut();
                     for &s in &freesegs {
                         sufile.cancel_free(s)?;
                     }
-                    layout.extend(&mut Segs(sufile), nadd)?;
+                    if c.stage < Stage::Cpfile {
+                        // A fill-up the kernel writes out as a log, going
+                        // on in the next segment with a fresh retry count.
+                        layout.extend(&mut Segs(sufile), 1)?;
+                        nadd = 1;
+                    } else {
+                        // nilfs_segctor_collect's retry (SC_MAX_SEGDELTA).
+                        layout.extend(&mut Segs(sufile), nadd)?;
+                        nadd = (nadd * 2).min(64);
+                    }
                     sufile.free_segments(&freesegs)?;
-                    nadd = (nadd * 2).min(64);
                     layout.restart(true);
                 }
             }
@@ -87,23 +99,18 @@ impl<'a> Fs<'a> {
         Ok(())
     }
 
-    /// A generous estimate of the blocks a full construction writes: the
-    /// dirty blocks and nodes known now, their DAT entries (32 bytes each),
-    /// summaries, and a margin for the sufile, the DAT's nodes and the
-    /// super root.
-    fn estimate_blocks(&self, order: &[Ino]) -> u64 {
-        let bs = u64::from(self.bs);
-        let mut known: u64 = order
+    /// How many segments past the current one (with `rest` blocks left)
+    /// the construction's data blocks fill for certain: every dirty data
+    /// block of a collected file is written, and a segment holds no more
+    /// blocks than it has (summaries, B-tree nodes and the metadata files
+    /// only add to them).
+    fn segments_filled_for_certain(&self, order: &[Ino], rest: u64) -> usize {
+        let data: u64 = order
             .iter()
-            .map(|&i| {
-                let f = self.inodes.loaded(i);
-                f.dirty.len() as u64 + f.bmap.dirty_nodes().len() as u64
-            })
+            .map(|&i| self.inodes.loaded(i).dirty.len() as u64)
             .sum();
-        known += self.ifile.file().mdt().dirty_blocks().len() as u64
-            + self.ifile.bmap().dirty_nodes().len() as u64;
-        known += self.cpfile.file().mdt().dirty_blocks().len() as u64 + 2;
-        known + known * 32 / bs + known * 16 / bs + 64
+        let beyond = data.saturating_sub(rest);
+        usize::try_from(beyond.div_ceil(self.geo.blocks_per_segment)).unwrap_or(usize::MAX)
     }
 
     /// Add every block of the construction to `layout`, stage by stage
