@@ -1,11 +1,14 @@
-//! Writes the images the fuzz corpora's inputs make (fuzz/corpus/image and
-//! fuzz/corpus/image_ops, through `nilfs_conformance::fuzz::image_device`
-//! and `image_ops_device`) into a folder, raw and sparse (an image_ops
-//! image with a `.what` file naming its base and damage), for the
-//! hostile-image campaign: `cargo run -p nilfs-conformance --example
-//! fuzz_images -- DIR [N [CORPUS]]` (at most N of each corpus, default
-//! all; CORPUS is a folder with `image/` and `image_ops/` inputs, default
-//! fuzz/corpus, so that hand-cut inputs can be rendered too), then
+//! Writes the images the fuzz corpora's inputs make (fuzz/corpus/image,
+//! image_ops and image_mutate, through `nilfs_conformance::fuzz::image_device`,
+//! `image_ops_device` and `image_mutate_case`) into a folder, raw and
+//! sparse (an image_ops or image_mutate image with a `.what` file naming
+//! its base and damage; an image_mutate image also with its workload, a
+//! `.jsonl` file that `nilref exec --device` runs on another
+//! implementation), for the hostile-image campaign: `cargo run -p
+//! nilfs-conformance --example fuzz_images -- DIR [N [CORPUS]]` (at most N
+//! of each corpus, default all; CORPUS is a folder with `image/`,
+//! `image_ops/` and `image_mutate/` inputs, default fuzz/corpus, so that
+//! hand-cut inputs and a finding's inputs can be rendered too), then
 //! `nilref campaign hostile --images DIR`.
 
 use std::path::PathBuf;
@@ -23,7 +26,7 @@ fn main() {
         PathBuf::from,
     );
     let mut written = 0;
-    for target in ["image", "image_ops"] {
+    for target in ["image", "image_ops", "image_mutate"] {
         let Ok(dir) = std::fs::read_dir(corpus.join(target)) else {
             continue;
         };
@@ -31,9 +34,16 @@ fn main() {
         inputs.sort();
         for p in inputs.into_iter().take(limit) {
             let data = std::fs::read(&p).unwrap();
+            let mut workload = None;
             let made = match target {
                 "image" => nilfs_conformance::fuzz::image_device(&data).map(|d| (d, None)),
-                _ => nilfs_conformance::fuzz::image_ops_device(&data).map(|(d, w)| (d, Some(w))),
+                "image_ops" => {
+                    nilfs_conformance::fuzz::image_ops_device(&data).map(|(d, w)| (d, Some(w)))
+                }
+                _ => nilfs_conformance::fuzz::image_mutate_case(&data).map(|c| {
+                    workload = Some(c.lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+                    (c.dev, Some(c.what))
+                }),
             };
             let Some((dev, what)) = made else { continue };
             let name = format!("{target}-{}.img", p.file_name().unwrap().to_string_lossy());
@@ -41,6 +51,9 @@ fn main() {
             // What an image_ops input did to its base, beside the image.
             if let Some(w) = what {
                 std::fs::write(out.join(format!("{name}.what")), w + "\n").unwrap();
+            }
+            if let Some(w) = workload {
+                std::fs::write(out.join(format!("{name}.jsonl")), w).unwrap();
             }
             written += 1;
         }

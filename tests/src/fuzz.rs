@@ -775,17 +775,29 @@ pub fn image_mutate(data: &[u8]) {
     image_mutate_with(data, None);
 }
 
-/// [`image_mutate`] with `on_mount` called on every read-write mount (its
-/// known-bad test plants a write path bug there).
-pub fn image_mutate_with(data: &[u8], on_mount: Option<for<'d> fn(&mut nilfs::fs::Fs<'d>)>) {
+/// What an [`image_mutate`] input makes before anything runs on it: the
+/// damaged image, what was done to it, and the workload's lines (a
+/// generated workload for an empty image of the image's geometry, the
+/// `mkfs` and `manifest` lines left out). `examples/fuzz_images.rs`
+/// writes them out, for the hostile campaign and for a reproducer on
+/// another implementation (`nilref exec --device` runs the lines).
+pub struct MutateCase {
+    /// The damaged image.
+    pub dev: MemDevice,
+    /// The base, the resealing and each damage, for a report.
+    pub what: String,
+    /// The workload, one JSON object a line.
+    pub lines: Vec<serde_json::Value>,
+}
+
+/// The [`MutateCase`] of an `image_mutate` input (`None` when the input
+/// is too short to name a base).
+pub fn image_mutate_case(data: &[u8]) -> Option<MutateCase> {
     use crate::corrupt::Reseal;
     use arbitrary::Arbitrary;
-    use nilfs_model::{Errno, Outcome};
     let mut u = arbitrary::Unstructured::new(data);
     let bases = fuzz_bases();
-    let Ok(base) = u.choose_index(bases.len()) else {
-        return;
-    };
+    let base = u.choose_index(bases.len()).ok()?;
     let reseal = match u.choose_index(4).unwrap_or(0) {
         0 => Reseal::None,
         1 => Reseal::Data,
@@ -806,17 +818,6 @@ pub fn image_mutate_with(data: &[u8], on_mount: Option<for<'d> fn(&mut nilfs::fs
     }
     let drawn = nilfs_oracle::Drawn::arbitrary_take_rest(u).expect("any input is a workload");
     let what = format!("base {base}, {reseal:?}, damage {damage:?}, workload {drawn:?}");
-    // Every checkpoint, not just what can be mounted now: the workload's
-    // chcp can make any plain checkpoint a snapshot (regress-004).
-    let every = nilfs::check::Options {
-        checkpoints: nilfs::check::Checkpoints::All,
-        ..Default::default()
-    };
-    let clean = nilfs::check::check_device(&dev, &every).is_clean();
-    if std::env::var_os("NILFS_FUZZ_DEBUG").is_some() {
-        // Replay aid: `NILFS_FUZZ_DEBUG=1 fuzz/target/.../image_mutate FILE`.
-        eprintln!("{what}\nclean before: {clean}");
-    }
     // The workload the generator makes for an empty image of this
     // geometry: on the base its names meet the base's own files.
     let geometry = match nilfs::the_nilfs::Nilfs::open(&dev) {
@@ -828,13 +829,49 @@ pub fn image_mutate_with(data: &[u8], on_mount: Option<for<'d> fn(&mut nilfs::fs
         },
         Err(_) => nilfs_workload::gen::Profile::Mixed.default_geometry(),
     };
-    let cfg = nilfs_oracle::Config::default();
     // A short workload: the point is the damaged image.
     let drawn = nilfs_oracle::Drawn {
         len: drawn.len.min(12),
         ..drawn
     };
-    let lines = drawn.workload(&cfg.gen_config(&geometry)).lines;
+    let cfg = nilfs_oracle::Config::default();
+    let lines = drawn
+        .workload(&cfg.gen_config(&geometry))
+        .lines
+        .into_iter()
+        // The image is made already. The manifest digests every byte of
+        // every file, holes as zeros: on a file whose damaged size is
+        // exabytes (a legal sparse size) no implementation finishes it,
+        // manifest.sh on the kernel neither. Left out; the walk it makes
+        // is tested on a damaged tree of its own (fuzz_structured.rs).
+        .filter(|l| {
+            !matches!(
+                l.get("op").and_then(|o| o.as_str()),
+                Some("mkfs" | "manifest")
+            )
+        })
+        .collect();
+    Some(MutateCase { dev, what, lines })
+}
+
+/// [`image_mutate`] with `on_mount` called on every read-write mount (its
+/// known-bad test plants a write path bug there).
+pub fn image_mutate_with(data: &[u8], on_mount: Option<for<'d> fn(&mut nilfs::fs::Fs<'d>)>) {
+    use nilfs_model::{Errno, Outcome};
+    let Some(MutateCase { dev, what, lines }) = image_mutate_case(data) else {
+        return;
+    };
+    // Every checkpoint, not just what can be mounted now: the workload's
+    // chcp can make any plain checkpoint a snapshot (regress-004).
+    let every = nilfs::check::Options {
+        checkpoints: nilfs::check::Checkpoints::All,
+        ..Default::default()
+    };
+    let clean = nilfs::check::check_device(&dev, &every).is_clean();
+    if std::env::var_os("NILFS_FUZZ_DEBUG").is_some() {
+        // Replay aid: `NILFS_FUZZ_DEBUG=1 fuzz/target/.../image_mutate FILE`.
+        eprintln!("{what}\nclean before: {clean}");
+    }
     let mut sut = nilfs_adapter::ImplUnderTest::from_device(&dev, FUZZ_T0 + 1000);
     if let Some(f) = on_mount {
         sut = sut.on_mount(f);
@@ -843,16 +880,6 @@ pub fn image_mutate_with(data: &[u8], on_mount: Option<for<'d> fn(&mut nilfs::fs
     let mut all_ok = true;
     for line in &lines {
         let op = match resolver.resolve(line) {
-            Ok(nilfs_model::Op::Mkfs { .. }) => continue,
-            // The manifest digests every byte of every file, holes as
-            // zeros: on a file whose damaged size is exabytes (a legal
-            // sparse size) no implementation finishes it, manifest.sh on
-            // the kernel neither. Left out; the walk it makes is tested
-            // on a damaged tree of its own (fuzz_structured.rs).
-            Ok(nilfs_model::Op::Manifest { .. }) => {
-                resolver.skipped(line);
-                continue;
-            }
             Ok(op) => op,
             Err(_) => {
                 resolver.skipped(line);

@@ -131,6 +131,16 @@
 //!   a snapshot, and `check` then found the count. The target's "clean
 //!   before" now checks every checkpoint (`Checkpoints::All`), as a
 //!   workload may turn any of them into a snapshot.
+//! - image_mutate/regress-005-a-stale-log-revived (and -2 to -6): the
+//!   same run (-1 to -4) and the run of 2026-12-06 afternoon (-5, -6). The
+//!   roll-forward base with a broken log after its latest super root and
+//!   a valid data-sync log of the same sequence behind it; the
+//!   workload's sync ended exactly where that log begins, and `check`
+//!   then reported it (`log-after-clean`). Not a bug of ours: Linux 6.1
+//!   writes the same logs and, after a crash following the next mount,
+//!   replays the stale block into the new file that has its inode number
+//!   (K20, docs/findings/fuzz-image-mutate-002). The image was not clean
+//!   before: `check` now reports such a log (`log-revivable`).
 
 use std::path::PathBuf;
 

@@ -290,6 +290,89 @@ impl Ck<'_, '_> {
         );
     }
 
+    /// Valid logs past a broken one that the writer's next logs can
+    /// revive (K20, docs/findings.md). The search after the latest super
+    /// root stops at a torn or damaged log, and the writer goes on after
+    /// the super root's log: its segment keeps its sequence number, the
+    /// next segment gets the one after. A valid log of that sequence past
+    /// the broken one is then a log boundary away from the search: once a
+    /// later log ends exactly where it begins, the next recovery (after a
+    /// crash, or a mount that cleared the clean mark) replays it, old
+    /// blocks of an old file system written into whatever inode has their
+    /// number now. Linux 6.1 did (the finding's reproducer). Looked for
+    /// only behind a broken log of the expected sequence (`log-tail`'s
+    /// condition): behind the plain end of the logs (zeros, another
+    /// sequence), finding a stale log would take reading every block of
+    /// two segments at every check, and no crash leaves one there without
+    /// tearing the log before it.
+    fn logs_revivable(&mut self) {
+        let searched;
+        let scan = if self.fs.sb.state & STATE_VALID_FS == 0 {
+            &self.fs.scan
+        } else {
+            // A clean file system's search stops at the first super root;
+            // the next mount clears the mark and searches on.
+            match crate::recovery::search_super_root(self.dev, &self.fs.sb, false) {
+                Ok(s) => {
+                    searched = s;
+                    &searched
+                }
+                Err(_) => return,
+            }
+        };
+        let Some(sr_at) = scan.visits.iter().rposition(|v| v.super_root_cno.is_some()) else {
+            return;
+        };
+        let Some(stop) = scan.visits[sr_at + 1..].iter().find(|v| v.verdict.is_err()) else {
+            return;
+        };
+        if !stop
+            .header
+            .is_some_and(|h| h.magic == SEGSUM_MAGIC && h.seq == stop.seq)
+        {
+            return;
+        }
+        let Ok(g) = crate::recovery::SegGeometry::new(&self.fs.sb) else {
+            return;
+        };
+        let seg = g.segnum_of(stop.pseg);
+        let mut regions = vec![(stop.pseg.0 + 1, g.range(seg).1 .0, stop.seq)];
+        if seg == scan.segnum {
+            let (start, end) = g.range(scan.nextnum);
+            regions.push((start.0, end.0, crate::format::Seq(stop.seq.0 + 1)));
+        }
+        let (stop_at, seed) = (stop.pseg.0, self.fs.sb.crc_seed);
+        let mut found = Vec::new();
+        for (from, to, seq) in regions {
+            let mut at = from;
+            while at <= to {
+                let Ok((h, verdict)) =
+                    crate::recovery::validate_log(self.dev, &g, seed, BlockNr(at), seq)
+                else {
+                    at += 1;
+                    continue;
+                };
+                if verdict.is_ok() && at + u64::from(h.nblocks) <= to + 1 {
+                    found.push((at, seq));
+                    at += u64::from(h.nblocks);
+                } else {
+                    at += 1;
+                }
+            }
+        }
+        for (at, seq) in found {
+            self.find(
+                Code::LogRevivable,
+                format!("log at block {at} past the broken log at block {stop_at}"),
+                Some(at),
+                format!(
+                    "a valid log of sequence {seq}, the sequence the writer gives its segment next: a later log that ends at block {at} makes the next recovery replay it"
+                ),
+                "no valid log of the writer's next sequence past the point where recovery stops",
+            );
+        }
+    }
+
     /// Check the log at `pseg` of segment `seg` (whose last block is
     /// `seg_end`); record its payload blocks at `off` in `own`. The log's
     /// size if the walk can go on past it.
@@ -543,6 +626,7 @@ impl Ck<'_, '_> {
     /// hold data blocks only. Note a pending roll-forward.
     fn roll_forward_logs(&mut self) -> DsyncInodes {
         self.logs_after_clean();
+        self.logs_revivable();
         let scan = &self.fs.scan;
         let Some(sr_at) = scan.visits.iter().rposition(|v| v.super_root_cno.is_some()) else {
             return Vec::new();
