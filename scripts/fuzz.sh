@@ -62,6 +62,9 @@ for t in "${targets[@]}"; do
   build=(-O -a -s "$san")
   [ "$t" != lockstep ] || build+=(--no-trace-compares)
   cargo "+$tc" fuzz build "${build[@]}" "$t"
+  # The commit fuzzed (with "+changes" when the code differs from it).
+  rev=$(git rev-parse --short HEAD)
+  git diff --quiet HEAD -- .. ':!corpus' ':!stats' ':!artifacts' || rev="$rev+changes"
   work=$(mktemp -d)
   cp corpus/"$t"/* "$work"/
   log=stats/$t.log
@@ -96,8 +99,6 @@ for t in "${targets[@]}"; do
   fi
   kept=$(find corpus/"$t" -type f | wc -l)
   line="$t: ${execs:-0} executions in ${secs} s (${rate:-0} exec/s), exit $rc, corpus $kept files, artifacts $crashes"
-  rev=$(git rev-parse --short HEAD)
-  git diff --quiet HEAD -- .. || rev="$rev+changes"
   echo "$(date -u +%F) $rev $line" | tee -a stats/"$t".txt
   rm -rf "$work"
 done
