@@ -253,7 +253,7 @@ fn fdatasync_survives_a_crash_by_roll_forward() {
 #[test]
 fn many_segments_and_sufile_blocks() {
     let dev = fresh(64 << 20, 1024, 16);
-    let data = pattern(11, 600_000);
+    let data = pattern(11, 800_000);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
