@@ -114,10 +114,12 @@ fn fill_until_reused(dev: &MemDevice, name: &str, freed: &[u64], limit: usize, t
 fn cleaning_frees_segments_and_keeps_the_latest_and_every_snapshot() {
     for (bs, bps) in [(1024u64, 64u64), (4096, 16), (2048, 32)] {
         // 48 segments of 64 KiB: the second round of writes must wrap
-        // around into segments the cleaner freed.
+        // around into segments the cleaner freed. Twelve rounds first take
+        // the allocator far enough for that to happen before the vacancy
+        // check (8 segments reserved) stops the writes, four after.
         let dev = fresh(3 << 20, bs, bps);
         let mut t = T0;
-        churn(&dev, "a", 8, &mut t);
+        churn(&dev, "a", 12, &mut t);
         let before = views(&dev);
         assert_eq!(before.1.len(), 2, "two snapshots");
         let clean_before = ncleansegs(&dev, t);
@@ -155,7 +157,7 @@ fn cleaning_frees_segments_and_keeps_the_latest_and_every_snapshot() {
             .difference(&clean_set_before)
             .copied()
             .collect();
-        churn(&dev, "b", 8, &mut t);
+        churn(&dev, "b", 4, &mut t);
         fill_until_reused(&dev, "filler", &freed, 40, &mut t);
         let still_clean = clean_set(&dev, t);
         let reused = freed.iter().filter(|s| !still_clean.contains(s)).count();

@@ -489,6 +489,31 @@ fn log_boundaries(dev: &MemDevice, segs: std::ops::RangeInclusive<u64>) -> Vec<S
     lines
 }
 
+/// What a workload left behind on `dev`: the segments in use (number,
+/// current or not, blocks), and the sufile's `sh_last_alloc`.
+fn usage(dev: &MemDevice) -> (Vec<(u64, bool, u32)>, u64) {
+    let nilfs = nilfs::the_nilfs::Nilfs::open(dev).unwrap();
+    let used = nilfs
+        .segment_usages()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| u.is_dirty() || u.is_active())
+        .map(|(s, u)| (s as u64, u.is_active(), u.nblocks))
+        .collect();
+    (used, nilfs.sufile_header().unwrap().last_alloc.0)
+}
+
+/// Segments `0..=current` dirty and full (`first` blocks in segment 0,
+/// past its super block area), `current` holding `last` blocks, and the
+/// next one taken.
+fn filled(first: u32, full: u32, current: u64, last: u32) -> Vec<(u64, bool, u32)> {
+    let mut v: Vec<(u64, bool, u32)> = (0..current).map(|s| (s, false, full)).collect();
+    v[0].2 = first;
+    v.extend([(current, true, last), (current + 1, true, 0)]);
+    v
+}
+
 // Issue 37 (the allocation-policy survivors of `estimate_blocks`, and a
 // departure they hid): a construction took up front the segments a
 // generous estimate of its size asked for, and freed those it did not use
@@ -498,15 +523,16 @@ fn log_boundaries(dev: &MemDevice, segs: std::ops::RangeInclusive<u64>) -> Vec<S
 // differed from the kernel's. `nilfs_segctor_collect` extends only for the
 // stages from the checkpoint file on, by 1, 2, 4, ... segments; a fill-up
 // before them ends a log and goes on in the next segment. Ours now takes
-// no segment the kernel would not take.
+// no segment the kernel would not take (docs/findings.md, L6).
 //
-// The expected layout is Linux 6.1's (Debian 6.1.176), on the same image
-// made by `nilref mkfs --size 16M -b 1024 -B 64`: in the guest
-// (tests/guest/kernel-run.sh), `mount`, `dd if=/dev/urandom of=/mnt/f
-// bs=1024 count=300`, `sync`, the same for `/g` with `count=200`, `sync`,
-// `umount`; then `nilref dumpseg IMAGE 0 1 ... 10` and `nilref lssu IMAGE`.
-// The virtual block numbers differ (docs/findings.md, L3), the logs and
-// the segments do not.
+// The expected layouts are Linux 6.1's (Debian 6.1.176), on the same
+// images made by `nilref mkfs --size 16M -b 1024 -B N`, in the guest
+// (tests/guest/kernel-run.sh), then `nilref dumpseg IMAGE 0 1 ...`,
+// `nilref lssu IMAGE` and `nilref inspect IMAGE` (its "last allocated").
+// The virtual block numbers differ (L3); the logs and the segments do not.
+
+// `-B 64`: `mount`, `dd if=/dev/urandom of=/mnt/f bs=1024 count=300`,
+// `sync`, the same for `/g` with `count=200`, `sync`, `umount`.
 #[test]
 fn segments_are_taken_in_the_kernels_order() {
     use nilfs::format::ino;
@@ -536,19 +562,33 @@ fn segments_are_taken_in_the_kernels_order() {
         "10:",
     ];
     assert_eq!(log_boundaries(&dev, 0..=10), kernel_6_1);
-    // lssu: segments 0 to 8 dirty and full (60 blocks in segment 0, past
-    // its super block area), 9 the current one, 10 the next.
-    let nilfs = nilfs::the_nilfs::Nilfs::open(&dev).unwrap();
-    let usage: Vec<(u64, bool, u32)> = nilfs
-        .segment_usages()
-        .unwrap()
-        .iter()
-        .enumerate()
-        .filter(|(_, u)| u.is_dirty() || u.is_active())
-        .map(|(s, u)| (s as u64, u.is_active(), u.nblocks))
-        .collect();
-    let mut expected: Vec<(u64, bool, u32)> = (0..9).map(|s| (s, false, 64)).collect();
-    expected[0].2 = 60;
-    expected.extend([(9, true, 10), (10, true, 0)]);
-    assert_eq!(usage, expected);
+    assert_eq!(usage(&dev), (filled(60, 64, 9, 10), 10));
+}
+
+// `-B 16` (the smallest segment): 300 files of one byte each (`printf x >
+// /mnt/fN`), one `sync`, `umount`. The construction's data blocks fill 19
+// segments for certain; its summaries and metadata need 6 more, which the
+// file stage's fill-ups take one by one. Doubling them (1, 2, 4) took one
+// too many, and `sh_last_alloc` was 28 where the kernel's is 26.
+#[test]
+fn fill_ups_before_the_checkpoint_file_take_one_segment_each() {
+    use nilfs::format::ino;
+    let dev = fresh(16 << 20, 1024, 16);
+    {
+        let nilfs = nilfs::the_nilfs::Nilfs::open(&dev).unwrap();
+        let mut fs = nilfs::fs::Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        for i in 1..=300 {
+            let f = fs
+                .create(ino::ROOT, format!("f{i}").as_bytes(), 0o644)
+                .unwrap();
+            fs.write(f, 0, b"x").unwrap();
+        }
+        fs.sync().unwrap();
+        fs.unmount().unwrap();
+    }
+    let mut kernel_6_1: Vec<String> = vec!["0: 4+12".into()];
+    kernel_6_1.extend((1..25).map(|s| format!("{s}: {}+16", s * 16)));
+    kernel_6_1.extend(["25: 400+11".into(), "26:".into()]);
+    assert_eq!(log_boundaries(&dev, 0..=26), kernel_6_1);
+    assert_eq!(usage(&dev), (filled(12, 16, 25, 11), 26));
 }

@@ -150,7 +150,12 @@ impl<'a> Fs<'a> {
                 }
                 Stage::Dat => collect_dat(self.dat.bmap(), dat_keys, &mut blocks),
                 Stage::SuperRoot => {
-                    if let Err(full) = feed(layout, blocks, &mut c.srcs) {
+                    // Laid out at once: the stage a fill-up happened in is
+                    // the stage of the block that did not fit (the
+                    // kernel's stage counter when nilfs_segctor_collect
+                    // sees -E2BIG), or the super root's own.
+                    if let Err((full, at)) = feed(layout, blocks, &mut c.srcs) {
+                        c.stage = at;
                         return Ok(Err(full));
                     }
                     return Ok(layout.add_super_root());
@@ -246,7 +251,7 @@ fn feed(
     layout: &mut Layout,
     blocks: Collected,
     srcs: &mut Vec<Src>,
-) -> std::result::Result<(), Full> {
+) -> std::result::Result<(), (Full, Stage)> {
     let mut prev: Option<FileTag> = None;
     for (tag, binfo, s) in blocks {
         if let Some(p) = prev.filter(|&p| p != tag) {
@@ -254,12 +259,26 @@ fn feed(
         }
         prev = Some(tag);
         srcs.push(s);
-        layout.add_block(tag, binfo, srcs.len() as u64 - 1)?;
+        layout
+            .add_block(tag, binfo, srcs.len() as u64 - 1)
+            .map_err(|full| (full, stage_of(tag)))?;
     }
     if let Some(p) = prev {
         layout.end_file(p);
     }
     Ok(())
+}
+
+/// The stage that collects a block of `tag`'s file (the GC stage's blocks
+/// count as the file stage's: both come before the checkpoint file).
+fn stage_of(tag: FileTag) -> Stage {
+    match tag.ino {
+        ino::IFILE => Stage::Ifile,
+        ino::CPFILE => Stage::Cpfile,
+        ino::SUFILE => Stage::Sufile,
+        ino::DAT => Stage::Dat,
+        _ => Stage::File,
+    }
 }
 
 /// The pointer a propagated mapping holds for `key` (every node on its
