@@ -320,18 +320,9 @@ impl Ck<'_, '_> {
                 Err(_) => return,
             }
         };
-        let Some(sr_at) = scan.visits.iter().rposition(|v| v.super_root_cno.is_some()) else {
+        let Some(stop) = broken_tail(scan) else {
             return;
         };
-        let Some(stop) = scan.visits[sr_at + 1..].iter().find(|v| v.verdict.is_err()) else {
-            return;
-        };
-        if !stop
-            .header
-            .is_some_and(|h| h.magic == SEGSUM_MAGIC && h.seq == stop.seq)
-        {
-            return;
-        }
         let Ok(g) = crate::recovery::SegGeometry::new(&self.fs.sb) else {
             return;
         };
@@ -636,23 +627,15 @@ impl Ck<'_, '_> {
             .filter(|v| v.verdict.is_ok())
             .map(|v| (v.pseg.0, v.header.map_or(0, |h| u64::from(h.nblocks))))
             .collect();
-        // Where the search stopped: a log of the right magic and sequence
-        // that fails validation is a torn or damaged write, not the end
-        // of the logs (nilfs_search_super_root stops at it all the same).
-        if let Some(v) = scan.visits[sr_at + 1..].iter().find(|v| v.verdict.is_err()) {
-            let torn = v
-                .header
-                .is_some_and(|h| h.magic == crate::format::SEGSUM_MAGIC && h.seq == v.seq);
-            if torn {
-                let why = v.verdict.clone().err().unwrap_or_default();
-                self.find(
-                    Code::LogTail,
-                    format!("log at block {} after the latest super root", v.pseg),
-                    Some(v.pseg.0),
-                    format!("{why}: recovery will stop here"),
-                    "a whole log, or none",
-                );
-            }
+        if let Some(v) = broken_tail(scan) {
+            let why = v.verdict.clone().err().unwrap_or_default();
+            self.find(
+                Code::LogTail,
+                format!("log at block {} after the latest super root", v.pseg),
+                Some(v.pseg.0),
+                format!("{why}: recovery will stop here"),
+                "a whole log, or none",
+            );
         }
         let needs = self.fs.sb.state & STATE_VALID_FS == 0;
         if let (true, Some((start, _)), Some(end)) = (needs, scan.lsegs_start, scan.lsegs_end) {
@@ -757,4 +740,21 @@ fn owner_of(b: &Binfo) -> Owner {
         Binfo::DataDat { blkoff } => Owner::DatData(blkoff.0),
         Binfo::NodeDat { blkoff, .. } => Owner::DatNode(blkoff.0),
     }
+}
+
+/// Where the search after the latest super root stopped, when that is a
+/// torn or damaged write: a log of the right magic and sequence that fails
+/// validation, not the end of the logs (`nilfs_search_super_root` stops at
+/// it all the same).
+fn broken_tail(scan: &crate::recovery::ScanResult) -> Option<&crate::recovery::LogVisit> {
+    let sr_at = scan
+        .visits
+        .iter()
+        .rposition(|v| v.super_root_cno.is_some())?;
+    let v = scan.visits[sr_at + 1..]
+        .iter()
+        .find(|v| v.verdict.is_err())?;
+    v.header
+        .is_some_and(|h| h.magic == SEGSUM_MAGIC && h.seq == v.seq)
+        .then_some(v)
 }
