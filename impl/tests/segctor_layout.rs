@@ -532,7 +532,9 @@ fn filled(first: u32, full: u32, current: u64, last: u32) -> Vec<(u64, bool, u32
 // The virtual block numbers differ (L3); the logs and the segments do not.
 
 // `-B 64`: `mount`, `dd if=/dev/urandom of=/mnt/f bs=1024 count=300`,
-// `sync`, the same for `/g` with `count=200`, `sync`, `umount`.
+// `sync`, the same for `/g` with `count=200`, `sync`, and for `/h` with
+// `count=1`, `sync`, `umount`. The last construction fits in its segment
+// and takes none.
 #[test]
 fn segments_are_taken_in_the_kernels_order() {
     use nilfs::format::ino;
@@ -540,7 +542,7 @@ fn segments_are_taken_in_the_kernels_order() {
     {
         let nilfs = nilfs::the_nilfs::Nilfs::open(&dev).unwrap();
         let mut fs = nilfs::fs::Fs::mount(&nilfs, 1_800_000_000).unwrap();
-        for (name, kib, seed) in [(&b"f"[..], 300, 1), (&b"g"[..], 200, 2)] {
+        for (name, kib, seed) in [(&b"f"[..], 300, 1), (&b"g"[..], 200, 2), (&b"h"[..], 1, 3)] {
             let f = fs.create(ino::ROOT, name, 0o644).unwrap();
             fs.write(f, 0, &nilfs_testkit::pattern(seed, kib << 10))
                 .unwrap();
@@ -558,11 +560,11 @@ fn segments_are_taken_in_the_kernels_order() {
         "6: 384+64",
         "7: 448+64",
         "8: 512+64",
-        "9: 576+10",
+        "9: 576+10 586+15",
         "10:",
     ];
     assert_eq!(log_boundaries(&dev, 0..=10), kernel_6_1);
-    assert_eq!(usage(&dev), (filled(60, 64, 9, 10), 10));
+    assert_eq!(usage(&dev), (filled(60, 64, 9, 25), 10));
 }
 
 // `-B 16` (the smallest segment): 300 files of one byte each (`printf x >
