@@ -493,6 +493,56 @@ fn a_clean_segment_guard_stops_at_a_summary_that_overruns_its_segment() {
     assert_eq!(fs.read(f, 0, 4).unwrap(), vec![0x77; 4]);
 }
 
+// Issue 37 (a survivor of `check_segment_unused`: its step to the next
+// log, `pseg += n`, as `*=`): the guard reads every log of a segment
+// marked clean, not just the first. Segment 1 holds two logs here, the
+// first made to name no block (`ss_nfinfo` 0, resealed) and the second
+// holding `/b`'s live blocks; the write must still be refused.
+#[test]
+fn a_clean_segment_guard_reads_past_the_first_log() {
+    use nilfs::corrupt::{apply, Recipe};
+    let dev = fresh(16 << 20, 1024, 64);
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, NOW).unwrap();
+        // 50 KiB fill segment 0's rest and start segment 1; 5 KiB more
+        // make segment 1's second log; 60 KiB more take the writer on to
+        // segment 2, so that segment 1 is taken again from its head.
+        for (name, len, seed) in [
+            (&b"a"[..], 50 << 10, 1),
+            (&b"b"[..], 5 << 10, 2),
+            (&b"c"[..], 60 << 10, 3),
+        ] {
+            let f = fs.create(ino::ROOT, name, 0o644).unwrap();
+            fs.write(f, 0, &pattern(seed, len)).unwrap();
+            fs.sync().unwrap();
+        }
+        fs.unmount().unwrap();
+    }
+    let recipes = [
+        "su[1].su_flags = 0",
+        "suhdr.sh_ncleansegs += 1",
+        "suhdr.sh_ndirtysegs -= 1",
+        "suhdr.sh_last_alloc = 0",
+        "ss@1:0.ss_nfinfo = 0",
+    ];
+    for r in recipes {
+        apply(&dev, &Recipe::parse(r).unwrap()).unwrap();
+    }
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, NOW + 10).unwrap();
+    let f = fs.create(ino::ROOT, b"new", 0o644).unwrap();
+    fs.write(f, 0, &[0x77; 300 << 10]).unwrap();
+    let e = fs
+        .sync()
+        .expect_err("the sync wrote over the live blocks of segment 1's second log");
+    assert!(
+        e.to_string()
+            .contains("segment 1 is marked clean, but its block"),
+        "{e}"
+    );
+}
+
 // Issue 37 (the last survivor of the same sanity test: `nsum == 0 || nsum
 // > n` as `&&`): a summary longer than its log is not a log either (the
 // kernel's `nilfs_segbuf_extend_segsum` grows the log with its summary),
