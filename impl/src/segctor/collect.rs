@@ -61,7 +61,6 @@ impl<'a> Fs<'a> {
         // allocated, so none of them can be reused by it.
         let freesegs: Vec<SegNum> = c.gc.as_ref().map_or(Vec::new(), |g| g.segnums.clone());
         self.sufile.file_mut().free_segments(&freesegs)?;
-        c.flags.sufreed = !freesegs.is_empty();
         let mut cpfile_done = false;
         let mut sufile_done = BTreeSet::new();
         loop {

@@ -26,18 +26,17 @@
 //! # Aborting a construction
 //!
 //! Everything up to the write phase changes memory only; the first device
-//! write is the point of no return. [`Construction`] records, as the
-//! kernel's `sc_stage.flags` do, what an abort would have to undo:
-//! [`Flags::ifile_started`] (`NILFS_CF_IFILE_STARTED`: the files' inodes
-//! were written into the ifile, so they must be redirtied,
-//! `nilfs_redirty_inodes`), [`Flags::sufreed`] (`NILFS_CF_SUFREED`: the
-//! cleaner's segments were freed, `nilfs_sufile_cancel_freev`), and the
-//! segments the layout allocated and dirtied, which its plans name (each
-//! log's segment and next: `nilfs_free_incomplete_logs`,
-//! `nilfs_cancel_segusage`). A construction that fails before its logs
-//! are on disk is rolled back as a whole (`nilfs_segctor_abort_construction`,
-//! [`abort`]): the mount's memory is as it was when it began, so the next
-//! one can succeed once there is room.
+//! write is the point of no return. The kernel records in `sc_stage.flags`
+//! what an abort must undo (`NILFS_CF_IFILE_STARTED`: redirty the inodes
+//! written into the ifile, `nilfs_redirty_inodes`; `NILFS_CF_SUFREED`:
+//! cancel the cleaner's frees, `nilfs_sufile_cancel_freev`), and undoes
+//! the segments its logs allocated and dirtied (`nilfs_free_incomplete_logs`,
+//! `nilfs_cancel_segusage`). Ours needs no such record: a construction
+//! that fails before its logs are on disk is rolled back as a whole
+//! (`nilfs_segctor_abort_construction`, [`abort`]) from the savepoint
+//! taken when it began, so the mount's memory is as it was, and the next
+//! one can succeed once there is room. (The retry's cancel of the
+//! cleaner's frees is in `collect`.)
 
 pub mod layout;
 pub mod write;
@@ -101,15 +100,6 @@ impl Stage {
     ];
 }
 
-/// `sc_stage.flags`: what a construction did that an abort must undo.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Flags {
-    /// `NILFS_CF_IFILE_STARTED`: the dirty files' inodes went into the ifile.
-    pub ifile_started: bool,
-    /// `NILFS_CF_SUFREED`: the cleaner's segments were freed in the sufile.
-    pub sufreed: bool,
-}
-
 /// A cleaning request accepted by [`Fs::clean_segments`], waiting for its
 /// construction: the blocks to move (`sc_gc_inodes`) and the segments to
 /// free (`sc_freesegs`).
@@ -158,7 +148,6 @@ pub struct Construction<'a> {
     /// The mount as the construction found it, for an abort.
     save: Option<abort::Savepoint<'a>>,
     stage: Stage,
-    flags: Flags,
     cno: Cno,
     ctime: u64,
     /// The dirty files it took, in dirty order.
@@ -177,11 +166,6 @@ impl Construction<'_> {
     /// The stage reached.
     pub fn stage(&self) -> Stage {
         self.stage
-    }
-
-    /// What an abort would have to undo so far.
-    pub fn flags(&self) -> Flags {
-        self.flags
     }
 }
 
@@ -249,7 +233,6 @@ impl<'a> Fs<'a> {
         let mut c = Construction {
             save: Some(save),
             stage: Stage::Init,
-            flags: Flags::default(),
             cno: self.cpfile.file().next_cno(),
             ctime: self.now,
             order: Vec::new(),

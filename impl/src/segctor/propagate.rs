@@ -256,7 +256,6 @@ impl<'a> Fs<'a> {
         // checkpoint entry (created when the constructor leaves the ifile
         // stage, `nilfs_segctor_create_checkpoint`).
         c.stage = Stage::Ifile;
-        c.flags.ifile_started = true;
         for &i in &c.order {
             let f = self.inodes.loaded(i);
             if f.needs_write() {
