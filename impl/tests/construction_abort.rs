@@ -18,7 +18,7 @@ use nilfs_testkit::image::{assert_checks_clean, fresh, latest_manifest};
 use nilfs_testkit::pattern;
 
 use nilfs::device::{BlockDevice, CutDevice, MemDevice};
-use nilfs::format::{ino, Ino};
+use nilfs::format::{ino, Cno, Ino};
 use nilfs::fs::Fs;
 use nilfs::inspect::manifest::live_manifest;
 use nilfs::the_nilfs::Nilfs;
@@ -421,7 +421,6 @@ fn without_the_rollback_a_failed_sync_is_caught() {
 /// KiB file fills segments 1 and 2) but which the sufile calls clean and
 /// hands out next, damaged further by `more` (corrupt recipes).
 fn live_segment_marked_clean(more: &[&str]) -> MemDevice {
-    use nilfs::corrupt::{apply, Recipe};
     let dev = fresh(16 << 20, 1024, 64);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
@@ -430,6 +429,14 @@ fn live_segment_marked_clean(more: &[&str]) -> MemDevice {
         fs.write(f, 0, &pattern(1, 100 << 10)).unwrap();
         fs.unmount().unwrap();
     }
+    mark_segment_1_clean(&dev, more);
+    dev
+}
+
+/// Segment 1 of `dev` called clean by the sufile and handed out next
+/// (its live blocks left where they are), then `more` (corrupt recipes).
+fn mark_segment_1_clean(dev: &MemDevice, more: &[&str]) {
+    use nilfs::corrupt::{apply, Recipe};
     let recipes = [
         "su[1].su_flags = 0",
         "suhdr.sh_ncleansegs += 1",
@@ -437,9 +444,30 @@ fn live_segment_marked_clean(more: &[&str]) -> MemDevice {
         "suhdr.sh_last_alloc = 0",
     ];
     for r in recipes.iter().chain(more) {
-        apply(&dev, &Recipe::parse(r).unwrap()).unwrap();
+        apply(dev, &Recipe::parse(r).unwrap()).unwrap();
     }
-    dev
+}
+
+/// Mount `dev` later, write a new 300 KiB file `/new` (enough to reach
+/// segment 1) and sync: the sync's result, and the file's first bytes
+/// read after it (rolled back or not, the mount must still read them).
+fn sync_a_new_file(dev: &MemDevice) -> (nilfs::Result<Option<Cno>>, Vec<u8>) {
+    let nilfs = Nilfs::open(dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, NOW + 10).unwrap();
+    let f = fs.create(ino::ROOT, b"new", 0o644).unwrap();
+    fs.write(f, 0, &[0x77; 300 << 10]).unwrap();
+    let synced = fs.sync();
+    (synced, fs.read(f, 0, 4).unwrap())
+}
+
+/// `synced` is the guard's refusal of segment 1.
+fn assert_refused_at_segment_1(synced: nilfs::Result<Option<Cno>>, why: &str) {
+    let e = synced.expect_err(why);
+    assert!(
+        e.to_string()
+            .contains("segment 1 is marked clean, but its block"),
+        "{e}"
+    );
 }
 
 // postmortem (issue 13.7): a segment holding live blocks but marked clean
@@ -452,20 +480,10 @@ fn live_segment_marked_clean(more: &[&str]) -> MemDevice {
 fn a_write_never_reuses_a_clean_segment_that_holds_live_blocks() {
     let dev = live_segment_marked_clean(&[]);
     let before = latest_manifest(&dev);
-    {
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let mut fs = Fs::mount(&nilfs, NOW + 10).unwrap();
-        let f = fs.create(ino::ROOT, b"new", 0o644).unwrap();
-        fs.write(f, 0, &[0x77; 300 << 10]).unwrap();
-        let e = fs.sync().expect_err("the sync wrote into a live segment");
-        assert!(
-            e.to_string()
-                .contains("segment 1 is marked clean, but its block"),
-            "{e}"
-        );
-        // Rolled back: the mount still reads.
-        assert_eq!(fs.read(f, 0, 4).unwrap(), vec![0x77; 4]);
-    }
+    let (synced, read) = sync_a_new_file(&dev);
+    assert_refused_at_segment_1(synced, "the sync wrote into a live segment");
+    // Rolled back: the mount still reads.
+    assert_eq!(read, vec![0x77; 4]);
     assert_eq!(
         latest_manifest(&dev),
         before,
@@ -484,13 +502,9 @@ fn a_clean_segment_guard_stops_at_a_summary_that_overruns_its_segment() {
     // Segment 1 is blocks 64 to 127: a log of 65 blocks from 64 ends past
     // it.
     let dev = live_segment_marked_clean(&["ss@1:0.ss_nblocks = 65"]);
-    let nilfs = Nilfs::open(&dev).unwrap();
-    let mut fs = Fs::mount(&nilfs, NOW + 10).unwrap();
-    let f = fs.create(ino::ROOT, b"new", 0o644).unwrap();
-    fs.write(f, 0, &[0x77; 300 << 10]).unwrap();
-    fs.sync()
-        .expect("a summary that overruns its segment is not a log the guard reads");
-    assert_eq!(fs.read(f, 0, 4).unwrap(), vec![0x77; 4]);
+    let (synced, read) = sync_a_new_file(&dev);
+    synced.expect("a summary that overruns its segment is not a log the guard reads");
+    assert_eq!(read, vec![0x77; 4]);
 }
 
 // Issue 37 (a survivor of `check_segment_unused`: its step to the next
@@ -500,7 +514,6 @@ fn a_clean_segment_guard_stops_at_a_summary_that_overruns_its_segment() {
 // holding `/b`'s live blocks; the write must still be refused.
 #[test]
 fn a_clean_segment_guard_reads_past_the_first_log() {
-    use nilfs::corrupt::{apply, Recipe};
     let dev = fresh(16 << 20, 1024, 64);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
@@ -519,27 +532,11 @@ fn a_clean_segment_guard_reads_past_the_first_log() {
         }
         fs.unmount().unwrap();
     }
-    let recipes = [
-        "su[1].su_flags = 0",
-        "suhdr.sh_ncleansegs += 1",
-        "suhdr.sh_ndirtysegs -= 1",
-        "suhdr.sh_last_alloc = 0",
-        "ss@1:0.ss_nfinfo = 0",
-    ];
-    for r in recipes {
-        apply(&dev, &Recipe::parse(r).unwrap()).unwrap();
-    }
-    let nilfs = Nilfs::open(&dev).unwrap();
-    let mut fs = Fs::mount(&nilfs, NOW + 10).unwrap();
-    let f = fs.create(ino::ROOT, b"new", 0o644).unwrap();
-    fs.write(f, 0, &[0x77; 300 << 10]).unwrap();
-    let e = fs
-        .sync()
-        .expect_err("the sync wrote over the live blocks of segment 1's second log");
-    assert!(
-        e.to_string()
-            .contains("segment 1 is marked clean, but its block"),
-        "{e}"
+    mark_segment_1_clean(&dev, &["ss@1:0.ss_nfinfo = 0"]);
+    let (synced, _) = sync_a_new_file(&dev);
+    assert_refused_at_segment_1(
+        synced,
+        "the sync wrote over the live blocks of segment 1's second log",
     );
 }
 
@@ -553,11 +550,7 @@ fn a_clean_segment_guard_reads_past_the_first_log() {
 #[test]
 fn a_clean_segment_guard_stops_at_a_summary_longer_than_its_log() {
     let dev = live_segment_marked_clean(&["ss@1:0.ss_sumbytes = 4294966272"]);
-    let nilfs = Nilfs::open(&dev).unwrap();
-    let mut fs = Fs::mount(&nilfs, NOW + 10).unwrap();
-    let f = fs.create(ino::ROOT, b"new", 0o644).unwrap();
-    fs.write(f, 0, &[0x77; 300 << 10]).unwrap();
-    fs.sync()
-        .expect("a summary longer than its log is not a log the guard reads");
-    assert_eq!(fs.read(f, 0, 4).unwrap(), vec![0x77; 4]);
+    let (synced, read) = sync_a_new_file(&dev);
+    synced.expect("a summary longer than its log is not a log the guard reads");
+    assert_eq!(read, vec![0x77; 4]);
 }
