@@ -13,7 +13,7 @@ use proptest::test_runner::{
 };
 use serde_json::Value;
 
-use crate::lockstep::{run_workload, Divergence, OnInvalid, Step};
+use crate::lockstep::{run_workload, Divergence, OnInvalid, Step, Stop, Undecided};
 use crate::sut::{ImageSpec, Implementation, NS};
 
 /// How an implementation is checked.
@@ -85,7 +85,7 @@ pub fn run_lines(
     spec: &ImageSpec,
     lines: &[Value],
     on_invalid: OnInvalid,
-) -> Result<Vec<Step>, Divergence> {
+) -> Result<Vec<Step>, Stop> {
     let (g, mut sut) = imp.format(spec, None).unwrap_or_else(|e| {
         panic!("the implementation could not make a fresh image of {spec:?}: {e}")
     });
@@ -100,7 +100,7 @@ pub fn lockstep(
     imp: &mut dyn Implementation,
     cfg: &Config,
     drawn: &Drawn,
-) -> Result<Vec<Step>, Divergence> {
+) -> Result<Vec<Step>, Stop> {
     let (g, sut) = imp
         .format(&cfg.spec, None)
         .unwrap_or_else(|e| panic!("the implementation could not make a fresh image: {e}"));
@@ -123,10 +123,10 @@ pub fn divergence_kind(d: &Divergence) -> String {
 
 /// Delta debugging of a failing workload down to the lines that matter:
 /// a candidate counts if it diverges the same way (the same kind of
-/// operation, the same kind of difference). Returns `lines` if they do
-/// not fail.
+/// operation, the same kind of difference); one the harness could not
+/// decide does not count. Returns `lines` if they do not diverge.
 pub fn minimize(imp: &mut dyn Implementation, spec: &ImageSpec, lines: &[Value]) -> Vec<Value> {
-    let Err(first) = run_lines(imp, spec, lines, OnInvalid::Skip) else {
+    let Err(Stop::Diverged(first)) = run_lines(imp, spec, lines, OnInvalid::Skip) else {
         return lines.to_vec();
     };
     let want = divergence_kind(&first);
@@ -136,8 +136,10 @@ pub fn minimize(imp: &mut dyn Implementation, spec: &ImageSpec, lines: &[Value])
             cands
                 .iter()
                 .map(|c| {
-                    run_lines(imp, spec, c, OnInvalid::Skip)
-                        .is_err_and(|d| divergence_kind(&d) == want)
+                    run_lines(imp, spec, c, OnInvalid::Skip).is_err_and(|stop| {
+                        stop.as_divergence()
+                            .is_some_and(|d| divergence_kind(d) == want)
+                    })
                 })
                 .collect()
         },
@@ -145,26 +147,39 @@ pub fn minimize(imp: &mut dyn Implementation, spec: &ImageSpec, lines: &[Value])
     )
 }
 
-/// A failure, shrunk: what was drawn, the minimal workload and its
-/// divergence.
+/// A failure: what was drawn, the workload (shrunk to the lines that
+/// matter when it diverged) and why it stopped.
 #[derive(Clone, Debug)]
 pub struct Failure {
     /// What the front end drew (after its own shrinking).
     pub drawn: Drawn,
-    /// The minimal workload, JSON Lines of the workload format.
+    /// The workload, JSON Lines of the workload format: minimal (delta
+    /// debugging) for a divergence, whole for an undecided run.
     pub minimal: Vec<Value>,
-    /// The divergence of the minimal workload.
-    pub divergence: Divergence,
+    /// The divergence of the minimal workload, or where the harness could
+    /// not observe the implementation (not shrunk: a harness failure is
+    /// not the implementation's behaviour).
+    pub stop: Stop,
+}
+
+impl Failure {
+    /// The divergence, unless the run was undecided.
+    pub fn divergence(&self) -> Option<&Divergence> {
+        self.stop.as_divergence()
+    }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}", self.divergence)?;
+        writeln!(f, "{}", self.stop)?;
         writeln!(f, "drawn: {:?}", self.drawn)?;
-        writeln!(
-            f,
-            "minimal workload (delta debugging; keep it as a test with nilfs_oracle::replay):"
-        )?;
+        match self.stop {
+            Stop::Diverged(_) => writeln!(
+                f,
+                "minimal workload (delta debugging; keep it as a test with nilfs_oracle::replay):"
+            )?,
+            Stop::Undecided(_) => writeln!(f, "workload (not shrunk):")?,
+        }
         for l in &self.minimal {
             writeln!(f, "{l}")?;
         }
@@ -173,25 +188,34 @@ impl fmt::Display for Failure {
 }
 
 /// [`lockstep`] and, on a divergence, [`minimize`]: the divergence with
-/// its minimal workload.
+/// its minimal workload. An undecided run is returned as it came.
 pub fn check(
     imp: &mut dyn Implementation,
     cfg: &Config,
     drawn: &Drawn,
 ) -> Result<(), Box<Failure>> {
-    let Err(d) = lockstep(imp, cfg, drawn) else {
+    let Err(stop) = lockstep(imp, cfg, drawn) else {
         return Ok(());
     };
     let (g, sut) = imp.format(&cfg.spec, None).expect("formatted before");
     drop(sut);
-    let minimal = minimize(imp, &cfg.spec, &workload(cfg, &g, drawn));
-    let divergence = run_lines(imp, &cfg.spec, &minimal, OnInvalid::Skip)
-        .err()
-        .unwrap_or(d);
+    let lines = workload(cfg, &g, drawn);
+    if let Stop::Undecided(_) = stop {
+        return Err(Box::new(Failure {
+            drawn: drawn.clone(),
+            minimal: lines,
+            stop,
+        }));
+    }
+    let minimal = minimize(imp, &cfg.spec, &lines);
+    let stop = match run_lines(imp, &cfg.spec, &minimal, OnInvalid::Skip) {
+        Err(d @ Stop::Diverged(_)) => d,
+        _ => stop,
+    };
     Err(Box::new(Failure {
         drawn: drawn.clone(),
         minimal,
-        divergence,
+        stop,
     }))
 }
 
@@ -201,7 +225,7 @@ pub fn replay(
     imp: &mut dyn Implementation,
     spec: &ImageSpec,
     jsonl: &str,
-) -> Result<Vec<Step>, Divergence> {
+) -> Result<Vec<Step>, Stop> {
     let lines: Vec<Value> = jsonl
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -234,32 +258,63 @@ pub fn proptest(imp: &mut dyn Implementation, cfg: &Config) {
         // The cases run in this process: the implementation is borrowed.
         fork: false,
         timeout: 0,
+        // The first case the harness cannot decide ends the run (below):
+        // a harness that failed once is not trusted with the next case.
+        max_global_rejects: 0,
         ..base
     };
     let imp = RefCell::new(imp);
+    // A case the harness could not decide neither passed nor diverged: it
+    // is rejected (not shrunk), which ends the run, and the test fails
+    // saying so.
+    let undecided: RefCell<Vec<(Drawn, Undecided)>> = RefCell::default();
     let mut runner = TestRunner::new(config);
     let result = runner.run(&strategy(cfg.max_len), |drawn| {
         let mut imp = imp.borrow_mut();
         match lockstep(&mut **imp, cfg, &drawn) {
             Ok(_) => Ok(()),
-            Err(d) => Err(TestCaseError::fail(d.to_string())),
+            Err(Stop::Diverged(d)) => Err(TestCaseError::fail(d.to_string())),
+            Err(Stop::Undecided(u)) => {
+                let why = u.why.clone();
+                undecided.borrow_mut().push((drawn, *u));
+                Err(TestCaseError::reject(why))
+            }
         }
     });
+    let undecided = undecided.into_inner();
+    let undecided_note = match undecided.first() {
+        None => String::new(),
+        Some((drawn, u)) => format!(
+            "\n{} case(s) could not be decided by the harness; the first, drawn {drawn:?}:\n{u}",
+            undecided.len()
+        ),
+    };
     match result {
+        Ok(()) if undecided.is_empty() => {}
+        Ok(()) | Err(TestError::Abort(_)) if !undecided.is_empty() => panic!(
+            "no divergence, but the oracle could not decide every case (proptest seed {:#x}){undecided_note}",
+            cfg.seed
+        ),
         Ok(()) => {}
         Err(TestError::Fail(reason, drawn)) => {
             let mut imp = imp.borrow_mut();
-            let Err(failure) = check(&mut **imp, cfg, &drawn) else {
+            let failure = match check(&mut **imp, cfg, &drawn) {
+                Err(f) if matches!(f.stop, Stop::Diverged(_)) => f,
                 // The divergence did not repeat: the implementation (or
-                // its clock, or its timing) is not deterministic. Still a
-                // failure, shown as proptest saw it.
-                panic!(
-                    "{reason}\ndrawn: {drawn:?}\nthe same case then passed: the divergence does not repeat (proptest seed {:#x})",
+                // its clock, or its timing) is not deterministic, or the
+                // harness failed the second time. Still a failure, shown
+                // as proptest saw it.
+                again => panic!(
+                    "{reason}\ndrawn: {drawn:?}\nthe same case then {}: the divergence does not repeat (proptest seed {:#x}){undecided_note}",
+                    match again {
+                        Ok(()) => "passed".to_string(),
+                        Err(f) => format!("was undecided: {}", f.stop),
+                    },
                     cfg.seed
-                );
+                ),
             };
             panic!(
-                "{failure}\nreplay: the same test (proptest seed {:#x} unless PROPTEST_RNG_SEED is set{})",
+                "{failure}\nreplay: the same test (proptest seed {:#x} unless PROPTEST_RNG_SEED is set{}){undecided_note}",
                 cfg.seed,
                 cfg.regressions
                     .map(|p| format!("; the case is kept in {p}"))

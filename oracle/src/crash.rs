@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use nilfs_model::{step, Op, Outcome, State};
 
-use crate::lockstep::{Divergence, Lockstep, ModelManifests, OnInvalid};
+use crate::lockstep::{Divergence, Lockstep, ModelManifests, OnInvalid, Stop, Undecided};
 use crate::sut::{Durable, ImageSpec, Implementation, NS};
 
 /// The block writes a device received, in order. Cloning shares the log:
@@ -114,6 +114,9 @@ pub enum CrashFailure {
     Setup(String),
     /// The workload diverged before any crash.
     Lockstep(Divergence),
+    /// The harness could not observe the implementation (before a cut,
+    /// or in the state after one): no verdict.
+    Undecided(Box<Undecided>),
     /// The state after a cut is outside the envelope.
     Outside {
         /// Writes after the format that reached the device.
@@ -134,6 +137,7 @@ impl fmt::Display for CrashFailure {
         match self {
             CrashFailure::Setup(e) => write!(f, "crash check: {e}"),
             CrashFailure::Lockstep(d) => write!(f, "crash check, before any cut: {d}"),
+            CrashFailure::Undecided(u) => write!(f, "crash check: {u}"),
             CrashFailure::Outside {
                 writes,
                 completed,
@@ -186,8 +190,12 @@ pub fn check_crashes(
     // After operation i: the writes so far and the model's states.
     let mut after: Vec<(usize, Vec<State>)> = Vec::new();
     for op in ops {
-        l.step(&mut *sut, op)
-            .map_err(|d| Box::new(CrashFailure::Lockstep(d)))?;
+        l.step(&mut *sut, op).map_err(|stop| {
+            Box::new(match stop {
+                Stop::Diverged(d) => CrashFailure::Lockstep(d),
+                Stop::Undecided(u) => CrashFailure::Undecided(u),
+            })
+        })?;
         after.push((log.len(), l.states.iter().map(|(s, _)| s.clone()).collect()));
     }
     drop(sut);
@@ -208,7 +216,23 @@ pub fn check_crashes(
             n => after[n - 1].1.clone(),
         };
         let allowed = envelope(&model, ops.get(completed), &mut |s| manifests.durable(s));
-        let got = recover(imp, &image);
+        let got = match recover(imp, &image) {
+            Recovered::Durable(d) => Ok(d),
+            Recovered::Refused(why) => Err(why),
+            Recovered::Undecided(why) => {
+                return Err(Box::new(CrashFailure::Undecided(Box::new(Undecided {
+                    steps: Vec::new(),
+                    op: Some(Op::Mount {
+                        cp: None,
+                        ro: false,
+                    }),
+                    why: format!(
+                        "after a power cut at write {} of the workload: {why}",
+                        k - formatted
+                    ),
+                }))))
+            }
+        };
         let inside = got
             .as_ref()
             .is_ok_and(|g| allowed.iter().any(|a| a.admits(g)));
@@ -232,19 +256,43 @@ pub fn check_crashes(
     })
 }
 
+/// What an implementation showed of a crash state.
+enum Recovered {
+    /// Its durable state after a mount.
+    Durable(Durable),
+    /// It did not mount the image, or its durable state does not read
+    /// back: outside every envelope.
+    Refused(String),
+    /// The harness could not observe it ([`crate::Sut::undecided`]).
+    Undecided(String),
+}
+
 /// The implementation's durable state of `image` after a mount.
-fn recover(imp: &mut dyn Implementation, image: &[u8]) -> Result<Durable, String> {
-    let mut sut = imp.open(image)?;
+fn recover(imp: &mut dyn Implementation, image: &[u8]) -> Recovered {
+    let mut sut = match imp.open(image) {
+        Ok(sut) => sut,
+        Err(why) => return Recovered::Refused(why),
+    };
     let mount = Op::Mount {
         cp: None,
         ro: false,
     };
-    match sut.apply(&mount) {
-        Outcome::Ok => sut.durable(),
-        o => Err(format!(
-            "mount answered {o:?}{}",
+    let out = sut.apply(&mount);
+    if let Some(why) = sut.undecided() {
+        return Recovered::Undecided(why);
+    }
+    if out != Outcome::Ok {
+        return Recovered::Refused(format!(
+            "mount answered {out:?}{}",
             sut.detail().map(|d| format!(" ({d})")).unwrap_or_default()
-        )),
+        ));
+    }
+    match sut.durable() {
+        Ok(d) => Recovered::Durable(d),
+        Err(why) => match sut.undecided() {
+            Some(why) => Recovered::Undecided(why),
+            None => Recovered::Refused(why),
+        },
     }
 }
 

@@ -10,7 +10,11 @@
 //!   implementation at once; every outcome must be one the model allows,
 //!   and after every sync, checkpoint and mount the durable state must be
 //!   the model's. The result is the first divergence; [`check`] adds
-//!   [`minimize`], delta debugging down to a minimal workload.
+//!   [`minimize`], delta debugging down to a minimal workload. A harness
+//!   that could not observe the implementation (a runner that died, an
+//!   image it could not open) says so through [`Sut::undecided`], and the
+//!   run is [`Stop::Undecided`]: the oracle could not decide, which is
+//!   never reported as a divergence ([`Stop::Diverged`]).
 //! - [`proptest()`]: many generated workloads from a fixed seed, each
 //!   failure shrunk and kept in a regression file in proptest's format,
 //!   which the user commits ([`Config::regressions`]); [`replay`] runs a
@@ -146,7 +150,9 @@ pub use check::{
     Failure,
 };
 pub use crash::{check_crashes, envelope, CrashFailure, CrashReport, WriteLog};
-pub use lockstep::{model_durable, run, run_workload, Divergence, ModelManifests, OnInvalid, Step};
+pub use lockstep::{
+    model_durable, run, run_workload, Divergence, ModelManifests, OnInvalid, Step, Stop, Undecided,
+};
 pub use nilfs_workload::front::Drawn;
 pub use pipe::{Answer, Pipe};
 pub use sut::{Durable, ImageSpec, Implementation, Sut, NS};

@@ -139,6 +139,87 @@ impl fmt::Display for Divergence {
     }
 }
 
+/// A run the oracle could not judge: the harness failed to observe the
+/// implementation ([`Sut::undecided`]). Nothing is known about the
+/// implementation past `steps`.
+#[derive(Clone, Debug)]
+pub struct Undecided {
+    /// The steps judged so far (all within the model's envelope).
+    pub steps: Vec<Step>,
+    /// The operation that could not be observed, or `None` for the
+    /// durable state after the last step.
+    pub op: Option<Op>,
+    /// Why, in the harness's words.
+    pub why: String,
+}
+
+impl fmt::Display for Undecided {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match &self.op {
+            Some(op) => serde_json::to_string(op).expect("an operation serialises"),
+            None => "the durable state".into(),
+        };
+        writeln!(
+            f,
+            "undecided after {} operations: the harness could not observe {what}: {}",
+            self.steps.len(),
+            self.why
+        )?;
+        writeln!(
+            f,
+            "(not a divergence: nothing is known of the implementation from here on)"
+        )?;
+        writeln!(f, "trace so far (model trace format, observed outcomes):")?;
+        for s in &self.steps {
+            let line = nilfs_model::Line::new(s.op.clone(), s.out.clone());
+            writeln!(f, "  {}", line.to_json())?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a lockstep run stopped before its end.
+#[derive(Clone, Debug)]
+pub enum Stop {
+    /// The implementation left the model's envelope.
+    Diverged(Divergence),
+    /// The harness could not observe the implementation: no verdict.
+    Undecided(Box<Undecided>),
+}
+
+impl Stop {
+    /// The divergence, or the undecided run as an error.
+    pub fn divergence(self) -> Result<Divergence, Box<Undecided>> {
+        match self {
+            Stop::Diverged(d) => Ok(d),
+            Stop::Undecided(u) => Err(u),
+        }
+    }
+
+    /// The divergence, if the run diverged.
+    pub fn as_divergence(&self) -> Option<&Divergence> {
+        match self {
+            Stop::Diverged(d) => Some(d),
+            Stop::Undecided(_) => None,
+        }
+    }
+}
+
+impl From<Divergence> for Stop {
+    fn from(d: Divergence) -> Self {
+        Stop::Diverged(d)
+    }
+}
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stop::Diverged(d) => d.fmt(f),
+            Stop::Undecided(u) => u.fmt(f),
+        }
+    }
+}
+
 /// Most model states followed at once (a crash's envelope is at most one
 /// per change since the last checkpoint, times two checkpoint tables).
 const MAX_STATES: usize = 256;
@@ -198,8 +279,9 @@ fn durable_diff(want: &Durable, got: &Durable) -> String {
 
 /// Runs `ops` against `sut` in lockstep with the model, starting from
 /// `initial` (the model state after mkfs). Returns the executed steps, or
-/// the first divergence.
-pub fn run(sut: &mut dyn Sut, initial: State, ops: &[Op]) -> Result<Vec<Step>, Divergence> {
+/// why the run stopped: the first divergence, or where the harness could
+/// not observe the implementation.
+pub fn run(sut: &mut dyn Sut, initial: State, ops: &[Op]) -> Result<Vec<Step>, Stop> {
     let mut l = Lockstep::new(initial, OnInvalid::Panic);
     for op in ops {
         l.step(sut, op)?;
@@ -215,7 +297,7 @@ pub fn run_workload(
     initial: State,
     lines: &[serde_json::Value],
     on_invalid: OnInvalid,
-) -> Result<Vec<Step>, Divergence> {
+) -> Result<Vec<Step>, Stop> {
     use nilfs_workload::{Resolver, Unresolved};
     let mut l = Lockstep::new(initial, on_invalid);
     let mut r = Resolver::default();
@@ -266,11 +348,7 @@ impl Lockstep {
 
     /// Sends `op` (unless no state allows sending it) and checks the
     /// outcome; returns it, or `None` if the operation was not sent.
-    pub(crate) fn step(
-        &mut self,
-        sut: &mut dyn Sut,
-        op: &Op,
-    ) -> Result<Option<Outcome>, Divergence> {
+    pub(crate) fn step(&mut self, sut: &mut dyn Sut, op: &Op) -> Result<Option<Outcome>, Stop> {
         // rmcp of the latest checkpoint: the kernel's ioctl deletes it, the
         // model refuses it (a model rule, docs/model.md). Outside the
         // model, so not sent.
@@ -301,6 +379,13 @@ impl Lockstep {
             return Ok(None);
         }
         let out = sut.apply(op);
+        if let Some(why) = sut.undecided() {
+            return Err(Stop::Undecided(Box::new(Undecided {
+                steps: self.steps.clone(),
+                op: Some(op.clone()),
+                why,
+            })));
+        }
         self.steps.push(Step {
             op: op.clone(),
             out: out.clone(),
@@ -315,12 +400,12 @@ impl Lockstep {
                 .filter_map(|(s, p)| Some((s.at_time(lo, hi)?, p.clone())))
                 .collect();
             if timed.is_empty() {
-                return Err(Divergence {
+                return Err(Stop::Diverged(Divergence {
                     what: format!("the clock went back: the call began at {lo} ns, after {clock}"),
                     steps: self.steps.clone(),
                     allowed: vec![format!("a clock interval from {clock} ns on")],
                     detail: sut.detail(),
-                });
+                }));
             }
             self.states = timed;
         }
@@ -351,12 +436,12 @@ impl Lockstep {
         }
         if next.is_empty() {
             allowed.dedup();
-            return Err(Divergence {
+            return Err(Stop::Diverged(Divergence {
                 what: format!("observed {}", show(&out)),
                 steps: self.steps.clone(),
                 allowed,
                 detail: sut.detail(),
-            });
+            }));
         }
         assert!(
             next.len() <= MAX_STATES,
@@ -369,12 +454,24 @@ impl Lockstep {
             .iter()
             .any(|(s, _)| s.mount == Some(Mount::ReadWrite));
         if settles(op) && mounted && matches!(out, Outcome::Ok | Outcome::Cno(_)) {
-            let got = sut.durable().map_err(|e| Divergence {
-                what: format!("the abstraction function failed: {e}"),
-                steps: self.steps.clone(),
-                allowed: vec!["a readable image".into()],
-                detail: sut.detail(),
-            })?;
+            let got = match sut.durable() {
+                Ok(got) => got,
+                Err(why) => {
+                    return Err(match sut.undecided() {
+                        Some(why) => Stop::Undecided(Box::new(Undecided {
+                            steps: self.steps.clone(),
+                            op: None,
+                            why,
+                        })),
+                        None => Stop::Diverged(Divergence {
+                            what: format!("the durable state does not read back: {why}"),
+                            steps: self.steps.clone(),
+                            allowed: vec!["a readable image".into()],
+                            detail: sut.detail(),
+                        }),
+                    })
+                }
+            };
             // Each state's view once (the first kept for the report).
             let manifests = &mut self.manifests;
             let want: Vec<Durable> = self
@@ -386,7 +483,7 @@ impl Lockstep {
             self.states.retain(|_| keep.next() == Some(true));
             if self.states.is_empty() {
                 let first = &want[0];
-                return Err(Divergence {
+                return Err(Stop::Diverged(Divergence {
                     what: format!(
                         "the durable state read through the read path differs: {}",
                         durable_diff(first, &got)
@@ -394,7 +491,7 @@ impl Lockstep {
                     steps: self.steps.clone(),
                     allowed: vec![format!("{first:#?}")],
                     detail: Some(format!("{got:#?}")),
-                });
+                }));
             }
         }
         Ok(Some(out))

@@ -22,13 +22,16 @@ pub struct Pipe {
 /// What the runner answered for one operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
-    /// The outcome it observed (EIO when it could not run the operation:
-    /// the model never allows that, so it is a divergence).
+    /// The outcome it observed (EIO when it could not run the operation,
+    /// with [`Answer::cannot`] saying why).
     pub out: Outcome,
     /// The real-time interval the call ran in, ns (see
     /// [`crate::Sut::clock_interval`]).
     pub t: Option<[i64; 2]>,
-    /// Why the runner could not run it, or why its answer was unreadable.
+    /// Why the runner could not run it, or why its answer was unreadable:
+    /// nothing was observed of the implementation. A [`crate::Sut`] over
+    /// a pipe answers it from [`crate::Sut::undecided`], so that the run
+    /// is undecided rather than diverged.
     pub cannot: Option<String>,
 }
 

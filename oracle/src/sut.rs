@@ -72,6 +72,18 @@ pub trait Sut {
     fn clock_interval(&self) -> Option<[i64; 2]> {
         None
     }
+    /// Why the last [`Sut::apply`] or [`Sut::durable`] observed nothing
+    /// of the implementation: the harness failed, not the file system (a
+    /// runner that ended or answered garbage, an operation this harness
+    /// cannot give it, an image file it could not open). `Some` stops the
+    /// run as *undecided* ([`crate::Stop::Undecided`]): the oracle says it
+    /// could not decide, never that the implementation diverged. `None`,
+    /// the default: every answer is the implementation's own, and an
+    /// error [`Sut::durable`] returns means its image does not read back
+    /// (a divergence).
+    fn undecided(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The image a run starts from.

@@ -223,7 +223,7 @@ fn run_lockstep(cases: &[Case], keep: bool) -> (LockstepTimes, Vec<Recorded>) {
             }
             Ok(Err(d)) => {
                 t.diverged += 1;
-                eprintln!("{case:?} diverged: {}", d.what);
+                eprintln!("{case:?} stopped: {d}");
             }
             Err(_) => t.panicked += 1,
         }

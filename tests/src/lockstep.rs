@@ -22,8 +22,19 @@ pub use nilfs_adapter::{
     format, map_errno, stat_info, Durable, ImplUnderTest, Ours, Sut, Unsupported, NS,
 };
 pub use nilfs_oracle::{
-    model_durable, run, run_workload, Divergence, ImageSpec, ModelManifests, OnInvalid, Step,
+    model_durable, run, run_workload, Divergence, ImageSpec, ModelManifests, OnInvalid, Step, Stop,
 };
+
+/// A run of an implementation whose harness never fails to observe it
+/// (nilfs-ref in this process: [`ImplUnderTest`] never answers
+/// [`Sut::undecided`]): its steps, or its divergence. An undecided run
+/// panics, saying why.
+pub fn decided(r: Result<Vec<Step>, Stop>) -> Result<Vec<Step>, Divergence> {
+    r.map_err(|stop| {
+        stop.divergence()
+            .unwrap_or_else(|u| panic!("an in-process run was undecided: {u}"))
+    })
+}
 
 /// The model state right after [`format`] (not mounted).
 pub fn model_after_format(g: Geometry, spec: &ImageSpec) -> State {

@@ -60,7 +60,7 @@ fn run_with(
     let dev = MemDevice::new(spec.device_bytes);
     let g = format(&dev, spec).expect("mkfs");
     let mut sut = wrap(ImplUnderTest::from_device(&dev, spec.ctime));
-    lockstep::run(&mut *sut, model_after_format(g, spec), ops)
+    lockstep::decided(lockstep::run(&mut *sut, model_after_format(g, spec), ops))
 }
 
 /// Runs a sequence written as JSON Lines of model operations (the trace
@@ -132,12 +132,12 @@ fn run_lines_with(
     let dev = MemDevice::new(spec.device_bytes);
     let g = format(&dev, spec).expect("mkfs");
     let mut sut = wrap(ImplUnderTest::from_device(&dev, spec.ctime));
-    lockstep::run_workload(
+    lockstep::decided(lockstep::run_workload(
         &mut *sut,
         model_after_format(g.clone(), spec),
         &lines(&g),
         on_invalid,
-    )
+    ))
 }
 
 /// The geometry `format` gives `spec` (for shrinking outside a run).
@@ -758,7 +758,7 @@ fn run_damaged(
         skipped: Vec::new(),
     };
     let r = lockstep::run(&mut sut, model_after_format(g, &spec), ops);
-    (r, sut.skipped)
+    (lockstep::decided(r), sut.skipped)
 }
 
 /// Checks that damage made at operation `at` to what only checkpoint

@@ -111,6 +111,10 @@ pub fn finds_a_dropped_chmod(
         })
         .unwrap_or_else(|| panic!("a dropped chmod is caught within {seeds} attrs workloads"));
     eprintln!("{failure}");
+    assert!(
+        failure.divergence().is_some(),
+        "the harness could not decide, so nothing was caught: {failure}"
+    );
     let ops: Vec<&str> = failure
         .minimal
         .iter()

@@ -84,6 +84,7 @@ impl Implementation for FuseMount {
                 pipe: None,
                 t: None,
                 detail: None,
+                cannot: None,
             }),
         ))
     }
@@ -98,9 +99,17 @@ struct FuseSut<'a> {
     pipe: Option<Pipe>,
     t: Option<[i64; 2]>,
     detail: Option<String>,
+    /// Why the harness could not observe the last call (`Sut::undecided`).
+    cannot: Option<String>,
 }
 
 impl FuseSut<'_> {
+    /// The harness could not give the mount `op`, or read its answer.
+    fn cannot(&mut self, why: String) -> Outcome {
+        self.cannot = Some(why.clone());
+        self.failed(why)
+    }
+
     fn failed(&mut self, why: String) -> Outcome {
         self.detail = Some(why);
         Outcome::Err(Errno::EIO)
@@ -178,6 +187,7 @@ impl Sut for FuseSut<'_> {
     fn apply(&mut self, op: &Op) -> Outcome {
         self.t = None;
         self.detail = None;
+        self.cannot = None;
         let done = |r: Result<(), String>, s: &mut Self| match r {
             Ok(()) => Outcome::Ok,
             Err(why) => s.failed(why),
@@ -198,11 +208,11 @@ impl Sut for FuseSut<'_> {
             Op::Mount { cp: Some(_), .. }
             | Op::Umount { cp: Some(_) }
             | Op::Remount { .. }
-            | Op::Clock { .. } => self.failed(format!(
+            | Op::Clock { .. } => self.cannot(format!(
                 "not run on the FUSE mount (leave it out of the features): {op:?}"
             )),
             op => match self.pipe.as_mut() {
-                None => self.failed("not mounted".into()),
+                None => self.cannot("no runner: not mounted".into()),
                 Some(p) => {
                     // sync(2) and syncfs(2) never reach a /dev/fuse server:
                     // the kernel's FUSE client sends FUSE_SYNCFS only when
@@ -218,7 +228,8 @@ impl Sut for FuseSut<'_> {
                         a.out = Outcome::Ok;
                     }
                     self.t = a.t;
-                    self.detail = a.cannot;
+                    self.detail.clone_from(&a.cannot);
+                    self.cannot = a.cannot;
                     a.out
                 }
             },
@@ -226,13 +237,22 @@ impl Sut for FuseSut<'_> {
     }
 
     fn durable(&mut self) -> Result<Durable, String> {
-        let dev = FileDevice::open_read_only(&self.image).map_err(|e| e.to_string())?;
+        self.cannot = None;
+        let dev = FileDevice::open_read_only(&self.image).map_err(|e| {
+            let why = format!("{}: {e}", self.image.display());
+            self.cannot = Some(why.clone());
+            why
+        })?;
         let durable = ImplUnderTest::from_device(&dev, 0).read_durable();
         durable
     }
 
     fn detail(&self) -> Option<String> {
         self.detail.clone()
+    }
+
+    fn undecided(&self) -> Option<String> {
+        self.cannot.clone()
     }
 
     fn clock_interval(&self) -> Option<[i64; 2]> {

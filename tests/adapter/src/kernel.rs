@@ -211,6 +211,7 @@ impl Implementation for KernelGuest {
                 image,
                 t: None,
                 detail: None,
+                cannot: None,
             }),
         ))
     }
@@ -222,32 +223,46 @@ struct KernelSut<'a> {
     image: PathBuf,
     t: Option<[i64; 2]>,
     detail: Option<String>,
+    /// Why the harness could not observe the last call (`Sut::undecided`):
+    /// the guest's runner could not run it, or did not answer.
+    cannot: Option<String>,
 }
 
 impl Sut for KernelSut<'_> {
     fn apply(&mut self, op: &Op) -> Outcome {
         self.t = None;
         self.detail = None;
+        self.cannot = None;
         if matches!(op, Op::Crash | Op::Clock { .. }) {
-            self.detail = Some(format!(
-                "not run in the kernel guest (leave it out of the features): {op:?}"
-            ));
+            let why = format!("not run in the kernel guest (leave it out of the features): {op:?}");
+            self.detail = Some(why.clone());
+            self.cannot = Some(why);
             return Outcome::Err(Errno::EIO);
         }
         let a = self.guest.pipe.call(op);
         self.t = a.t;
-        self.detail = a.cannot;
+        self.detail.clone_from(&a.cannot);
+        self.cannot = a.cannot;
         a.out
     }
 
     fn durable(&mut self) -> Result<Durable, String> {
-        let dev = FileDevice::open_read_only(&self.image).map_err(|e| e.to_string())?;
+        self.cannot = None;
+        let dev = FileDevice::open_read_only(&self.image).map_err(|e| {
+            let why = format!("{}: {e}", self.image.display());
+            self.cannot = Some(why.clone());
+            why
+        })?;
         let durable = ImplUnderTest::from_device(&dev, 0).read_durable();
         durable
     }
 
     fn detail(&self) -> Option<String> {
         self.detail.clone()
+    }
+
+    fn undecided(&self) -> Option<String> {
+        self.cannot.clone()
     }
 
     fn clock_interval(&self) -> Option<[i64; 2]> {
