@@ -94,7 +94,7 @@ def model model nilfs-model "nilfs-model nilfs-conformance" \
 # with the known-bad implementation that must fail them (planted-bug).
 def judge-oracle judges nilfs-oracle "nilfs-oracle nilfs-conformance planted-bug" \
   "oracle/src/crash.rs oracle/src/lockstep.rs oracle/src/check.rs" 180 \
-  --lib --test lockstep --test crash_envelope --test oracle
+  --lib --test lockstep --test crash_envelope --test oracle --test undecided
 # nilref check: its unit tests, the check corpus (every code, each from a
 # planted corruption) and the fuzz corpora's replay (the image targets'
 # inputs, among them findings `check` must report: regress-005).
