@@ -718,6 +718,38 @@ fn sufile_alloc_starts_inside_the_allocation_range() {
     assert_eq!(su.alloc().unwrap(), SegNum(11));
 }
 
+/// Once the range `NILFS_IOCTL_SET_ALLOC_RANGE` set is full,
+/// `nilfs_sufile_alloc` goes on above it (`allocmax + 1` to the last
+/// segment). When that is full too, the kernel's loop takes the branch
+/// above the range again (`segnum > allocmin && allocmax + 1 <
+/// nsegments` still holds at `nsegments`) and never reaches the segments
+/// below the range: ENOSPC, with segments 1 to 9 clean. We follow it (the
+/// kernel decides what NILFS2 does); no nilfs-utils tool sets a range that
+/// starts above segment 0. Below the range is reached only when the range
+/// ends at the last segment.
+// Issue 37 (core-meta 1/40: `allocmax + 1 < nsegments` as `>`, which went
+// below the range first).
+#[test]
+fn sufile_alloc_leaves_a_full_range_upward() {
+    let dev = fresh(128 * MIB, 4096, 512);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut f = open_files(&nilfs);
+    let su = &mut f.sufile;
+    let n = su.nsegments();
+    su.set_alloc_range(SegNum(10), SegNum(20)).unwrap();
+    for want in 10..=20 {
+        assert_eq!(su.alloc().unwrap(), SegNum(want));
+    }
+    for want in 21..n {
+        assert_eq!(su.alloc().unwrap(), SegNum(want), "above the full range");
+    }
+    assert_eq!(errno_of(su.alloc()), Errno::ENOSPC);
+    // A range that ends at the last segment: below it, once it is full.
+    su.set_alloc_range(SegNum(n - 11), SegNum(n - 1)).unwrap();
+    let below = su.alloc().unwrap();
+    assert!(below.0 < 10, "{below:?}");
+}
+
 /// A DAT limited to the segment area (what a mount does,
 /// `nilfs_dat_translate`'s callers' checks) refuses a translation to a
 /// block outside it as corruption; unlimited, it answers the entry.
