@@ -594,3 +594,54 @@ fn fill_ups_before_the_checkpoint_file_take_one_segment_each() {
     assert_eq!(log_boundaries(&dev, 0..=26), kernel_6_1);
     assert_eq!(usage(&dev), (filled(12, 16, 25, 11), 26));
 }
+
+// Issue 37 (five survivors of the collection's tail: the stage test `<`
+// as `<=`, the doubling `nadd * 2` as `nadd + 2`, and `stage_of`'s
+// CPFILE, SUFILE and DAT arms deleted): they differ only where a
+// construction's stages from the checkpoint file on fill up twice. On
+// `-B 16`, a single file's DAT blocks take more than a segment, so a
+// large enough write has two fill-ups at the tail; its size decides in
+// which stage the first falls. Linux 6.1, same images and commands as
+// above, `dd if=/dev/urandom of=/mnt/f bs=1024 count=N`, `sync`,
+// `umount`:
+// - 613 KiB: the first fill-up is in the segment usage file's stage;
+// - 614 KiB: in the checkpoint file's;
+// - 800 KiB: both in the DAT's.
+// Each time the kernel extends by 1, then by 2, and frees the segment the
+// second extension did not use: `sh_last_alloc` is one past the next
+// segment.
+#[test]
+fn tail_fill_ups_double_from_the_checkpoint_file_on() {
+    use nilfs::format::ino;
+    for (kib, current, last_blocks, last_alloc) in
+        [(613, 44, 12, 46), (614, 44, 13, 46), (800, 57, 13, 59)]
+    {
+        let dev = fresh(16 << 20, 1024, 16);
+        {
+            let nilfs = nilfs::the_nilfs::Nilfs::open(&dev).unwrap();
+            let mut fs = nilfs::fs::Fs::mount(&nilfs, 1_800_000_000).unwrap();
+            let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+            fs.write(f, 0, &nilfs_testkit::pattern(1, kib << 10))
+                .unwrap();
+            fs.sync().unwrap();
+            fs.unmount().unwrap();
+        }
+        let mut kernel_6_1: Vec<String> = vec!["0: 4+12".into()];
+        kernel_6_1.extend((1..current).map(|s| format!("{s}: {}+16", s * 16)));
+        kernel_6_1.extend([
+            format!("{current}: {}+{last_blocks}", current * 16),
+            format!("{}:", current + 1),
+            format!("{}:", current + 2),
+        ]);
+        assert_eq!(
+            log_boundaries(&dev, 0..=current + 2),
+            kernel_6_1,
+            "{kib} KiB"
+        );
+        assert_eq!(
+            usage(&dev),
+            (filled(12, 16, current, last_blocks), last_alloc),
+            "{kib} KiB"
+        );
+    }
+}
