@@ -1122,3 +1122,36 @@ proptest! {
         drop(snapshot);
     }
 }
+
+// Issue 37 (core-bmap 1/50: `update_slot`'s guard `self.is_held(id)` as
+// `true`): a slot whose level-1 node a later delete released (its entries
+// moved into a sibling) is refused as stale, a typed error, not a panic
+// on the released node.
+#[test]
+fn an_update_at_a_slot_whose_node_was_released_is_refused() {
+    let mut refused = 0;
+    for gone in [40u64, 60, 80, 100, 150] {
+        let mut disk = Disk::new(1024);
+        let mut m = Bmap::new_empty(1024).unwrap();
+        insert_all(&mut m, &mut disk, 0..300);
+        let (_, slot) = m.lookup_slot(299, &mut disk).unwrap().expect("mapped");
+        for k in 299 - gone..299 {
+            m.delete(k, &mut disk).unwrap();
+        }
+        assert!(m.is_btree());
+        match m.update_slot(slot, data_ptr(299, 1)) {
+            Err(Error::Invalid(why)) => {
+                assert!(why.contains("moved"), "{why}");
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+            Ok(old) => assert_eq!(old, data_ptr(299, 0)),
+        }
+        m.update_ptr(299, data_ptr(299, 2), &mut disk).unwrap();
+        assert_eq!(m.lookup(299, &mut disk).unwrap(), Some(data_ptr(299, 2)));
+    }
+    assert!(
+        refused > 0,
+        "no slot went stale: the test no longer reaches the guard"
+    );
+}
