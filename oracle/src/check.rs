@@ -289,47 +289,106 @@ pub fn proptest(imp: &mut dyn Implementation, cfg: &Config) {
             undecided.len()
         ),
     };
+    // The first undecided case ends the run (`max_global_rejects` 0), as
+    // proptest's abort; rejections while a failure is shrunk do not.
     match result {
-        Ok(()) if undecided.is_empty() => {}
-        Ok(()) | Err(TestError::Abort(_)) if !undecided.is_empty() => panic!(
+        Ok(()) => {}
+        Err(TestError::Abort(why)) if undecided.is_empty() => panic!("proptest gave up: {why}"),
+        Err(TestError::Abort(_)) => panic!(
             "no divergence, but the oracle could not decide every case (proptest seed {:#x}){undecided_note}",
             cfg.seed
         ),
-        Ok(()) => {}
         Err(TestError::Fail(reason, drawn)) => {
-            let mut imp = imp.borrow_mut();
-            let failure = match check(&mut **imp, cfg, &drawn) {
-                Err(f) if matches!(f.stop, Stop::Diverged(_)) => f,
-                // The divergence did not repeat: the implementation (or
-                // its clock, or its timing) is not deterministic, or the
-                // harness failed the second time. Still a failure, shown
-                // as proptest saw it.
-                again => panic!(
-                    "{reason}\ndrawn: {drawn:?}\nthe same case then {}: the divergence does not repeat (proptest seed {:#x}){undecided_note}",
-                    match again {
-                        Ok(()) => "passed".to_string(),
-                        Err(f) => format!("was undecided: {}", f.stop),
-                    },
-                    cfg.seed
-                ),
-            };
+            let again = check(&mut **imp.borrow_mut(), cfg, &drawn);
             panic!(
-                "{failure}\nreplay: the same test (proptest seed {:#x} unless PROPTEST_RNG_SEED is set{}){undecided_note}",
-                cfg.seed,
-                cfg.regressions
-                    .map(|p| format!("; the case is kept in {p}"))
-                    .unwrap_or_default()
+                "{}{undecided_note}",
+                failure_report(cfg, &reason, &drawn, again)
             );
         }
-        Err(TestError::Abort(why)) => panic!("proptest gave up: {why}"),
+    }
+}
+
+/// What [`proptest()`] says of a failing case `drawn` (proptest's
+/// `reason`), given what [`check`] made of it again: the shrunk
+/// divergence and how to replay it, or, when it passed or was undecided
+/// the second time, that the divergence does not repeat.
+fn failure_report(
+    cfg: &Config,
+    reason: &impl fmt::Display,
+    drawn: &Drawn,
+    again: Result<(), Box<Failure>>,
+) -> String {
+    match again {
+        Err(failure) if matches!(failure.stop, Stop::Diverged(_)) => format!(
+            "{failure}\nreplay: the same test (proptest seed {:#x} unless PROPTEST_RNG_SEED is set{})",
+            cfg.seed,
+            cfg.regressions
+                .map(|p| format!("; the case is kept in {p}"))
+                .unwrap_or_default()
+        ),
+        // The implementation (or its clock, or its timing) is not
+        // deterministic, or the harness failed the second time. Still a
+        // failure, shown as proptest saw it.
+        again => format!(
+            "{reason}\ndrawn: {drawn:?}\nthe same case then {}: the divergence does not repeat (proptest seed {:#x})",
+            match again {
+                Ok(()) => "passed".to_string(),
+                Err(f) => format!("was undecided: {}", f.stop),
+            },
+            cfg.seed
+        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::divergence_kind;
-    use crate::lockstep::{Divergence, Step};
+    use super::{divergence_kind, failure_report, Config, Failure};
+    use crate::lockstep::{Divergence, Step, Stop, Undecided};
     use nilfs_model::{Op, Outcome};
+    use nilfs_workload::front::Drawn;
+    use nilfs_workload::gen::{Choices, Profile};
+
+    /// A failing case is reported as its shrunk divergence only if it
+    /// diverged again; passing or undecided the second time, it is
+    /// reported as a divergence that does not repeat.
+    #[test]
+    fn a_failure_is_reported_by_what_its_second_run_did() {
+        let cfg = Config::default();
+        let drawn = Drawn {
+            profile: Profile::Data,
+            len: 3,
+            choices: Choices::Seed(1),
+        };
+        let failure = |stop| {
+            Err(Box::new(Failure {
+                drawn: drawn.clone(),
+                minimal: vec![],
+                stop,
+            }))
+        };
+        let again = failure(Stop::Diverged(diverged(Op::Sync, "observed EIO")));
+        let text = failure_report(&cfg, &"first", &drawn, again);
+        assert!(text.starts_with("divergence after 1 operations"), "{text}");
+        assert!(text.contains("replay: the same test"), "{text}");
+        let undecided = Undecided {
+            steps: vec![],
+            op: Some(Op::Sync),
+            why: "the runner ended".into(),
+        };
+        let again = failure(Stop::Undecided(Box::new(undecided)));
+        let text = failure_report(&cfg, &"first", &drawn, again);
+        assert!(text.starts_with("first\ndrawn:"), "{text}");
+        assert!(
+            text.contains("then was undecided: undecided after 0 operations"),
+            "{text}"
+        );
+        assert!(text.contains("the divergence does not repeat"), "{text}");
+        let text = failure_report(&cfg, &"first", &drawn, Ok(()));
+        assert!(
+            text.contains("then passed: the divergence does not repeat"),
+            "{text}"
+        );
+    }
 
     fn diverged(op: Op, what: &str) -> Divergence {
         Divergence {
