@@ -283,6 +283,33 @@ pub fn search_super_root(
     sb: &SuperBlock,
     valid_fs: bool,
 ) -> Result<ScanResult> {
+    search_super_root_traced(dev, sb, valid_fs).1
+}
+
+/// [`search_super_root`], with the logs it examined whether or not it
+/// ended in an error (an I/O error past a damaged `ss_next` fails the
+/// kernel's search, and the mount, after it has passed logs a checker
+/// wants to see).
+pub fn search_super_root_traced(
+    dev: &dyn BlockDevice,
+    sb: &SuperBlock,
+    valid_fs: bool,
+) -> (Vec<LogVisit>, Result<ScanResult>) {
+    let mut visits = Vec::new();
+    let r = search(dev, sb, valid_fs, &mut visits);
+    let r = r.map(|mut r| {
+        r.visits = visits.clone();
+        r
+    });
+    (visits, r)
+}
+
+fn search(
+    dev: &dyn BlockDevice,
+    sb: &SuperBlock,
+    valid_fs: bool,
+    visits: &mut Vec<LogVisit>,
+) -> Result<ScanResult> {
     let g = SegGeometry::new(sb)?;
     let seed = sb.crc_seed;
     let mut pseg = sb.last_pseg;
@@ -311,7 +338,6 @@ pub fn search_super_root(
             ),
         ));
     }
-    let mut visits = Vec::new();
     let mut found: Option<ScanResult> = None;
     let mut scan_newer = false;
     let mut empty_seg = 0u32;
@@ -435,7 +461,6 @@ pub fn search_super_root(
         pseg = seg_start;
     }
     let mut r = found.expect("the first log has a super root or the scan failed");
-    r.visits = visits;
     r.lsegs_start = lsegs_start;
     r.lsegs_end = lsegs_end;
     r.last_valid = last_valid;

@@ -141,6 +141,19 @@
 //!   replays the stale block into the new file that has its inode number
 //!   (K20, docs/findings/fuzz-image-mutate-002). The image was not clean
 //!   before: `check` now reports such a log (`log-revivable`).
+//! - image_mutate/regress-006-an-unreadable-next-past-a-clean-super-root:
+//!   the run of 2026-12-06 evening. Fuzz base 1 (a newer super root and
+//!   two stale data-sync logs past mkfs's) with the clean mark set and the
+//!   newer super root's `ss_next` resealed as a segment past the device.
+//!   `check` called it clean: its search on past the clean super root
+//!   failed with EIO at that segment, and `log-after-clean` gave up on a
+//!   failed search. The workload's sync rewrote that log (as the kernel's
+//!   writer does, going on after the first super root), which made the
+//!   stale logs reachable, and `check` then reported them. The image was
+//!   not clean before: a crash after the next mount fails the mount's
+//!   search. `log-after-clean` now also reports valid logs past the clean
+//!   super root that lead the search into an unreadable log (check corpus
+//!   `log-after-clean-unreadable`).
 
 use std::path::PathBuf;
 

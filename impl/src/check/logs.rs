@@ -251,7 +251,9 @@ impl Ck<'_, '_> {
     /// past the latest super root when that search would change what the
     /// mount shows: a newer super root, or a whole logical segment of
     /// data-sync logs to roll forward (`nilfs_salvage_orphan_logs` needs
-    /// both `ri_lsegs_start` and `ri_lsegs_end`). No writer leaves either: a
+    /// both `ri_lsegs_start` and `ri_lsegs_end`), or, past such valid logs,
+    /// a log the search cannot read (a damaged `ss_next`), which fails it
+    /// and the mount with it. No writer leaves any of these: a
     /// clean unmount's super root is the last log of its sequence. An
     /// unfinished logical segment (a crash during an fdatasync, then a
     /// mount that salvaged nothing and a clean unmount) can stay behind,
@@ -260,30 +262,35 @@ impl Ck<'_, '_> {
         if self.fs.sb.state & STATE_VALID_FS == 0 || self.fs.rolled_back {
             return;
         }
-        let Ok(on) = crate::recovery::search_super_root(self.dev, &self.fs.sb, false) else {
-            return;
-        };
-        let replayed = on.lsegs_start.is_some() && on.lsegs_end.is_some();
-        if !on.super_root_updated && !replayed {
-            return;
-        }
+        let (visits, searched) =
+            crate::recovery::search_super_root_traced(self.dev, &self.fs.sb, false);
         let sr = self.fs.scan.sr_pseg;
-        let Some(at) = on.visits.iter().position(|v| v.pseg == sr) else {
+        let Some(at) = visits.iter().position(|v| v.pseg == sr) else {
             return;
         };
-        let Some(v) = on.visits[at + 1..].iter().find(|v| v.verdict.is_ok()) else {
+        let Some(v) = visits[at + 1..].iter().find(|v| v.verdict.is_ok()) else {
             return;
         };
-        let what = match on.super_root_updated {
-            true => format!("checkpoint {} and any data-sync logs after it", on.cno),
-            false => "its data-sync logs".into(),
+        let what = match &searched {
+            Ok(on) if on.super_root_updated => format!(
+                "recover checkpoint {} and any data-sync logs after it",
+                on.cno
+            ),
+            Ok(on) if on.lsegs_start.is_some() && on.lsegs_end.is_some() => {
+                "recover its data-sync logs".into()
+            }
+            Ok(_) => return,
+            // Past the valid logs the walk met an unreadable log (a damaged
+            // `ss_next` naming a segment past the device): the kernel's
+            // search fails with EIO, and the mount with it.
+            Err(e) => format!("fail the mount's search for the latest super root ({e})"),
         };
         self.find(
             Code::LogAfterClean,
             format!("log at block {} after the latest super root", v.pseg),
             Some(v.pseg.0),
             format!(
-                "a valid log of sequence {} past the latest super root of a file system marked clean: a crash after the next mount, before its first log, would recover {what}",
+                "a valid log of sequence {} past the latest super root of a file system marked clean: a crash after the next mount, before its first log, would {what}",
                 v.seq
             ),
             "nothing recovery would apply past the latest super root of a cleanly unmounted file system",
