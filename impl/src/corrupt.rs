@@ -12,7 +12,8 @@
 //!   the read path: `sb0`, `sb1` (super block copies); `ss@sr`, `ss@SEG:K`
 //!   (the header of the latest super root's log, or of the K-th log of
 //!   segment SEG), `ss@#PBN` (the log starting at block PBN); `finfo@LOG:I`, `binfo@LOG:I:J`; `sr` (the latest super
-//!   root; `sr.dat.i_mode` reaches its inodes); `inode[PATH]`,
+//!   root; `sr.dat.i_mode` reaches its inodes), `sr@LOG` (the super root
+//!   of log LOG, an older one); `inode[PATH]`,
 //!   `inode[#INO]`, with `@CNO` for another checkpoint; `node[FILE:LEVEL:N]`
 //!   (the N-th node block at LEVEL of FILE's B-tree, FILE a path, `#INO`,
 //!   `dat`, `cpfile`, `sufile` or `ifile`); `dat[FILE:K]` (the DAT entry of
@@ -718,6 +719,7 @@ pub fn locate(dev: &dyn BlockDevice, target: &str) -> R<Site> {
     let nilfs = Nilfs::open(dev).map_err(s)?;
     let bs = u64::from(nilfs.block_size());
     let img = Img { nilfs, bs };
+    let given = arg;
     let arg = || arg.ok_or_else(|| format!("{name} needs an argument"));
     match name {
         "ss" => Ok(img.at(img.log(arg()?)?, 0, field(SS, fname)?)),
@@ -751,7 +753,19 @@ pub fn locate(dev: &dyn BlockDevice, target: &str) -> R<Site> {
             Ok(img.at(pseg + (at / bs as usize) as u64, at % bs as usize, f))
         }
         "sr" => {
-            let pbn = img.nilfs.scan.super_root.0;
+            let pbn = match given {
+                None => img.nilfs.scan.super_root.0,
+                // `sr@LOG`: the super root of another log (an older one).
+                Some(log) => {
+                    let p = img.log(log)?;
+                    let h = SegmentSummary::decode(&img.nilfs.read_block(BlockNr(p)).map_err(s)?)
+                        .map_err(s)?;
+                    if !h.has_super_root() {
+                        return Err(format!("the log at {p} has no super root"));
+                    }
+                    p + u64::from(h.nblocks) - 1
+                }
+            };
             if let Some((k, f)) = fname.split_once('.') {
                 let idx = ["dat", "cpfile", "sufile"]
                     .iter()
