@@ -645,3 +645,28 @@ fn tail_fill_ups_double_from_the_checkpoint_file_on() {
         );
     }
 }
+
+// Issue 37 (core-segctor 4/25: `nilfs_shift_to_next_segment`'s test `<
+// NILFS_PSEG_MIN_BLOCKS` as `<=`): a construction starts in the rest of
+// its segment while two blocks are left (a summary and one block), and
+// moves to the next segment only when fewer are
+// (`nilfs_segctor_begin_construction`).
+#[test]
+fn a_log_begins_in_the_last_two_blocks_of_a_segment() {
+    let (_dev, _sb, geo, cursor, mut segs, _) = fresh_mount(16);
+    let (start, end) = geo.range(cursor.segnum);
+    let len = end.0 - start.0 + 1;
+    for (rest, shifts) in [(2, false), (1, true)] {
+        let mut c = cursor;
+        c.pseg_offset = len - rest;
+        let l = Layout::begin(geo, &mut c, &mut segs, 1_800_000_000, Cno(2), false, true).unwrap();
+        let b = &l.bufs()[0];
+        if shifts {
+            assert_eq!(b.segnum, cursor.nextnum, "{rest} blocks left");
+            assert_eq!(b.pseg_start, geo.range(cursor.nextnum).0);
+        } else {
+            assert_eq!(b.segnum, cursor.segnum, "{rest} blocks left");
+            assert_eq!(b.rest_blocks, 2);
+        }
+    }
+}
