@@ -20,8 +20,8 @@
 //!   which the user commits ([`Config::regressions`]); [`replay`] runs a
 //!   minimal workload as a regression test of its own.
 //! - quickcheck: [`Drawn`] is `quickcheck::Arbitrary` (with shrinking), so
-//!   `fn prop(d: Drawn) -> bool { lockstep(&mut imp, &cfg, &d).is_ok() }`
-//!   is a quickcheck property; arbitrary: [`Drawn`] is
+//!   a function of a `Drawn` that runs [`lockstep`] is a quickcheck
+//!   property (discard an undecided run: `TestResult::discard()`); arbitrary: [`Drawn`] is
 //!   `arbitrary::Arbitrary`, so a fuzz target turns libFuzzer's bytes into
 //!   a workload. All three front ends draw the choices of the one
 //!   generator (`nilfs_workload::gen`): the same choices, the same
