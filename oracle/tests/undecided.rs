@@ -260,32 +260,22 @@ fn drawn() -> Drawn {
 #[test]
 fn check_returns_an_undecided_run_whole() {
     let cfg = Config::default();
-    let failure = check(
-        &mut Imp {
+    let check_with = |reports| {
+        let mut imp = Imp {
             breaks: Breaks::Apply(2),
-            reports: true,
+            reports,
             ..Imp::default()
-        },
-        &cfg,
-        &drawn(),
-    )
-    .expect_err("the harness failed");
+        };
+        check(&mut imp, &cfg, &drawn()).expect_err("the harness failed")
+    };
+    let failure = check_with(true);
     assert!(failure.divergence().is_none(), "{failure}");
     assert!(matches!(failure.stop, Stop::Undecided(_)), "{failure}");
     let text = failure.to_string();
     assert!(text.contains("workload (not shrunk)"), "{text}");
     assert!(!text.contains("minimal workload"), "{text}");
-    // Unreported: a divergence, shrunk.
-    let failure = check(
-        &mut Imp {
-            breaks: Breaks::Apply(2),
-            reports: false,
-            ..Imp::default()
-        },
-        &cfg,
-        &drawn(),
-    )
-    .expect_err("the EIO diverges");
+    // Unreported: the EIO is a divergence, shrunk.
+    let failure = check_with(false);
     assert!(failure.divergence().is_some(), "{failure}");
 }
 

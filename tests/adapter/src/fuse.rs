@@ -5,7 +5,7 @@
 //! `nilref exec --stream` runner on the mount point ([`Pipe`]), which runs
 //! every other operation; `umount` stops both (a clean unmount), `crash`
 //! kills the server (SIGKILL: what it had not written is lost). The
-//! durable state is the image file read back by [`ImplUnderTest`]'s
+//! durable state is the image file read back by [`ImplUnderTest`](crate::ImplUnderTest)'s
 //! abstraction function, every checkpoint checked and read. The server's
 //! clock is real, so each operation reports its clock interval
 //! ([`Sut::clock_interval`]) and the workload has no `clock` lines.
@@ -20,8 +20,6 @@ use std::time::{Duration, Instant};
 use nilfs::device::FileDevice;
 use nilfs_model::{Errno, Geometry, Op, Outcome};
 use nilfs_oracle::{Durable, ImageSpec, Implementation, Pipe, Sut, WriteLog};
-
-use crate::ImplUnderTest;
 
 /// `nilref mount` under test: the `nilref` binary, a folder for the image
 /// and the mount point, and extra arguments of `nilref mount` (a
@@ -237,14 +235,7 @@ impl Sut for FuseSut<'_> {
     }
 
     fn durable(&mut self) -> Result<Durable, String> {
-        self.cannot = None;
-        let dev = FileDevice::open_read_only(&self.image).map_err(|e| {
-            let why = format!("{}: {e}", self.image.display());
-            self.cannot = Some(why.clone());
-            why
-        })?;
-        let durable = ImplUnderTest::from_device(&dev, 0).read_durable();
-        durable
+        crate::durable_of_image(&self.image, &mut self.cannot)
     }
 
     fn detail(&self) -> Option<String> {

@@ -11,7 +11,7 @@
 //! timer set a day out (`s_c_interval`), so that every checkpoint is one a
 //! workload's operation made and the model can number it; the guest drops
 //! its cached blocks and runs the operations, mounts included. The
-//! durable state is the image file read back by [`ImplUnderTest`]'s
+//! durable state is the image file read back by [`ImplUnderTest`](crate::ImplUnderTest)'s
 //! abstraction function: after a sync the guest's writes are in the
 //! host's file (qemu's `cache=unsafe` writes through to it; only flushes
 //! are skipped). Times are the guest's, each operation's interval
@@ -30,8 +30,6 @@ use nilfs::corrupt::{apply, Recipe};
 use nilfs::device::{BlockDevice, FileDevice};
 use nilfs_model::{Errno, Geometry, Op, Outcome};
 use nilfs_oracle::{Durable, ImageSpec, Implementation, Pipe, Sut, WriteLog};
-
-use crate::ImplUnderTest;
 
 /// How long the guest may take to boot, and to answer one line (TCG is
 /// slow).
@@ -247,14 +245,7 @@ impl Sut for KernelSut<'_> {
     }
 
     fn durable(&mut self) -> Result<Durable, String> {
-        self.cannot = None;
-        let dev = FileDevice::open_read_only(&self.image).map_err(|e| {
-            let why = format!("{}: {e}", self.image.display());
-            self.cannot = Some(why.clone());
-            why
-        })?;
-        let durable = ImplUnderTest::from_device(&dev, 0).read_durable();
-        durable
+        crate::durable_of_image(&self.image, &mut self.cannot)
     }
 
     fn detail(&self) -> Option<String> {

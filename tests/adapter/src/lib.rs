@@ -38,6 +38,24 @@ mod fuse;
 mod kernel;
 mod ours;
 pub use fuse::{mounted, FuseMount};
+
+/// The durable state of the image file a mount or a guest wrote, read by
+/// our read path. An image file that cannot be opened is the harness's
+/// failure (`cannot`, for `Sut::undecided`); one that does not read back
+/// is the implementation's.
+fn durable_of_image(
+    image: &std::path::Path,
+    cannot: &mut Option<String>,
+) -> Result<Durable, String> {
+    *cannot = None;
+    let dev = nilfs::device::FileDevice::open_read_only(image).map_err(|e| {
+        let why = format!("{}: {e}", image.display());
+        *cannot = Some(why.clone());
+        why
+    })?;
+    let durable = ImplUnderTest::from_device(&dev, 0).read_durable();
+    durable
+}
 pub use kernel::KernelGuest;
 pub use ours::{format, Ours};
 
