@@ -94,9 +94,9 @@ pub fn check_image(image: &Path, cp: Option<u64>, json: bool, all: bool, quiet: 
         b.finish_and_clear();
     }
     if json {
-        print!("{}", report_json(&r));
+        crate::print_out(&report_json(&r));
     } else {
-        print!("{r}");
+        crate::print_out(&r.to_string());
     }
     ExitCode::from(r.exit_code())
 }

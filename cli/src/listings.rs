@@ -44,7 +44,7 @@ pub fn dumpseg(dev: &dyn BlockDevice, segnums: &[u64]) -> Result<String, String>
     match out.error {
         None => Ok(out.stdout),
         Some(e) => {
-            print!("{}", out.stdout);
+            crate::print_out(&out.stdout);
             Err(e)
         }
     }

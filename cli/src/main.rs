@@ -172,6 +172,19 @@ fn run(cmd: Cmd) -> Result<String, String> {
     }
 }
 
+/// Writes `s` to stdout. A reader that went away (`nilref check IMG |
+/// head -1`) is no error of ours: the rest is dropped quietly, where
+/// `print!` would panic on EPIPE (a Rust program ignores SIGPIPE).
+pub(crate) fn print_out(s: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("nilref: stdout: {e}");
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Cmd::Check(a) = &cli.cmd {
@@ -181,14 +194,14 @@ fn main() -> ExitCode {
         let judged = oracle_cli::run(cmd);
         let code = judged.exit_code();
         match judged.into_result() {
-            Ok(out) => print!("{out}"),
+            Ok(out) => print_out(&out),
             Err(msg) => eprintln!("nilref: {msg}"),
         }
         return ExitCode::from(code);
     }
     match run(cli.cmd) {
         Ok(out) => {
-            print!("{out}");
+            print_out(&out);
             ExitCode::SUCCESS
         }
         Err(msg) if msg.starts_with("dumpseg:") || msg.starts_with("Error:") => {

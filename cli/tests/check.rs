@@ -51,3 +51,27 @@ fn exit_codes_text_and_json() {
     let (code, _) = nilref(&["check", "--cp", "99", img_s]);
     assert_eq!(code, 8);
 }
+
+/// A reader that goes away (`nilref check IMG | head -1`) is not an error:
+/// no panic on the broken pipe, and the exit code is still the verdict's.
+/// (`print!` panicked on EPIPE: a Rust program ignores SIGPIPE.)
+#[test]
+fn a_closed_pipe_is_not_a_panic() {
+    let d = scratch();
+    let img = d.join("p.img");
+    let img_s = img.to_str().unwrap();
+    let (code, _) = nilref(&["mkfs", img_s, "--size", "32M", "-b", "1024", "-B", "256"]);
+    assert_eq!(code, 0);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nilref"))
+        .args(["check", img_s])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The read end, closed before the report is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
