@@ -661,6 +661,38 @@ fn a_read_torn_inside_one_write_is_a_cut_like_any_other() {
     }
 }
 
+/// A read torn by a write that grows the file: its bytes up to a cut as
+/// before, the rest as after, and the length at the second point.
+/// Postmortem (model shard 6/16: `torn_reads`' length test `got !=
+/// after.len()` as `==`): a torn read as long as the file after the write
+/// was rejected; the tests had only torn reads of one length.
+#[test]
+fn a_read_torn_by_a_growing_write_has_the_later_length() {
+    let write = |text: &str| {
+        format!(r#"{{"op":"write","path":"/f","offset":0,"data":{{"text":"{text}"}}}}"#)
+    };
+    let read = r#"{"op":"read","path":"/f","offset":0,"len":4}"#;
+    let o = predict(&[CREATE, &write("ab"), &write("wxyz")]);
+    let saw = |bytes: &[u8]| Outcome::Data {
+        len: bytes.len() as u64,
+        sha256: nilfs_model::pattern::sha256_hex(bytes),
+    };
+    let h = |bytes: &[u8]| {
+        vec![
+            seq(CREATE, &o[0]),
+            seq(&write("ab"), &o[1]),
+            worker(0, 100, Some(400), &write("wxyz"), Some(&o[2])),
+            worker(1, 200, Some(300), read, Some(&saw(bytes))),
+        ]
+    };
+    for seen in [&b"ab"[..], b"wxyz", b"abyz", b"axyz"] {
+        judge(&h(seen)).unwrap_or_else(|r| panic!("{:?}: {r}", String::from_utf8_lossy(seen)));
+    }
+    for seen in [&b"abc"[..], b"wxab"] {
+        judge(&h(seen)).expect_err("no cut of the two gives these bytes");
+    }
+}
+
 /// A rejection names at most eight stuck lines, each once: here ten
 /// workers each read bytes nobody wrote, and no line can be placed.
 /// Postmortem (model shard 4/16: the cap's `&&` as `||`): past the
