@@ -325,6 +325,16 @@ fn each_law_rejects_a_transition_that_breaks_it() {
         at: None,
     };
     broken(&fifo, after(&s, &create("/p")), "law 9");
+    // ... or a device with another device number (postmortem, model
+    // shard 6/16: law 9's `size != 0 || rdev != want` as `&&` let it by).
+    let dev = |rdev: [u32; 2]| Op::Mknod {
+        path: "/d".into(),
+        file_type: FileType::CharDevice,
+        perm: 0o644,
+        rdev,
+        at: None,
+    };
+    broken(&dev([1, 3]), after(&s, &dev([1, 4])), "law 9");
     // Law 6: a write whose bytes do not read back.
     broken(&write("right"), after(&s, &write("wrong")), "law 6");
     // Law 5: a cleaner pass that lost /b (postmortem, model shard 5/16:
@@ -338,6 +348,25 @@ fn each_law_rejects_a_transition_that_breaks_it() {
     let mut lost = after(&s, &clean);
     lost.live = after(&s, &unlink_b).live;
     broken(&clean, lost, "law 5");
+    // Law 2: a create that also turned a snapshot back into a plain
+    // checkpoint (postmortem, model shard 6/16: the law replaced by
+    // `Ok(())` survived every test).
+    let snap = after(&s, &Op::Mkcp { snapshot: true });
+    let c = *snap
+        .checkpoints
+        .iter()
+        .find(|(_, cp)| cp.snapshot)
+        .expect("mkcp -s made a snapshot")
+        .0;
+    let op = create("/c");
+    let out = step(&snap, &op)[0].predicted().unwrap().0;
+    let mut plain = after(&snap, &op);
+    check_transition(&snap, &op, &out, &plain, &mut Promises::default())
+        .unwrap_or_else(|e| panic!("the model's own transition: {e}"));
+    plain.checkpoints.get_mut(&c).unwrap().snapshot = false;
+    let e = check_transition(&snap, &op, &out, &plain, &mut Promises::default())
+        .expect_err("law 2 must fail");
+    assert!(e.starts_with("law 2"), "{e}");
 }
 
 /// Only a FIFO, a socket or a device is what only mknod makes.
