@@ -724,9 +724,11 @@ fn sufile_alloc_starts_inside_the_allocation_range() {
 /// above the range again (`segnum > allocmin && allocmax + 1 <
 /// nsegments` still holds at `nsegments`) and never reaches the segments
 /// below the range: ENOSPC, with segments 1 to 9 clean. We follow it (the
-/// kernel decides what NILFS2 does); no nilfs-utils tool sets a range that
+/// kernel decides what NILFS2 does, and the segments a construction takes
+/// are part of the layout we match); no nilfs-utils tool sets a range that
 /// starts above segment 0. Below the range is reached only when the range
-/// ends at the last segment.
+/// ends at the last segment. On a kernel this loses synced files
+/// silently (docs/findings.md, K21).
 // Issue 37 (core-meta 1/40: `allocmax + 1 < nsegments` as `>`, which went
 // below the range first).
 #[test]
