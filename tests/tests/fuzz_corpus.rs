@@ -141,7 +141,8 @@
 //!   replays the stale block into the new file that has its inode number
 //!   (K20, docs/findings/fuzz-image-mutate-002). The image was not clean
 //!   before: `check` now reports such a log (`log-revivable`).
-//! - image_mutate/regress-006-an-unreadable-next-past-a-clean-super-root:
+//! - image_mutate/regress-006-an-unreadable-next-past-a-clean-super-root (and
+//!   -2, -3, the same run):
 //!   the run of 2026-12-06 evening. Fuzz base 1 (a newer super root and
 //!   two stale data-sync logs past mkfs's) with the clean mark set and the
 //!   newer super root's `ss_next` resealed as a segment past the device.
