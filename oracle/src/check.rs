@@ -197,9 +197,17 @@ pub fn check(
     let Err(stop) = lockstep(imp, cfg, drawn) else {
         return Ok(());
     };
-    let (g, sut) = imp.format(&cfg.spec, None).expect("formatted before");
-    drop(sut);
-    let lines = workload(cfg, &g, drawn);
+    let geometry = imp.format(&cfg.spec, None).map(|(g, sut)| {
+        drop(sut);
+        g
+    });
+    let lines = match (&stop, geometry) {
+        (_, Ok(g)) => workload(cfg, &g, drawn),
+        // A harness that failed may not even format now; `drawn` still
+        // names the workload.
+        (Stop::Undecided(_), Err(_)) => Vec::new(),
+        (Stop::Diverged(_), Err(e)) => panic!("formatted before, not now: {e}"),
+    };
     if let Stop::Undecided(_) = stop {
         return Err(Box::new(Failure {
             drawn: drawn.clone(),

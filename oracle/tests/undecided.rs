@@ -107,6 +107,8 @@ struct Imp {
     drops_writes: bool,
     /// Fresh runs made so far.
     formats: usize,
+    /// Fresh runs it can make at all (the harness's guest gone after).
+    max_formats: Option<usize>,
 }
 
 fn geometry(spec: &ImageSpec) -> Geometry {
@@ -142,6 +144,9 @@ impl Implementation for Imp {
         spec: &ImageSpec,
         _log: Option<&WriteLog>,
     ) -> Result<(Geometry, Box<dyn Sut + '_>), String> {
+        if self.max_formats.is_some_and(|n| self.formats >= n) {
+            return Err("the guest is gone".into());
+        }
         Ok((geometry(spec), self.sut(spec, false)))
     }
 
@@ -277,6 +282,17 @@ fn check_returns_an_undecided_run_whole() {
     // Unreported: the EIO is a divergence, shrunk.
     let failure = check_with(false);
     assert!(failure.divergence().is_some(), "{failure}");
+    // A harness that cannot even make a fresh run after it failed: still
+    // undecided, the drawn choices naming the workload.
+    let mut gone = Imp {
+        breaks: Breaks::Apply(2),
+        reports: true,
+        max_formats: Some(2),
+        ..Imp::default()
+    };
+    let failure = check(&mut gone, &cfg, &drawn()).expect_err("the harness failed");
+    assert!(matches!(failure.stop, Stop::Undecided(_)), "{failure}");
+    assert!(failure.minimal.is_empty(), "{failure}");
 }
 
 /// The proptest front end fails on the first undecided case, saying the
