@@ -57,7 +57,9 @@ fn exit_codes_text_and_json() {
 /// (`print!` panicked on EPIPE: a Rust program ignores SIGPIPE.)
 #[test]
 fn a_closed_pipe_is_not_a_panic() {
-    let d = scratch();
+    // A folder of its own: the tests of this file run at once, and each
+    // folder goes when its test ends.
+    let d = common::scratch("cli", "check-pipe");
     let img = d.join("p.img");
     let img_s = img.to_str().unwrap();
     let (code, _) = nilref(&["mkfs", img_s, "--size", "32M", "-b", "1024", "-B", "256"]);
