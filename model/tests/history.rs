@@ -627,6 +627,28 @@ fn cleaner_passes_count_towards_a_full_device() {
     racing_creates_may_both_be_refused(25, 5, 4, 0);
 }
 
+/// `/f` written as `first`, then a write of "wxyz" over it from offset 0
+/// racing a 4-byte read of it that saw `bytes` (a history of two workers).
+fn torn_read_history(first: &'static str) -> impl Fn(&[u8]) -> Vec<String> {
+    let write = |text: &str| {
+        format!(r#"{{"op":"write","path":"/f","offset":0,"data":{{"text":"{text}"}}}}"#)
+    };
+    let read = r#"{"op":"read","path":"/f","offset":0,"len":4}"#;
+    let o = predict(&[CREATE, &write(first), &write("wxyz")]);
+    move |bytes: &[u8]| {
+        let saw = Outcome::Data {
+            len: bytes.len() as u64,
+            sha256: nilfs_model::pattern::sha256_hex(bytes),
+        };
+        vec![
+            seq(CREATE, &o[0]),
+            seq(&write(first), &o[1]),
+            worker(0, 100, Some(400), &write("wxyz"), Some(&o[2])),
+            worker(1, 200, Some(300), read, Some(&saw)),
+        ]
+    }
+}
+
 /// postmortem (a mutant of `torn_reads`, 2026-12-06): the splice of a
 /// torn read was tried only where a run of differing bytes began or
 /// ended, although the read copies byte after byte and a write can land
@@ -636,23 +658,7 @@ fn cleaner_passes_count_towards_a_full_device() {
 /// first) is still rejected.
 #[test]
 fn a_read_torn_inside_one_write_is_a_cut_like_any_other() {
-    let write = |text: &str| {
-        format!(r#"{{"op":"write","path":"/f","offset":0,"data":{{"text":"{text}"}}}}"#)
-    };
-    let read = r#"{"op":"read","path":"/f","offset":0,"len":4}"#;
-    let o = predict(&[CREATE, &write("abcd"), &write("wxyz")]);
-    let saw = |bytes: &[u8]| Outcome::Data {
-        len: bytes.len() as u64,
-        sha256: nilfs_model::pattern::sha256_hex(bytes),
-    };
-    let h = |bytes: &[u8]| {
-        vec![
-            seq(CREATE, &o[0]),
-            seq(&write("abcd"), &o[1]),
-            worker(0, 100, Some(400), &write("wxyz"), Some(&o[2])),
-            worker(1, 200, Some(300), read, Some(&saw(bytes))),
-        ]
-    };
+    let h = torn_read_history("abcd");
     for seen in [&b"abcd"[..], b"wxyz", b"abyz", b"axyz", b"abcz"] {
         judge(&h(seen)).unwrap_or_else(|r| panic!("{:?}: {r}", String::from_utf8_lossy(seen)));
     }
@@ -668,23 +674,7 @@ fn a_read_torn_inside_one_write_is_a_cut_like_any_other() {
 /// was rejected; the tests had only torn reads of one length.
 #[test]
 fn a_read_torn_by_a_growing_write_has_the_later_length() {
-    let write = |text: &str| {
-        format!(r#"{{"op":"write","path":"/f","offset":0,"data":{{"text":"{text}"}}}}"#)
-    };
-    let read = r#"{"op":"read","path":"/f","offset":0,"len":4}"#;
-    let o = predict(&[CREATE, &write("ab"), &write("wxyz")]);
-    let saw = |bytes: &[u8]| Outcome::Data {
-        len: bytes.len() as u64,
-        sha256: nilfs_model::pattern::sha256_hex(bytes),
-    };
-    let h = |bytes: &[u8]| {
-        vec![
-            seq(CREATE, &o[0]),
-            seq(&write("ab"), &o[1]),
-            worker(0, 100, Some(400), &write("wxyz"), Some(&o[2])),
-            worker(1, 200, Some(300), read, Some(&saw(bytes))),
-        ]
-    };
+    let h = torn_read_history("ab");
     for seen in [&b"ab"[..], b"wxyz", b"abyz", b"axyz"] {
         judge(&h(seen)).unwrap_or_else(|r| panic!("{:?}: {r}", String::from_utf8_lossy(seen)));
     }
