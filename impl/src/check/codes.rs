@@ -67,6 +67,8 @@ codes! {
         "s_bytes covers at least the fields up to s_sum and at most 1024 bytes";
     SbCrc = "sb-crc", 1, Error, "nilfs_valid_sb",
         "s_sum is the CRC of the first s_bytes bytes";
+    SbBytesShort = "sb-bytes-short", 1, Error, "nilfs_setup_super",
+        "a valid copy's s_bytes reaches past the log cursor (s_last_cno, s_last_pseg, s_last_seq), which the kernel copies from one copy to the other only as far as s_bytes";
     SbGeometry = "sb-geometry", 1, Error, "nilfs_store_disk_layout",
         "the chosen copy's geometry is one the kernel mounts (revision, sizes, segments within the device, features)";
     SbCopiesDiffer = "sb-copies-differ", 1, Error, "nilfs_commit_super",

@@ -10,7 +10,9 @@ use super::ctx::Ck;
 use super::report::Report;
 use crate::device::BlockDevice;
 use crate::format::segsum::SegmentSummary;
-use crate::format::superblock::{self, SuperBlock, STATE_ERROR_FS, STATE_VALID_FS};
+use crate::format::superblock::{
+    self, SuperBlock, CURSOR_END, MIN_BYTES, STATE_ERROR_FS, STATE_VALID_FS,
+};
 use crate::format::{SB_OFFSET_BYTES, SUPER_MAGIC};
 use crate::recovery::{load_super_block, search_super_root};
 use crate::Error;
@@ -61,13 +63,13 @@ pub(super) fn copies(dev: &dyn BlockDevice, r: &mut Report) -> bool {
             continue;
         }
         magic += 1;
-        if usize::from(sb.bytes) < 0x18 || usize::from(sb.bytes) > SuperBlock::SIZE {
+        if sb.bytes < MIN_BYTES || usize::from(sb.bytes) > SuperBlock::SIZE {
             push(
                 &mut found,
                 Code::SbBytes,
                 name,
                 format!("s_bytes {}", sb.bytes),
-                "24..=1024",
+                &format!("{MIN_BYTES}..=1024"),
             );
             continue;
         }
@@ -79,6 +81,18 @@ pub(super) fn copies(dev: &dyn BlockDevice, r: &mut Report) -> bool {
                 name,
                 format!("s_sum {:#010x}, computed {crc:#010x}", sb.sum),
                 "the CRC of the first s_bytes bytes",
+            );
+        } else if usize::from(sb.bytes) < CURSOR_END {
+            // The kernel mounts such a copy, but its first commit that
+            // copies one copy over the other (`nilfs_setup_super`) carries
+            // only `s_bytes` of it: K22, a torn cursor the next mount
+            // refuses.
+            push(
+                &mut found,
+                Code::SbBytesShort,
+                name,
+                format!("s_bytes {}, inside the log cursor", sb.bytes),
+                &format!("at least {CURSOR_END} (every mkfs writes 280)"),
             );
         }
     }

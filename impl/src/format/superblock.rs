@@ -39,6 +39,15 @@ pub const MIN_DEVICE_BYTES: u64 = SEG_MIN_BLOCKS as u64 * MIN_BLOCK_SIZE as u64 
 
 /// Byte offset of `s_sum`; the CRC treats these four bytes as zero.
 const SUM_OFFSET: usize = SuperBlock::s_sum.offset;
+/// The smallest `s_bytes` the kernel accepts (`nilfs_valid_sb`): the fields
+/// up to and including `s_sum`.
+pub const MIN_BYTES: u16 = SUM_OFFSET as u16 + 4;
+/// The end of the log cursor (`s_last_cno`, `s_last_pseg`, `s_last_seq`):
+/// the fields every commit rewrites, which one copy carries to the other
+/// only as far as `s_bytes` reaches (`memcpy(.., ns_sbsize)` in
+/// `nilfs_setup_super`). A copy whose `s_bytes` ends before it can be left
+/// with a torn cursor: finding K22 (docs/findings.md).
+pub const CURSOR_END: usize = SuperBlock::s_last_seq.offset + 8;
 /// Byte offset of `s_reserved`, which equals the CRC-covered size mkfs writes.
 const RESERVED_OFFSET: usize = 0x118;
 /// Length of `s_reserved[186]` (186 × 4 bytes).
@@ -346,7 +355,7 @@ impl SuperBlock {
                 format!("bad magic {:#06x}", self.magic),
             ));
         }
-        let min = SUM_OFFSET as u16 + 4;
+        let min = MIN_BYTES;
         if self.bytes < min || usize::from(self.bytes) > Self::SIZE {
             return Err(Error::corrupt(
                 WHAT,
