@@ -26,7 +26,9 @@
 //! ioctl.c (`nilfs_ioctl_clean_segments`).
 
 use crate::format::crc::crc32_le;
-use crate::format::superblock::{secondary_is_inside_segments, SuperBlock, STATE_VALID_FS};
+use crate::format::superblock::{
+    secondary_is_inside_segments, SuperBlock, CURSOR_END, STATE_VALID_FS,
+};
 use crate::format::{BlockNr, Cno, Seq, SUPER_MAGIC};
 use crate::recovery::SbChoice;
 use crate::{Error, Result};
@@ -611,9 +613,16 @@ fn collect(f: impl FnOnce(&mut dyn FnMut(u64, &[u8]) -> Result<()>) -> Result<()
 }
 
 /// `memcpy(dst, src, n)` on the on-disk images: the first `n` bytes of `src`
-/// over `dst`, the rest of `dst` kept.
+/// over `dst`, the rest of `dst` kept — except that the log cursor is
+/// always carried. The kernel copies `ns_sbsize` bytes, and where `s_bytes`
+/// ends inside the cursor (hostile: every mkfs writes 280) the copy keeps
+/// its old `s_last_pseg` and `s_last_seq` beside the new `s_last_cno`; on
+/// Linux 6.1, 6.12 and 7.3 the next mount then fails ("Invalid
+/// checkpoint"): finding K22 (docs/findings.md,
+/// tests/tests/peer_kernel_k22_sb_cursor.rs). We do not copy that. On every
+/// image whose `s_bytes` covers the cursor the two agree.
 fn copy_head(dst: &mut SuperBlock, src: &SuperBlock, n: usize) {
-    let n = n.min(SuperBlock::SIZE);
+    let n = n.clamp(CURSOR_END, SuperBlock::SIZE);
     let mut d = dst.encode();
     d[..n].copy_from_slice(&src.encode()[..n]);
     *dst = SuperBlock::decode(&d).expect("a 1024-byte buffer decodes");

@@ -155,6 +155,17 @@
 //!   search. `log-after-clean` now also reports valid logs past the clean
 //!   super root that lead the search into an unreadable log (check corpus
 //!   `log-after-clean-unreadable`).
+//! - image_mutate/regress-007-a-super-block-too-short-for-its-cursor: the
+//!   same run (it was docs/findings/fuzz-image-mutate-003). Fuzz base 1
+//!   (it needs roll-forward), the secondary's `s_sum` damaged and the
+//!   primary's `s_bytes` resealed as 61, inside `s_last_cno`. `check`
+//!   called it clean; after the workload's mount, sync and unmount our
+//!   primary named checkpoint 3 beside mkfs's log, and the next mount
+//!   failed. Our writer copied one copy over the other as far as
+//!   `s_bytes`, as the kernel's `nilfs_setup_super` does; Linux 6.1, 6.12
+//!   and 7.3 tear the cursor the same way when both copies are short
+//!   (K22). Ours now always carries the cursor, and `check` reports the
+//!   short copy (`sb-bytes-short`).
 
 use std::path::PathBuf;
 
