@@ -264,7 +264,7 @@ codes! {
     NsBeyondEof = "ns-beyond-eof", 7, Error, "nilfs_truncate_bmap",
         "no block is mapped at or past ceil(i_size / block size)";
     NsSymlink = "ns-symlink", 7, Error, "nilfs_symlink",
-        "a symlink has 0 < i_size <= block size and its block mapped";
+        "a symlink has 0 < i_size < block size (nilfs_symlink counts the target's NUL) and its block mapped";
     NsBlocks = "ns-blocks", 7, Error, "nilfs_inode_add_blocks",
         "i_blocks counts the 512-byte sectors of the inode's mapped data and B-tree node blocks (e2fsck: i_blocks is X, should be Y)";
     NsSizeMax = "ns-size-max", 7, Error, "nilfs_max_size",

@@ -383,7 +383,7 @@ impl Ck<'_, '_> {
                 }
                 return Some(below);
             }
-            S_IFLNK if i.size == 0 || i.size > bs || map_get(&blocks, 0).is_none() => {
+            S_IFLNK if i.size == 0 || i.size >= bs || map_get(&blocks, 0).is_none() => {
                 self.find(
                     Code::NsSymlink,
                     here(),
@@ -397,7 +397,7 @@ impl Ck<'_, '_> {
                             "unmapped"
                         }
                     ),
-                    format!("0 < i_size <= {bs} with block 0 mapped"),
+                    format!("0 < i_size < {bs} with block 0 mapped"),
                 );
             }
             _ => {}
