@@ -198,6 +198,16 @@ impl<'a> Fs<'a> {
         self.reclaims
     }
 
+    /// How many constructions completed since the mount (the log writer's,
+    /// an fsync's, the cleaner's). A construction is the only change that
+    /// reaches inodes no operation named: it adds the blocks it maps to
+    /// their `i_blocks` (`nilfs_inode_add_blocks`). So what [`Fs::stat`]
+    /// answered for an inode still holds while this count stands and
+    /// nothing changed that inode, its names or its directory.
+    pub fn constructions(&self) -> u64 {
+        self.constructions
+    }
+
     /// A symlink's target as `page_get_link` reads it: the first page, cut
     /// at `i_size` and at `PAGE_SIZE - 1` bytes (`nd_terminate_link`), and
     /// at a NUL. Bounded whatever a damaged inode's `i_size` says.

@@ -82,6 +82,8 @@ pub struct Fs<'a> {
     generation: u32,
     /// Cleaning passes that freed segments since the mount ([`Fs::reclaims`]).
     pub(crate) reclaims: u64,
+    /// Constructions completed since the mount ([`Fs::constructions`]).
+    pub(crate) constructions: u64,
     /// A read-only mount: every change is EROFS, nothing is written.
     pub(crate) read_only: bool,
     /// The kernel's super block write policy (which copy, when).

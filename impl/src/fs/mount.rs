@@ -159,6 +159,7 @@ impl<'a> Fs<'a> {
             cred: (0, 0),
             generation: 0,
             reclaims: 0,
+            constructions: 0,
             read_only,
             sbw: SbWriter::from_mount(&nilfs.sb_choice, dev.size_bytes())?,
             sb,

@@ -50,6 +50,7 @@ impl<'a> Fs<'a> {
         let cno = c.cno;
         let last = c.plans.last().expect("a construction writes a log");
         self.cursor = c.cursor.expect("a laid-out construction has a cursor");
+        self.constructions += 1;
         // HAVE_DELTA is cleared and nilfs_set_last_segment moves the
         // cursor; at the end of nilfs_segctor_construct a "discontinued"
         // file system commits one super block copy.
