@@ -967,3 +967,34 @@ fn lockstep_over_the_fuse_mount_catches_an_ignored_chmod() {
             .mount_args(&["--known-bad", "ignore-chmod"]);
     common::finds_a_dropped_chmod(&mut imp, &fuse_config(1), 40, 20);
 }
+
+/// The mount answers stats without its lock from what it published
+/// (cli/src/mount/published.rs). A construction changes inodes no
+/// operation named: it adds the blocks it maps to their `i_blocks`. Here
+/// `b`'s stat is published before `a`'s fsync, whose construction (a new
+/// inode: the whole file system) maps `b`'s blocks too; the next stat of
+/// `b` must count them: the construction's settling asks `b`'s stat
+/// again (`Published::refresh`). With the refresh keeping the old
+/// attributes, or with no settling of constructions at all, it shows 0
+/// (both checked by hand).
+#[test]
+fn a_stat_after_a_construction_counts_the_blocks_it_mapped() {
+    let dir = common::scratch("fuse", "blocks");
+    if !fuse_or_skip(&dir) {
+        return;
+    }
+    let m = Mount::start(&dir, "blocks", &["--no-log-writer"]).unwrap();
+    let out = sh(&format!(
+        "cd {} && head -c 8192 /dev/zero > a && head -c 8192 /dev/zero > b && \
+         stat -c %b b && sync a && stat -c %b b",
+        m.point.display()
+    ));
+    m.stop().unwrap();
+    // Eight 1 KiB data blocks and the B-tree node that maps them (more
+    // than the inode's seven direct pointers): 18 sectors.
+    assert_eq!(
+        out.unwrap(),
+        "0\n18\n",
+        "i_blocks of b before and after a's fsync"
+    );
+}

@@ -58,8 +58,8 @@ pub struct ConcurrentArgs {
     /// Where each seed's image, workload, history and verdict go.
     #[arg(long, default_value = "target/concurrent-campaign")]
     pub out: PathBuf,
-    /// Mount a known-bad variant of `nilref mount` (`late-writes`): the
-    /// campaign must reject its histories.
+    /// Mount a known-bad variant of `nilref mount` (`late-writes`,
+    /// `stale-attrs`): the campaign must reject its histories.
     #[arg(long)]
     pub known_bad: Option<String>,
     /// The most model states the search keeps at once.

@@ -26,6 +26,7 @@
 //! the root is reported as 1 and every other inode by its own number
 //! (nilfs2 never gives a file number 1).
 
+mod published;
 mod served;
 
 use std::path::{Path, PathBuf};
@@ -67,6 +68,9 @@ pub struct Options {
     /// Known-bad: a write answers at once and is stored 50 ms later by
     /// another thread (what the concurrent campaign must catch).
     pub known_bad_late_writes: bool,
+    /// Known-bad: a write leaves its inode's published attributes in
+    /// place (what the concurrent campaign must catch).
+    pub known_bad_stale_attrs: bool,
 }
 
 /// Arguments of `nilref mount`.
@@ -90,7 +94,7 @@ pub struct MountArgs {
     #[arg(long, conflicts_with = "cleaner")]
     pub no_log_writer: bool,
     /// A known-bad variant for the tests: `ignore-chmod`,
-    /// `drop-partial-writes`, `late-writes`.
+    /// `drop-partial-writes`, `late-writes`, `stale-attrs`.
     #[arg(long, hide = true)]
     pub known_bad: Option<String>,
 }
@@ -107,9 +111,10 @@ pub fn run(a: MountArgs) -> Result<String, String> {
         Some("ignore-chmod") => opts.known_bad_ignore_chmod = true,
         Some("drop-partial-writes") => opts.known_bad_drop_partial_writes = true,
         Some("late-writes") => opts.known_bad_late_writes = true,
+        Some("stale-attrs") => opts.known_bad_stale_attrs = true,
         Some(k) => {
             return Err(format!(
-                "unknown known-bad variant {k:?} (ignore-chmod, drop-partial-writes, late-writes)"
+                "unknown known-bad variant {k:?} (ignore-chmod, drop-partial-writes, late-writes, stale-attrs)"
             ))
         }
     }
@@ -177,6 +182,8 @@ pub fn mount(image: &Path, mountpoint: &Path, opts: &Options) -> Result<(), Stri
         ignore_chmod: opts.known_bad_ignore_chmod,
         drop_partial_writes: opts.known_bad_drop_partial_writes,
         late_writes: opts.known_bad_late_writes,
+        stale_attrs: opts.known_bad_stale_attrs,
+        published: Default::default(),
     });
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![

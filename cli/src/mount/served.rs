@@ -1,12 +1,13 @@
 //! The FUSE side of `nilref mount`: the file system served (`Served`, a
-//! `fuser::Filesystem` over `Fs` behind one lock), the log writer's and
+//! `fuser::Filesystem` over `Fs` behind one lock, with the stats and
+//! lookups answered outside it from `published`), the log writer's and
 //! the cleaner's background work, and the conversions between FUSE's and
 //! nilfs2's numbers. It knows nothing of the command line.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -20,6 +21,8 @@ use nilfs::format::inode::{
 };
 use nilfs::format::{ino, Ino};
 use nilfs::fs::{Fs, SetAttr};
+
+use super::published::{Published, Touches};
 
 /// `sc_interval`: how long changes wait for the log writer.
 const SC_INTERVAL: Duration = Duration::from_secs(5);
@@ -45,6 +48,9 @@ const TTL: Duration = Duration::ZERO;
 /// state.
 pub struct Mounted {
     pub state: Mutex<State>,
+    /// Attributes and names answered without `state`'s lock; changed only
+    /// by whoever holds it (lock order: `state`, then `published`).
+    pub published: RwLock<Published>,
     /// The image the file system is on, for the reads carried out outside
     /// the lock ([`nilfs::fs::ReadPlan`]).
     pub dev: &'static dyn nilfs::device::BlockDevice,
@@ -57,6 +63,10 @@ pub struct Mounted {
     /// another thread (what the concurrent campaign must catch: a read
     /// that begins after the write returned may miss it).
     pub late_writes: bool,
+    /// Known-bad: a write does not drop its inode's published attributes
+    /// (what the concurrent campaign must catch: a stat after the write
+    /// shows the size and times from before it).
+    pub stale_attrs: bool,
 }
 
 pub struct State {
@@ -179,10 +189,13 @@ impl Mounted {
     }
 
     /// Runs `f` on the mounted `Fs` with the clock set to now; a change
-    /// starts the log writer's wait.
+    /// starts the log writer's wait. Before the lock goes, what `touches`
+    /// names (and whatever a construction changed) is dropped from
+    /// `published`.
     fn with<T>(
         &self,
         req: &Request,
+        touches: Touches,
         f: impl FnOnce(&mut Fs<'static>) -> nilfs::Result<T>,
     ) -> Result<T, FErrno> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -196,12 +209,53 @@ impl Mounted {
         // The requester owns what it creates.
         fs.set_credentials(req.uid(), req.gid());
         let out = f(fs).map_err(|e| errno_of(&e));
+        self.settle(fs, touches);
         if fs.is_dirty() {
             dirty_since.get_or_insert_with(Instant::now);
         } else {
             *dirty_since = None;
         }
         out
+    }
+
+    /// `Published::settle`, by whoever holds `state`'s lock, after a
+    /// construction `Published::refresh`. Reading takes no write lock when
+    /// nothing can have changed.
+    fn settle(&self, fs: &mut Fs<'static>, touches: Touches) {
+        let touches = match touches {
+            Touches::Inode(_) if self.stale_attrs => Touches::Nothing,
+            t => t,
+        };
+        let constructions = fs.constructions();
+        let settled = self.read_published().is_settled(constructions);
+        if touches == Touches::Nothing && settled {
+            return;
+        }
+        let mut p = self.published.write().unwrap_or_else(|p| p.into_inner());
+        p.drop_touched(touches);
+        if !settled {
+            p.refresh(constructions, |i| {
+                Some((fs.stat(i).ok()?, fs.atime_ns(i).ok()?))
+            });
+        }
+    }
+
+    /// The attributes of `i` and its access time: published, or asked of
+    /// `Fs` under the lock and published.
+    fn stat_of(&self, req: &Request, i: Ino) -> Result<(Inode, i64), FErrno> {
+        if let Some(a) = self.read_published().attr(i) {
+            return Ok(a);
+        }
+        self.with(req, Touches::Nothing, |fs| {
+            let (raw, atime) = (fs.stat(i)?, fs.atime_ns(i)?);
+            let mut p = self.published.write().unwrap_or_else(|p| p.into_inner());
+            p.publish_attr(i, &raw, atime, fs.constructions());
+            Ok((raw, atime))
+        })
+    }
+
+    fn read_published(&self) -> std::sync::RwLockReadGuard<'_, Published> {
+        self.published.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// [`Fs::reclaims`] now, `None` once unmounted.
@@ -211,7 +265,7 @@ impl Mounted {
     }
 
     fn entry_of(&self, req: &Request, i: Ino, reply: ReplyEntry) {
-        match self.with(req, |fs| Ok((fs.stat(i)?, fs.atime_ns(i)?))) {
+        match self.stat_of(req, i) {
             Ok((raw, atime)) => reply.entry(
                 &TTL,
                 &self.attr(i, &raw, atime),
@@ -249,6 +303,7 @@ impl Mounted {
                 *last_error = Some(format!("cleaner: {e}"));
             }
         }
+        self.settle(fs, Touches::Nothing);
     }
 }
 
@@ -289,6 +344,10 @@ impl Filesystem for Served {
                 eprintln!("nilref mount: the unmount failed: {e}");
             }
         }
+        self.published
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -296,8 +355,26 @@ impl Filesystem for Served {
         if name.len() > nilfs::format::NAME_LEN {
             return reply.error(FErrno::ENAMETOOLONG);
         }
-        match self.with(req, |fs| fs.lookup(to_nilfs(parent), name)) {
-            Ok(Some(i)) => self.entry_of(req, i, reply),
+        let dir = to_nilfs(parent);
+        let found = self.read_published().entry(dir, name);
+        let found = match found {
+            Some(e) => Ok(Some(e)),
+            None => self.with(req, Touches::Nothing, |fs| {
+                let Some(i) = fs.lookup(dir, name)? else {
+                    return Ok(None);
+                };
+                let (raw, atime) = (fs.stat(i)?, fs.atime_ns(i)?);
+                let mut p = self.published.write().unwrap_or_else(|p| p.into_inner());
+                p.publish_entry(dir, name, i, &raw, atime, fs.constructions());
+                Ok(Some((i, raw, atime)))
+            }),
+        };
+        match found {
+            Ok(Some((i, raw, atime))) => reply.entry(
+                &TTL,
+                &self.attr(i, &raw, atime),
+                Generation(raw.generation.into()),
+            ),
             Ok(None) => reply.error(FErrno::ENOENT),
             Err(e) => reply.error(e),
         }
@@ -305,7 +382,7 @@ impl Filesystem for Served {
 
     fn getattr(&self, req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let i = to_nilfs(i);
-        match self.with(req, |fs| Ok((fs.stat(i)?, fs.atime_ns(i)?))) {
+        match self.stat_of(req, i) {
             Ok((raw, atime)) => reply.attr(&TTL, &self.attr(i, &raw, atime)),
             Err(e) => reply.error(e),
         }
@@ -330,7 +407,7 @@ impl Filesystem for Served {
         reply: ReplyAttr,
     ) {
         let n = to_nilfs(i);
-        let r = self.with(req, |fs| {
+        let r = self.with(req, Touches::Inode(n), |fs| {
             // nilfs_setattr: the size first (nilfs_truncate), then the
             // rest (setattr_copy). The VFS has already cleared the set-id
             // bits a chown drops and sends them as the mode.
@@ -367,7 +444,7 @@ impl Filesystem for Served {
     }
 
     fn readlink(&self, req: &Request, i: INodeNo, reply: ReplyData) {
-        match self.with(req, |fs| fs.symlink_target(to_nilfs(i))) {
+        match self.with(req, Touches::Nothing, |fs| fs.symlink_target(to_nilfs(i))) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
         }
@@ -390,7 +467,7 @@ impl Filesystem for Served {
             (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
         ];
         let p = to_nilfs(parent);
-        let r = self.with(req, |fs| match mode & S_IFMT {
+        let r = self.with(req, Touches::Names, |fs| match mode & S_IFMT {
             S_IFREG | 0 => fs.create(p, name.as_bytes(), mode & 0o7777),
             _ => fs.mknod(p, name.as_bytes(), mode, rdev),
         });
@@ -410,21 +487,27 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.with(req, |fs| fs.mkdir(to_nilfs(parent), name.as_bytes(), perm)) {
+        match self.with(req, Touches::Names, |fs| {
+            fs.mkdir(to_nilfs(parent), name.as_bytes(), perm)
+        }) {
             Ok(i) => self.entry_of(req, i, reply),
             Err(e) => reply.error(e),
         }
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.with(req, |fs| fs.unlink(to_nilfs(parent), name.as_bytes())) {
+        match self.with(req, Touches::Names, |fs| {
+            fs.unlink(to_nilfs(parent), name.as_bytes())
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.with(req, |fs| fs.rmdir(to_nilfs(parent), name.as_bytes())) {
+        match self.with(req, Touches::Names, |fs| {
+            fs.rmdir(to_nilfs(parent), name.as_bytes())
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -438,7 +521,7 @@ impl Filesystem for Served {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let r = self.with(req, |fs| {
+        let r = self.with(req, Touches::Names, |fs| {
             fs.symlink(
                 to_nilfs(parent),
                 link_name.as_bytes(),
@@ -467,7 +550,7 @@ impl Filesystem for Served {
             return reply.error(FErrno::EINVAL);
         }
         let (op, np) = (to_nilfs(parent), to_nilfs(newparent));
-        let r = self.with(req, |fs| {
+        let r = self.with(req, Touches::Names, |fs| {
             if flags.contains(RenameFlags::RENAME_NOREPLACE)
                 && fs.lookup(np, newname.as_bytes())?.is_some()
             {
@@ -493,7 +576,7 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let n = to_nilfs(i);
-        match self.with(req, |fs| {
+        match self.with(req, Touches::Names, |fs| {
             fs.link(n, to_nilfs(newparent), newname.as_bytes())
         }) {
             Ok(()) => self.entry_of(req, n, reply),
@@ -502,7 +585,9 @@ impl Filesystem for Served {
     }
 
     fn open(&self, req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.with(req, |fs| fs.open_file(to_nilfs(i))) {
+        match self.with(req, Touches::Inode(to_nilfs(i)), |fs| {
+            fs.open_file(to_nilfs(i))
+        }) {
             Ok(()) => reply.opened(FileHandle(0), self.open_flags),
             Err(e) => reply.error(e),
         }
@@ -520,7 +605,9 @@ impl Filesystem for Served {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match self.with(req, |fs| fs.release_file(to_nilfs(i))) {
+        match self.with(req, Touches::Inode(to_nilfs(i)), |fs| {
+            fs.release_file(to_nilfs(i))
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -542,7 +629,7 @@ impl Filesystem for Served {
         // cleaning pass freed segments meanwhile, the copy may hold bytes
         // written there since: the read is done again under the lock.
         let n = to_nilfs(i);
-        let planned = self.with(req, |fs| {
+        let planned = self.with(req, Touches::Nothing, |fs| {
             Ok((fs.plan_read(n, offset, u64::from(size))?, fs.reclaims()))
         });
         let (plan, reclaims) = match planned {
@@ -553,7 +640,9 @@ impl Filesystem for Served {
         if plan.read_into(self.dev, &mut buf).is_ok() && self.reclaims() == Some(reclaims) {
             return reply.data(&buf);
         }
-        match self.with(req, |fs| fs.read(n, offset, u64::from(size))) {
+        match self.with(req, Touches::Nothing, |fs| {
+            fs.read(n, offset, u64::from(size))
+        }) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }
@@ -592,6 +681,7 @@ impl Filesystem for Served {
                 if let Some(fs) = st.fs.as_mut() {
                     fs.set_time_ns(now_ns());
                     let _ = fs.write(to_nilfs(i), at, &bytes);
+                    m.settle(fs, Touches::Inode(to_nilfs(i)));
                 }
                 if st.dirty_since.is_none() {
                     st.dirty_since = Some(Instant::now());
@@ -599,7 +689,8 @@ impl Filesystem for Served {
             });
             return;
         }
-        match self.with(req, |fs| fs.write(to_nilfs(i), stored.0, stored.1)) {
+        let n = to_nilfs(i);
+        match self.with(req, Touches::Inode(n), |fs| fs.write(n, stored.0, stored.1)) {
             Ok(_) if self.drop_partial_writes => reply.written(data.len() as u32),
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),
@@ -619,7 +710,7 @@ impl Filesystem for Served {
 
     fn fsync(&self, req: &Request, i: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let n = to_nilfs(i);
-        match self.with(req, |fs| {
+        match self.with(req, Touches::Inode(n), |fs| {
             if datasync {
                 fs.fdatasync(n)
             } else {
@@ -652,7 +743,7 @@ impl Filesystem for Served {
     ) {
         // Each entry's offset is its place in the on-disk order, one past
         // it: the next readdir starts after the last one the kernel took.
-        let r = self.with(req, |fs| {
+        let r = self.with(req, Touches::Nothing, |fs| {
             let entries = fs.readdir(to_nilfs(i))?;
             entries
                 .into_iter()
@@ -674,7 +765,7 @@ impl Filesystem for Served {
     }
 
     fn statfs(&self, req: &Request, _i: INodeNo, reply: ReplyStatfs) {
-        match self.with(req, |fs| fs.statfs()) {
+        match self.with(req, Touches::Nothing, |fs| fs.statfs()) {
             Ok(s) => reply.statfs(
                 s.blocks,
                 s.bfree,
@@ -711,7 +802,9 @@ impl Filesystem for Served {
         reply: ReplyIoctl,
     ) {
         let admin = req.uid() == 0;
-        match self.with(req, |fs| fs.ioctl(to_nilfs(i), cmd, admin, in_data)) {
+        match self.with(req, Touches::Names, |fs| {
+            fs.ioctl(to_nilfs(i), cmd, admin, in_data)
+        }) {
             Ok(mut out) => {
                 out.truncate(out_size as usize);
                 reply.ioctl(0, &out)
@@ -763,7 +856,7 @@ impl Filesystem for Served {
         reply: ReplyCreate,
     ) {
         let perm = (mode & !umask & 0o7777) as u16;
-        let r = self.with(req, |fs| {
+        let r = self.with(req, Touches::Names, |fs| {
             let i = fs.create(to_nilfs(parent), name.as_bytes(), perm)?;
             fs.open_file(i)?;
             Ok((i, fs.stat(i)?, fs.atime_ns(i)?))

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# scripts/bench-fuse-stats.sh — stats and lookups through `nilref mount`
+# while a writer works (issue 36, item 5): 1,000 files are made and
+# synced, then one process stats them by path in a loop (a lookup of the
+# name and a getattr each, the mount's TTL being 0) for SECONDS, alone,
+# then beside a writer (fio: 1 MiB sequential writes with an fsync every
+# 16 MiB, so constructions hold the mount's lock; 40 MiB/s over and over
+# a 64 MiB file, which the image holds without a cleaner). Prints the stats per
+# second and the latency's median, 99th percentile and maximum for each.
+# The image lies in a tmpfs. BIN is the nilref binary to measure
+# (default: this tree's release build), so two builds can be compared in
+# alternating runs.
+#
+# Usage: scripts/bench-fuse-stats.sh [SECONDS=10] [BIN]
+# Needs fio, python3 and fusermount3 (Debian: fio, python3, fuse3) and
+# the right to mount FUSE and tmpfs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10} bin=${2:-}
+if [ -z "$bin" ]; then
+  cargo build -q --release -p nilref
+  bin=$PWD/target/release/nilref
+fi
+work=$(mktemp -d)
+cleanup() {
+  [ -z "${writer:-}" ] || kill "$writer" 2>/dev/null || true
+  fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
+  wait 2>/dev/null || true
+  umount "$work/img" 2>/dev/null || { sleep 1; umount -l "$work/img"; } || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work/mnt" "$work/img"
+mount -t tmpfs -o size=1536m tmpfs "$work/img"
+"$bin" mkfs --size 1280M "$work/img/image" >/dev/null
+"$bin" mount "$work/img/image" "$work/mnt" &
+daemon=$!
+for _ in $(seq 100); do mountpoint -q "$work/mnt" && break; sleep 0.1; done
+mkdir "$work/mnt/d"
+for i in $(seq 1000); do printf 'x' >"$work/mnt/d/f$i"; done
+sync -f "$work/mnt/d"
+stats() { # LABEL
+  python3 - "$work/mnt/d" "$secs" "$1" <<'EOF'
+import os, sys, time
+d, secs, label = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+paths = [os.path.join(d, f"f{i}") for i in range(1, 1001)]
+lat, end, k = [], time.monotonic() + secs, 0
+while time.monotonic() < end:
+    t = time.perf_counter_ns()
+    os.stat(paths[k % 1000])
+    lat.append(time.perf_counter_ns() - t)
+    k += 1
+lat.sort()
+q = lambda p: lat[min(len(lat) - 1, int(len(lat) * p))] / 1000
+print(f"| {label} | {len(lat) / secs:,.0f} | {q(0.5):,.0f} µs | {q(0.99):,.0f} µs | {lat[-1] / 1000:,.0f} µs |")
+EOF
+}
+echo "| stats | per second | median | 99th percentile | max |"
+echo "|---|---|---|---|---|"
+stats alone
+fio --name=writer --filename="$work/mnt/big" --rw=write --bs=1M --size=64M \
+  --fsync=16 --rate=40m --time_based --runtime=$((secs + 3)) \
+  --output-format=terse >/dev/null &
+writer=$!
+sleep 1
+stats "beside a writer"
+wait "$writer" || echo "the writer failed" >&2
+writer=
