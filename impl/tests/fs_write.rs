@@ -636,6 +636,23 @@ fn unlinked_open_file(cache_limit: Option<usize>) {
     fs.unlink(ino::ROOT, b"g").unwrap();
     assert_eq!(fs.lookup(ino::ROOT, b"f").unwrap(), None);
     assert_eq!(fs.stat(f).unwrap().links_count, 0);
+    // vfs_link: no new name for an inode that has none left. On `nilref
+    // mount` a lookup answered before a concurrent unlink sent such a
+    // link (the concurrent campaign, seed 8 of a run of 80): it went
+    // through, and the image had a name for an inode freed later.
+    let e = fs.link(f, ino::ROOT, b"again").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            nilfs::Error::Errno {
+                errno: nilfs::Errno::ENOENT,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(fs.lookup(ino::ROOT, b"again").unwrap(), None);
+    assert_eq!(fs.stat(f).unwrap().links_count, 0);
     fs.write(f, 5000, b"after unlink").unwrap();
     fs.sync().unwrap();
     assert_checks_clean(&dev, "a construction with an unlinked open file");

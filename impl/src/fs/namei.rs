@@ -181,12 +181,17 @@ impl<'a> Fs<'a> {
 
     fn link_now(&mut self, target: Ino, parent: Ino, name: &[u8]) -> Result<()> {
         // do_linkat looks the new name up (EEXIST) before vfs_link refuses
-        // a directory (EPERM) or a full link count (EMLINK).
+        // a directory (EPERM), an inode no name holds any more (ENOENT:
+        // "don't allow creating hardlink to an unlinked file") or a full
+        // link count (EMLINK).
         self.check_name(parent, name)?;
         self.begin(true)?;
         let raw = self.file(target)?.raw.clone();
         if raw.mode & S_IFMT == S_IFDIR {
             return Err(Error::errno(Errno::EPERM, String::from_utf8_lossy(name)));
+        }
+        if raw.links_count == 0 {
+            return Err(Error::errno(Errno::ENOENT, String::from_utf8_lossy(name)));
         }
         if u32::from(raw.links_count) >= crate::format::LINK_MAX {
             return Err(Error::errno(Errno::EMLINK, String::from_utf8_lossy(name)));
