@@ -196,12 +196,19 @@ mod tests {
         p.publish_attr(Ino(14), &inode(4), 0, 2);
         assert!(p.attr(Ino(12)).is_none());
         assert!(p.attr(Ino(14)).is_some());
-        // Past REFRESH_MAX nothing is asked again.
-        for k in 0..=REFRESH_MAX as u64 {
+        // Up to REFRESH_MAX are asked again; past it, none.
+        for k in 1..REFRESH_MAX as u64 {
             p.publish_attr(Ino(100 + k), &inode(k), 0, 2);
         }
         let mut asked = 0;
         p.refresh(3, |_| {
+            asked += 1;
+            Some((inode(0), 0))
+        });
+        assert_eq!(asked, REFRESH_MAX);
+        p.publish_attr(Ino(99), &inode(0), 0, 3);
+        asked = 0;
+        p.refresh(4, |_| {
             asked += 1;
             Some((inode(0), 0))
         });
