@@ -26,7 +26,8 @@
 //!   again, under the lock ([`Published::refresh`]), up to
 //!   [`REFRESH_MAX`] of them; past that they are dropped.
 //!
-//! Only names that exist are kept (a lookup that finds nothing is not).
+//! Only names that exist are kept (a lookup that finds nothing is not),
+//! and at most [`KEPT_MAX`] entries of each kind.
 //! It knows nothing of FUSE.
 
 use std::collections::HashMap;
@@ -37,6 +38,11 @@ use nilfs::format::Ino;
 /// The most attributes a construction has asked again: each is a
 /// `Fs::stat` under the lock, which may read the ifile.
 pub const REFRESH_MAX: usize = 4096;
+
+/// The most attributes (and names) kept: a mount that never constructs
+/// (read-only) would otherwise keep one entry for every name ever
+/// looked up. At the limit everything goes and publishing starts again.
+pub const KEPT_MAX: usize = 1 << 16;
 
 /// What an operation may have changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +86,9 @@ impl Published {
     /// when `Fs::constructions` stood at `constructions`.
     pub fn publish_attr(&mut self, i: Ino, raw: &Inode, atime: i64, constructions: u64) {
         self.settle_constructions(constructions);
+        if self.attrs.len() >= KEPT_MAX || self.names.len() >= KEPT_MAX {
+            self.clear();
+        }
         self.attrs.insert(i, (raw.clone(), atime));
     }
 
@@ -214,5 +223,17 @@ mod tests {
         });
         assert_eq!(asked, 0);
         assert!(p.attr(Ino(14)).is_none());
+    }
+
+    #[test]
+    fn what_is_kept_is_bounded() {
+        let mut p = Published::default();
+        for k in 0..KEPT_MAX as u64 {
+            p.publish_entry(Ino(2), &k.to_le_bytes(), Ino(100 + k), &inode(k), 0, 0);
+        }
+        assert!(p.attr(Ino(100)).is_some() && p.entry(Ino(2), &0u64.to_le_bytes()).is_some());
+        p.publish_attr(Ino(7), &inode(7), 0, 0);
+        assert!(p.attr(Ino(100)).is_none() && p.entry(Ino(2), &0u64.to_le_bytes()).is_none());
+        assert!(p.attr(Ino(7)).is_some());
     }
 }
