@@ -235,5 +235,13 @@ mod tests {
         p.publish_attr(Ino(7), &inode(7), 0, 0);
         assert!(p.attr(Ino(100)).is_none() && p.entry(Ino(2), &0u64.to_le_bytes()).is_none());
         assert!(p.attr(Ino(7)).is_some());
+        // Names count on their own: a refresh keeps them without their
+        // attributes.
+        for k in 0..KEPT_MAX as u64 {
+            p.publish_entry(Ino(3), &k.to_le_bytes(), Ino(100), &inode(1), 0, 0);
+        }
+        p.refresh(1, |_| None);
+        p.publish_attr(Ino(100), &inode(1), 0, 1);
+        assert!(p.entry(Ino(3), &0u64.to_le_bytes()).is_none());
     }
 }
