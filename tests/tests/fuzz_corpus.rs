@@ -98,6 +98,15 @@
 //!   `nilfs_checkpoint_is_mounted`) answers EBUSY. `Fs::chcp` never heard
 //!   of the adapter's snapshot mounts; `Fs::chcp_with_mounted` now takes
 //!   them (test `lockstep::regress_chcp_of_a_mounted_snapshot_is_ebusy`).
+//! - lockstep/regress-002-setattr-of-nothing-before-fdatasync (and -2):
+//!   the run of 2026-12-06 night (at e2e3e8e). A `chown(-1, -1)` (and a
+//!   `utimensat` to the time the clock already showed) changed no value,
+//!   then an fdatasync of the file: nilfs-ref made a checkpoint, the
+//!   model allowed none. The kernel's `nilfs_setattr` ends in
+//!   `mark_inode_dirty` (I_DIRTY, so NILFS_I_INODE_SYNC) whatever changed,
+//!   and such an fdatasync is a full construction: the model's fault. Its
+//!   setattr now marks the inode for an inode sync always
+//!   (model/src/step/attr.rs).
 //! - image_mutate/regress-001-directory-cycle-in-the-live-manifest: found
 //!   by the first run of the structure-aware image_mutate target (issue
 //!   35) as an allocation past 3 GiB: `dirent[/small].inode` set to 2

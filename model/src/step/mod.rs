@@ -292,7 +292,7 @@ fn step_op(s: &State, op: &Op) -> Vec<Branch> {
         } => data::read(s, *at, path, *offset, *len),
         Op::Chmod { path, perm, at } => {
             let now = s.now();
-            attr::setattr(s, *at, |ns| ns.chmod(path, *perm, now))
+            attr::setattr(s, *at, (path, true), |ns| ns.chmod(path, *perm, now))
         }
         Op::Chown {
             path,
@@ -302,7 +302,9 @@ fn step_op(s: &State, op: &Op) -> Vec<Branch> {
             at,
         } => {
             let now = s.now();
-            attr::setattr(s, *at, |ns| ns.chown(path, *uid, *gid, *follow, now))
+            attr::setattr(s, *at, (path, *follow), |ns| {
+                ns.chown(path, *uid, *gid, *follow, now)
+            })
         }
         Op::Utimes {
             path,
@@ -311,7 +313,9 @@ fn step_op(s: &State, op: &Op) -> Vec<Branch> {
             at,
         } => {
             let now = s.now();
-            attr::setattr(s, *at, |ns| ns.utimes(path, *mtime, *follow, now))
+            attr::setattr(s, *at, (path, *follow), |ns| {
+                ns.utimes(path, *mtime, *follow, now)
+            })
         }
         Op::Setxattr {
             path,
