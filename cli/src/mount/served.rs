@@ -110,6 +110,12 @@ fn whole_blocks(offset: u64, data: &[u8], block: u64) -> (u64, &[u8]) {
     (first, &data[from..from + (last - first) as usize])
 }
 
+/// What getattr answers for `i`: its raw inode and its access time in
+/// memory.
+fn stat_pair(fs: &mut Fs<'static>, i: Ino) -> nilfs::Result<(Inode, i64)> {
+    Ok((fs.stat(i)?, fs.atime_ns(i)?))
+}
+
 fn to_nilfs(i: INodeNo) -> Ino {
     match i.0 {
         1 => ino::ROOT,
@@ -218,9 +224,9 @@ impl Mounted {
         out
     }
 
-    /// `Published::settle`, by whoever holds `state`'s lock, after a
-    /// construction `Published::refresh`. Reading takes no write lock when
-    /// nothing can have changed.
+    /// `Published::drop_touched`, by whoever holds `state`'s lock, and
+    /// after a construction `Published::refresh`. Reading takes no write
+    /// lock when nothing can have changed.
     fn settle(&self, fs: &mut Fs<'static>, touches: Touches) {
         let touches = match touches {
             Touches::Inode(_) if self.stale_attrs => Touches::Nothing,
@@ -231,12 +237,10 @@ impl Mounted {
         if touches == Touches::Nothing && settled {
             return;
         }
-        let mut p = self.published.write().unwrap_or_else(|p| p.into_inner());
+        let mut p = self.write_published();
         p.drop_touched(touches);
         if !settled {
-            p.refresh(constructions, |i| {
-                Some((fs.stat(i).ok()?, fs.atime_ns(i).ok()?))
-            });
+            p.refresh(constructions, |i| stat_pair(fs, i).ok());
         }
     }
 
@@ -247,8 +251,8 @@ impl Mounted {
             return Ok(a);
         }
         self.with(req, Touches::Nothing, |fs| {
-            let (raw, atime) = (fs.stat(i)?, fs.atime_ns(i)?);
-            let mut p = self.published.write().unwrap_or_else(|p| p.into_inner());
+            let (raw, atime) = stat_pair(fs, i)?;
+            let mut p = self.write_published();
             p.publish_attr(i, &raw, atime, fs.constructions());
             Ok((raw, atime))
         })
@@ -256,6 +260,11 @@ impl Mounted {
 
     fn read_published(&self) -> std::sync::RwLockReadGuard<'_, Published> {
         self.published.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Only under `state`'s lock.
+    fn write_published(&self) -> std::sync::RwLockWriteGuard<'_, Published> {
+        self.published.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// [`Fs::reclaims`] now, `None` once unmounted.
@@ -344,10 +353,7 @@ impl Filesystem for Served {
                 eprintln!("nilref mount: the unmount failed: {e}");
             }
         }
-        self.published
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.write_published().clear();
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -363,8 +369,8 @@ impl Filesystem for Served {
                 let Some(i) = fs.lookup(dir, name)? else {
                     return Ok(None);
                 };
-                let (raw, atime) = (fs.stat(i)?, fs.atime_ns(i)?);
-                let mut p = self.published.write().unwrap_or_else(|p| p.into_inner());
+                let (raw, atime) = stat_pair(fs, i)?;
+                let mut p = self.write_published();
                 p.publish_entry(dir, name, i, &raw, atime, fs.constructions());
                 Ok(Some((i, raw, atime)))
             }),
@@ -435,7 +441,7 @@ impl Filesystem for Served {
             if size.is_none() || attr != SetAttr::default() {
                 fs.setattr(n, attr)?;
             }
-            Ok((fs.stat(n)?, fs.atime_ns(n)?))
+            stat_pair(fs, n)
         });
         match r {
             Ok((raw, atime)) => reply.attr(&TTL, &self.attr(n, &raw, atime)),
@@ -859,7 +865,8 @@ impl Filesystem for Served {
         let r = self.with(req, Touches::Names, |fs| {
             let i = fs.create(to_nilfs(parent), name.as_bytes(), perm)?;
             fs.open_file(i)?;
-            Ok((i, fs.stat(i)?, fs.atime_ns(i)?))
+            let (raw, atime) = stat_pair(fs, i)?;
+            Ok((i, raw, atime))
         });
         match r {
             Ok((i, raw, atime)) => reply.created(
