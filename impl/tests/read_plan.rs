@@ -105,3 +105,74 @@ fn a_plan_over_blocks_moved_by_a_rewrite_reads_them_in_order() {
     }
     fs.unmount().unwrap();
 }
+
+/// What `Fs::plan_read_noting` says of the clean blocks is enough to plan
+/// a later read of them with no file system at hand (`ReadPlan::of_clean`,
+/// how `nilref mount` reads clean data without its lock): the same bytes
+/// as `Fs::read`, then still the bytes of that moment after the file is
+/// rewritten and constructed, as long as `Fs::reclaims_watch` stands. A
+/// dirty block is never noted, so a range that holds one is not planned.
+#[test]
+fn the_clean_blocks_noted_plan_later_reads_without_the_file_system() {
+    let dev = fresh(16 << 20, 1024, 64);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, T0).unwrap();
+    let bs = 1024u32;
+    let a = fs.create(ino::ROOT, b"a", 0o644).unwrap();
+    let first = pattern(3, 6000);
+    fs.write(a, 0, &first).unwrap();
+    fs.write(a, 9000, b"past a hole").unwrap();
+    fs.sync().unwrap();
+    fs.write(a, 2048, b"dirty").unwrap();
+    let mut now = fs.read(a, 0, 1 << 20).unwrap();
+    let mut noted = std::collections::HashMap::new();
+    let plan = fs
+        .plan_read_noting(a, 0, 1 << 20, |k, p| {
+            assert!(noted.insert(k, p).is_none(), "block {k} noted twice");
+        })
+        .unwrap();
+    assert_eq!(plan.file_size(), 9011);
+    assert!(!noted.contains_key(&2), "the dirty block was noted");
+    assert_eq!(noted.len(), 8, "blocks 0-1 and 3-8 are clean");
+    assert_eq!(noted[&7], None, "block 7 is a hole");
+    assert!(noted[&0].is_some() && noted[&8].is_some());
+    let place = |k: u64| noted.get(&k).copied();
+    let of_clean = |off: u64, len: u64| ReadPlan::of_clean(bs, 9011, off, len, place);
+    assert!(
+        of_clean(0, 1 << 20).is_none(),
+        "planned over the dirty block"
+    );
+    let read = |plan: &ReadPlan| {
+        let mut b = vec![0xa5; plan.len()];
+        assert_eq!(plan.read_into(&dev, &mut b).unwrap(), plan.len());
+        b
+    };
+    let later = of_clean(3 * 1024 + 10, 1 << 20).unwrap();
+    assert_eq!(later.len(), 9011 - 3 * 1024 - 10, "short at EOF");
+    assert_eq!(read(&later), now[3 * 1024 + 10..]);
+    assert_eq!(read(&of_clean(100, 1900).unwrap()), now[100..2000]);
+    // Rewritten and constructed, no cleaning: the moment's bytes stay.
+    let watch = fs.reclaims_watch();
+    for k in 0..10 {
+        fs.set_time(T0 + 1 + k);
+        fs.write(a, 0, &pattern(50 + k, 9011)).unwrap();
+        fs.sync().unwrap();
+    }
+    assert_eq!(watch.now(), 0);
+    assert_eq!(read(&later), now[3 * 1024 + 10..]);
+    now = fs.read(a, 0, 1 << 20).unwrap();
+    assert_ne!(read(&later), now[3 * 1024 + 10..]);
+    // A cleaning pass that frees segments moves the watch as it moves
+    // the count.
+    let mut k = 0;
+    while watch.now() == 0 && k < 64 {
+        fs.set_time(T0 + 100 + k);
+        fs.write(a, 0, &pattern(500 + k, 9011)).unwrap();
+        fs.sync().unwrap();
+        cleaner::clean(&mut fs, 0, 4).unwrap();
+        k += 1;
+    }
+    assert!(watch.now() > 0, "no cleaning pass freed a segment");
+    assert_eq!(watch.now(), fs.reclaims());
+    fs.unmount().unwrap();
+}

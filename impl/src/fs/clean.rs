@@ -136,7 +136,7 @@ impl<'a> Fs<'a> {
         // Before any segment is freed: a read planned earlier must not
         // trust its disk blocks once one could be written over.
         if !args.segnums.is_empty() {
-            self.reclaims += 1;
+            self.reclaims.count_one();
         }
         // nilfs_ioctl_clean_segments: a super block due for an update
         // makes the file system discontinued first.

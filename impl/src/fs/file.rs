@@ -152,6 +152,23 @@ impl<'a> Fs<'a> {
     /// every other block named by its disk address, to be read later, by
     /// any thread, without this file system.
     pub fn plan_read(&mut self, i: Ino, offset: u64, len: u64) -> Result<ReadPlan> {
+        self.plan_read_noting(i, offset, len, |_, _| {})
+    }
+
+    /// [`Fs::plan_read`], telling `clean` where each block of the range
+    /// that is not dirty lies: its index in the file and its disk block
+    /// (`None` for a hole). Until the file is written, truncated or
+    /// removed, and while [`Fs::reclaims`] stands, those blocks keep what
+    /// they hold now (a construction writes elsewhere; the cleaner copies
+    /// a block before its segment is freed), so a caller may plan later
+    /// reads of them without this file system ([`ReadPlan::of_clean`]).
+    pub fn plan_read_noting(
+        &mut self,
+        i: Ino,
+        offset: u64,
+        len: u64,
+        mut clean: impl FnMut(u64, Option<u64>),
+    ) -> Result<ReadPlan> {
         let size = self.file(i)?.raw.size;
         if self.inodes.loaded(i).raw.mode & S_IFMT == S_IFDIR {
             return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
@@ -162,6 +179,7 @@ impl<'a> Fs<'a> {
         let mut plan = ReadPlan {
             bs: bsz,
             len: 0,
+            size,
             pieces: Vec::new(),
         };
         for (key, within, n) in block_spans(offset, end, bs) {
@@ -175,13 +193,14 @@ impl<'a> Fs<'a> {
             let ptr = f
                 .bmap
                 .lookup(key, &mut DiskNodes::translated(dev, bsz, dat))?;
-            plan.push(match ptr {
+            let pbn = match ptr {
+                None => None,
+                Some(v) => Some(dat.translate(VBlockNr(v))?.0),
+            };
+            clean(key, pbn);
+            plan.push(match pbn {
                 None => Piece::Zeros(n),
-                Some(v) => Piece::Disk {
-                    pbn: dat.translate(VBlockNr(v))?.0,
-                    within,
-                    n,
-                },
+                Some(pbn) => Piece::Disk { pbn, within, n },
             });
         }
         Ok(plan)
@@ -195,7 +214,13 @@ impl<'a> Fs<'a> {
     /// made while this count stood at `k` reads what its file held then,
     /// if the count still stands at `k` once the read is done.
     pub fn reclaims(&self) -> u64 {
-        self.reclaims
+        self.reclaims.now()
+    }
+
+    /// [`Fs::reclaims`] for other threads, readable without this file
+    /// system: the count moves before the first segment is freed.
+    pub fn reclaims_watch(&self) -> Reclaims {
+        self.reclaims.clone()
     }
 
     /// How many constructions completed since the mount (the log writer's,
@@ -363,7 +388,27 @@ pub struct SetAttr {
 pub struct ReadPlan {
     bs: u32,
     len: usize,
+    /// The file's size when planned.
+    size: u64,
     pieces: Vec<Piece>,
+}
+
+/// A count of the cleaning passes that freed segments ([`Fs::reclaims`]),
+/// shared: a thread that read blocks planned while it stood at `k` and
+/// finds it still at `k` read what they held when planned.
+#[derive(Clone, Debug, Default)]
+pub struct Reclaims(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Reclaims {
+    /// The count now.
+    pub fn now(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// One more pass, before it frees anything.
+    pub(crate) fn count_one(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -388,9 +433,42 @@ impl Piece {
 }
 
 impl ReadPlan {
+    /// The plan of a read of up to `len` bytes from `offset` of a file of
+    /// `size` bytes whose every block in the range is clean, with `place`
+    /// saying where block `key` lies as [`Fs::plan_read_noting`] told it
+    /// (`Some(None)` a hole, `Some(Some(pbn))` a disk block); `None` if
+    /// `place` does not know one of them.
+    pub fn of_clean(
+        bs: u32,
+        size: u64,
+        offset: u64,
+        len: u64,
+        place: impl Fn(u64) -> Option<Option<u64>>,
+    ) -> Option<ReadPlan> {
+        let end = size.min(offset.saturating_add(len));
+        let mut plan = ReadPlan {
+            bs,
+            len: 0,
+            size,
+            pieces: Vec::new(),
+        };
+        for (key, within, n) in block_spans(offset, end, u64::from(bs)) {
+            plan.push(match place(key)? {
+                None => Piece::Zeros(n),
+                Some(pbn) => Piece::Disk { pbn, within, n },
+            });
+        }
+        Some(plan)
+    }
+
     /// How many bytes it reads (short of what was asked at EOF).
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The file's size when it was planned.
+    pub fn file_size(&self) -> u64 {
+        self.size
     }
 
     pub fn is_empty(&self) -> bool {

@@ -42,7 +42,7 @@ pub mod path;
 pub use crate::segctor::Construction;
 pub(crate) use atomic::MetaSaves;
 pub use clean::SuStat;
-pub use file::{ReadPlan, SetAttr};
+pub use file::{ReadPlan, Reclaims, SetAttr};
 pub(crate) use inode::Inodes;
 pub use mount::Statfs;
 
@@ -80,8 +80,10 @@ pub struct Fs<'a> {
     pub(crate) cred: (u32, u32),
     /// `i_generation` of the last inode created.
     generation: u32,
-    /// Cleaning passes that freed segments since the mount ([`Fs::reclaims`]).
-    pub(crate) reclaims: u64,
+    /// Cleaning passes that freed segments since the mount
+    /// ([`Fs::reclaims`]), shared with whoever watches it
+    /// ([`Fs::reclaims_watch`]).
+    pub(crate) reclaims: Reclaims,
     /// Constructions completed since the mount ([`Fs::constructions`]).
     pub(crate) constructions: u64,
     /// A read-only mount: every change is EROFS, nothing is written.

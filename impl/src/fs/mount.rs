@@ -3,7 +3,7 @@
 //! logs an unclean unmount left, `sync` (`nilfs_sync_fs`), the unmount, and
 //! the super block writes the policy ([`crate::sb_write`]) asks for.
 
-use super::{Fs, Inodes};
+use super::{Fs, Inodes, Reclaims};
 use crate::cpfile::Cpfile;
 use crate::dat::Dat;
 use crate::format::segsum::Binfo;
@@ -158,7 +158,7 @@ impl<'a> Fs<'a> {
             now_nsec: 0,
             cred: (0, 0),
             generation: 0,
-            reclaims: 0,
+            reclaims: Reclaims::default(),
             constructions: 0,
             read_only,
             sbw: SbWriter::from_mount(&nilfs.sb_choice, dev.size_bytes())?,
