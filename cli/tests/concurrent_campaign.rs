@@ -4,7 +4,9 @@
 //! the same seeds on the known-bad mount that answers a write before it
 //! stores it (`--known-bad late-writes`), and on the one whose stats go on
 //! showing what they published before a write (`--known-bad
-//! stale-attrs`), must all be rejected. Skipped
+//! stale-attrs`) or whose reads go on planning from the clean blocks
+//! they noted before a write (`--known-bad stale-blocks`), must be
+//! rejected. Skipped
 //! where FUSE cannot be used (set NILFS_FUSE=1 to require it). The long
 //! run: `nilref campaign concurrent --seeds 1..1000`.
 
@@ -47,4 +49,13 @@ fn concurrent_histories_on_our_mount_are_linearizable_and_the_known_bad_is_not()
     let stale = campaign(&dir.join("stale"), "1..6", &["--known-bad", "stale-attrs"]);
     assert!(!stale.contains("rejected 0,"), "{stale}");
     assert!(stale.contains("replay: nilref oracle check"), "{stale}");
+    // The same for a read planned from blocks noted before another
+    // worker's write (three of six in the first two runs).
+    let blocks = campaign(
+        &dir.join("blocks"),
+        "1..6",
+        &["--known-bad", "stale-blocks"],
+    );
+    assert!(!blocks.contains("rejected 0,"), "{blocks}");
+    assert!(blocks.contains("replay: nilref oracle check"), "{blocks}");
 }

@@ -71,6 +71,9 @@ pub struct Options {
     /// Known-bad: a write leaves its inode's published attributes in
     /// place (what the concurrent campaign must catch).
     pub known_bad_stale_attrs: bool,
+    /// Known-bad: a change to a file leaves the clean blocks its reads
+    /// noted in place (what the concurrent campaign must catch).
+    pub known_bad_stale_blocks: bool,
 }
 
 /// Arguments of `nilref mount`.
@@ -94,7 +97,8 @@ pub struct MountArgs {
     #[arg(long, conflicts_with = "cleaner")]
     pub no_log_writer: bool,
     /// A known-bad variant for the tests: `ignore-chmod`,
-    /// `drop-partial-writes`, `late-writes`, `stale-attrs`.
+    /// `drop-partial-writes`, `late-writes`, `stale-attrs`,
+    /// `stale-blocks`.
     #[arg(long, hide = true)]
     pub known_bad: Option<String>,
 }
@@ -112,9 +116,10 @@ pub fn run(a: MountArgs) -> Result<String, String> {
         Some("drop-partial-writes") => opts.known_bad_drop_partial_writes = true,
         Some("late-writes") => opts.known_bad_late_writes = true,
         Some("stale-attrs") => opts.known_bad_stale_attrs = true,
+        Some("stale-blocks") => opts.known_bad_stale_blocks = true,
         Some(k) => {
             return Err(format!(
-                "unknown known-bad variant {k:?} (ignore-chmod, drop-partial-writes, late-writes, stale-attrs)"
+                "unknown known-bad variant {k:?} (ignore-chmod, drop-partial-writes, late-writes, stale-attrs, stale-blocks)"
             ))
         }
     }
@@ -166,6 +171,7 @@ pub fn mount(image: &Path, mountpoint: &Path, opts: &Options) -> Result<(), Stri
         Fs::mount(nilfs, now_s())
     }
     .map_err(|e| format!("{}: {e}", image.display()))?;
+    let reclaims = fs.reclaims_watch();
     let mounted = Arc::new(Mounted {
         state: Mutex::new(State {
             fs: Some(fs),
@@ -183,7 +189,9 @@ pub fn mount(image: &Path, mountpoint: &Path, opts: &Options) -> Result<(), Stri
         drop_partial_writes: opts.known_bad_drop_partial_writes,
         late_writes: opts.known_bad_late_writes,
         stale_attrs: opts.known_bad_stale_attrs,
+        stale_blocks: opts.known_bad_stale_blocks,
         published: Default::default(),
+        reclaims,
     });
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![

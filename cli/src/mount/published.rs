@@ -28,12 +28,25 @@
 //!
 //! Only names that exist are kept (a lookup that finds nothing is not),
 //! and at most [`KEPT_MAX`] entries of each kind.
+//!
+//! **Clean blocks.** A read under the lock notes where each clean block
+//! it planned lies (`Fs::plan_read_noting`); a later read whose every
+//! block is noted is planned from here and copied without the lock
+//! ([`Published::read_plan`]). A noted block keeps its bytes until its
+//! file is changed (the file's blocks go with its attributes, above) or
+//! a cleaning pass frees a segment (`Fs::reclaims`, which moves first):
+//! a construction writes elsewhere and moves no block it did not write,
+//! and the cleaner copies a block before it frees its segment. So the
+//! blocks stay across constructions; a read checks the count before it
+//! plans and after it copied. At most [`BLOCKS_MAX`] blocks are kept.
+//!
 //! It knows nothing of FUSE.
 
 use std::collections::HashMap;
 
 use nilfs::format::inode::Inode;
 use nilfs::format::Ino;
+use nilfs::fs::ReadPlan;
 
 /// The most attributes a construction has asked again: each is a
 /// `Fs::stat` under the lock, which may read the ifile.
@@ -43,6 +56,10 @@ pub const REFRESH_MAX: usize = 4096;
 /// (read-only) would otherwise keep one entry for every name ever
 /// looked up. At the limit everything goes and publishing starts again.
 pub const KEPT_MAX: usize = 1 << 16;
+
+/// The most clean blocks kept, over all files: 16 MiB or so of map, for
+/// 4 GiB of 4 KiB blocks. At the limit all go and noting starts again.
+pub const BLOCKS_MAX: usize = 1 << 20;
 
 /// What an operation may have changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +83,20 @@ pub struct Published {
     names: HashMap<(Ino, Vec<u8>), Ino>,
     /// `Fs::constructions` when the entries were last settled.
     constructions: u64,
+    /// A regular file's clean blocks, as reads noted them.
+    blocks: HashMap<Ino, Blocks>,
+    /// How many blocks `blocks` holds, over all files.
+    nblocks: usize,
+}
+
+/// Where a file's clean blocks lie.
+struct Blocks {
+    /// The file's size when they were noted.
+    size: u64,
+    /// `Fs::reclaims` then: once it moves, none is trusted.
+    reclaims: u64,
+    /// A block's index in the file to its disk block (`None`: a hole).
+    at: HashMap<u64, Option<u64>>,
 }
 
 impl Published {
@@ -107,16 +138,71 @@ impl Published {
         self.names.insert((dir, name.to_vec()), i);
     }
 
+    /// A read of up to `len` bytes of `i` from `offset`, on blocks of
+    /// `bs` bytes, planned from its noted blocks if they cover it and
+    /// were noted when `Fs::reclaims` stood at `reclaims`, as it does now.
+    pub fn read_plan(
+        &self,
+        i: Ino,
+        offset: u64,
+        len: u64,
+        bs: u32,
+        reclaims: u64,
+    ) -> Option<ReadPlan> {
+        let b = self.blocks.get(&i).filter(|b| b.reclaims == reclaims)?;
+        ReadPlan::of_clean(bs, b.size, offset, len, |k| b.at.get(&k).copied())
+    }
+
+    /// Keep the clean blocks a read of `i` under the file system's lock
+    /// noted, for a file of `size` bytes with `Fs::reclaims` at
+    /// `reclaims`.
+    pub fn publish_blocks(
+        &mut self,
+        i: Ino,
+        size: u64,
+        reclaims: u64,
+        noted: impl IntoIterator<Item = (u64, Option<u64>)>,
+    ) {
+        let b = self.blocks.entry(i).or_insert_with(|| Blocks {
+            size,
+            reclaims,
+            at: HashMap::new(),
+        });
+        if (b.size, b.reclaims) != (size, reclaims) {
+            self.nblocks -= b.at.len();
+            b.at.clear();
+            (b.size, b.reclaims) = (size, reclaims);
+        }
+        for (k, at) in noted {
+            if b.at.insert(k, at).is_none() {
+                self.nblocks += 1;
+            }
+        }
+        if self.nblocks > BLOCKS_MAX {
+            self.blocks.clear();
+            self.nblocks = 0;
+        }
+    }
+
     /// After an operation, still under the file system's lock: drop what
     /// it may have changed (a construction is [`refresh`](Self::refresh)'s).
     pub fn drop_touched(&mut self, touches: Touches) {
         match touches {
             Touches::Nothing => {}
             Touches::Inode(i) => {
-                self.attrs.remove(&i);
+                self.drop_attr(i);
+                if let Some(b) = self.blocks.remove(&i) {
+                    self.nblocks -= b.at.len();
+                }
             }
             Touches::Names => self.clear(),
         }
+    }
+
+    /// Drop the attributes of `i` alone, keeping its blocks (only the
+    /// known-bad `stale-blocks` mount does this after a change).
+    pub fn drop_attr(&mut self, i: Ino) {
+        self.attrs.remove(&i);
     }
 
     /// After a construction, under the file system's lock: ask `stat` again
@@ -151,6 +237,8 @@ impl Published {
     pub fn clear(&mut self) {
         self.attrs.clear();
         self.names.clear();
+        self.blocks.clear();
+        self.nblocks = 0;
     }
 
     fn settle_constructions(&mut self, constructions: u64) {
@@ -243,5 +331,59 @@ mod tests {
         p.refresh(1, |_| None);
         p.publish_attr(Ino(100), &inode(1), 0, 1);
         assert!(p.entry(Ino(3), &0u64.to_le_bytes()).is_none());
+    }
+
+    /// Noted blocks of a 1,024-byte-block file of 3,000 bytes: block 0
+    /// on disk block 500, block 1 a hole, block 2 on disk block 9.
+    fn noted() -> Vec<(u64, Option<u64>)> {
+        vec![(0, Some(500)), (1, None), (2, Some(9))]
+    }
+
+    #[test]
+    fn a_read_is_planned_from_noted_blocks_while_they_stand() {
+        let mut p = Published::default();
+        p.publish_blocks(Ino(12), 3000, 4, noted());
+        let plan = p.read_plan(Ino(12), 10, 1 << 20, 1024, 4).unwrap();
+        assert_eq!(plan.len(), 2990, "short at the noted size");
+        assert!(
+            p.read_plan(Ino(12), 0, 100, 1024, 5).is_none(),
+            "reclaims moved"
+        );
+        assert!(p.read_plan(Ino(13), 0, 100, 1024, 4).is_none());
+        // Block 3 was never noted.
+        p.publish_blocks(Ino(14), 5000, 4, noted());
+        assert!(p.read_plan(Ino(14), 0, 5000, 1024, 4).is_none());
+        assert!(p.read_plan(Ino(14), 0, 3072, 1024, 4).is_some());
+        // A construction keeps them; a change to the file drops them, a
+        // change to names drops all.
+        p.refresh(1, |_| None);
+        assert!(p.read_plan(Ino(12), 0, 100, 1024, 4).is_some());
+        p.drop_touched(Touches::Inode(Ino(12)));
+        assert!(p.read_plan(Ino(12), 0, 100, 1024, 4).is_none());
+        assert!(p.read_plan(Ino(14), 0, 100, 1024, 4).is_some());
+        p.drop_touched(Touches::Names);
+        assert!(p.read_plan(Ino(14), 0, 100, 1024, 4).is_none());
+        // Noted again after a cleaning pass: the old ones go.
+        p.publish_blocks(Ino(12), 3000, 4, noted());
+        p.publish_blocks(Ino(12), 3000, 5, [(0, Some(77))]);
+        assert!(p.read_plan(Ino(12), 0, 1024, 1024, 5).is_some());
+        assert!(p.read_plan(Ino(12), 0, 2048, 1024, 5).is_none());
+        assert_eq!(p.nblocks, 1);
+    }
+
+    #[test]
+    fn the_blocks_kept_are_bounded() {
+        let mut p = Published::default();
+        p.publish_blocks(Ino(12), 3000, 0, noted());
+        let many = (0..BLOCKS_MAX as u64 - 3).map(|k| (k, Some(k)));
+        p.publish_blocks(Ino(13), BLOCKS_MAX as u64 * 1024, 0, many);
+        assert_eq!(p.nblocks, BLOCKS_MAX);
+        assert!(p.read_plan(Ino(12), 0, 3000, 1024, 0).is_some());
+        p.publish_blocks(Ino(14), 1024, 0, [(0, None)]);
+        assert_eq!(p.nblocks, 0, "past the bound, all go");
+        assert!(p.read_plan(Ino(12), 0, 3000, 1024, 0).is_none());
+        p.publish_blocks(Ino(12), 3000, 0, noted());
+        p.drop_touched(Touches::Inode(Ino(12)));
+        assert_eq!(p.nblocks, 0, "dropped blocks are no longer counted");
     }
 }

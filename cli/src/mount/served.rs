@@ -67,6 +67,13 @@ pub struct Mounted {
     /// (what the concurrent campaign must catch: a stat after the write
     /// shows the size and times from before it).
     pub stale_attrs: bool,
+    /// Known-bad: a change to a file drops its published attributes but
+    /// not its noted clean blocks (what the concurrent campaign must
+    /// catch: a read after a write shows the bytes from before it).
+    pub stale_blocks: bool,
+    /// `Fs::reclaims`, read without `state`'s lock by the reads carried
+    /// out outside it.
+    pub reclaims: nilfs::fs::Reclaims,
 }
 
 pub struct State {
@@ -238,7 +245,10 @@ impl Mounted {
             return;
         }
         let mut p = self.write_published();
-        p.drop_touched(touches);
+        match touches {
+            Touches::Inode(i) if self.stale_blocks => p.drop_attr(i),
+            t => p.drop_touched(t),
+        }
         if !settled {
             p.refresh(constructions, |i| stat_pair(fs, i).ok());
         }
@@ -265,12 +275,6 @@ impl Mounted {
     /// Only under `state`'s lock.
     fn write_published(&self) -> std::sync::RwLockWriteGuard<'_, Published> {
         self.published.write().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// [`Fs::reclaims`] now, `None` once unmounted.
-    fn reclaims(&self) -> Option<u64> {
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.fs.as_ref().map(|fs| fs.reclaims())
     }
 
     fn entry_of(&self, req: &Request, i: Ino, reply: ReplyEntry) {
@@ -630,25 +634,38 @@ impl Filesystem for Served {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        // Planned under the lock, copied without it: readers copy at the
-        // same time, and a writer waits only for the planning. If a
-        // cleaning pass freed segments meanwhile, the copy may hold bytes
-        // written there since: the read is done again under the lock.
+        // Clean blocks an earlier read noted are planned and copied
+        // without the lock; the rest is planned under it, noting its clean
+        // blocks, and copied without it. Readers copy at the same time,
+        // and a writer waits only for the planning. If a cleaning pass
+        // freed segments meanwhile, the copy may hold bytes written there
+        // since: the read is done again under the lock.
         let n = to_nilfs(i);
-        let planned = self.with(req, Touches::Nothing, |fs| {
-            Ok((fs.plan_read(n, offset, u64::from(size))?, fs.reclaims()))
-        });
+        let len = u64::from(size);
+        let reclaims = self.reclaims.now();
+        let published = self
+            .read_published()
+            .read_plan(n, offset, len, self.block_size, reclaims);
+        let planned = match published {
+            Some(plan) => Ok((plan, reclaims)),
+            None => self.with(req, Touches::Nothing, |fs| {
+                let mut noted = Vec::new();
+                let plan = fs.plan_read_noting(n, offset, len, |k, at| noted.push((k, at)))?;
+                let reclaims = fs.reclaims();
+                self.write_published()
+                    .publish_blocks(n, plan.file_size(), reclaims, noted);
+                Ok((plan, reclaims))
+            }),
+        };
         let (plan, reclaims) = match planned {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
         let mut buf = vec![0u8; plan.len()];
-        if plan.read_into(self.dev, &mut buf).is_ok() && self.reclaims() == Some(reclaims) {
+        if plan.read_into(self.dev, &mut buf).is_ok() && self.reclaims.now() == reclaims {
             return reply.data(&buf);
         }
-        match self.with(req, Touches::Nothing, |fs| {
-            fs.read(n, offset, u64::from(size))
-        }) {
+        match self.with(req, Touches::Nothing, |fs| fs.read(n, offset, len)) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# scripts/bench-fuse-reads.sh — reads of clean data through `nilref mount`
+# while a writer works (issue 36, item 5): a 64 MiB file is written and
+# synced, read once whole, then one process reads 64 KiB at random
+# offsets of it in a loop for SECONDS, alone, then beside a writer (fio:
+# 1 MiB sequential writes to another file with an fsync every 16 MiB, so
+# constructions hold the mount's lock; 40 MiB/s over and over a 64 MiB
+# file). The mount is `-o direct_io`, so every read reaches nilfs-ref and
+# none is answered from the page cache. Prints the reads per second and
+# the latency's median, 99th percentile and maximum for each. The image
+# lies in a tmpfs. BIN is the nilref binary to measure (default: this
+# tree's release build), so two builds can be compared in alternating
+# runs.
+#
+# Usage: scripts/bench-fuse-reads.sh [SECONDS=10] [BIN]
+# Needs fio, python3 and fusermount3 (Debian: fio, python3, fuse3) and
+# the right to mount FUSE and tmpfs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10} bin=${2:-}
+if [ -z "$bin" ]; then
+  cargo build -q --release -p nilref
+  bin=$PWD/target/release/nilref
+fi
+work=$(mktemp -d)
+cleanup() {
+  [ -z "${writer:-}" ] || kill "$writer" 2>/dev/null || true
+  fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
+  wait 2>/dev/null || true
+  umount "$work/img" 2>/dev/null || { sleep 1; umount -l "$work/img"; } || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work/mnt" "$work/img"
+mount -t tmpfs -o size=1536m tmpfs "$work/img"
+"$bin" mkfs --size 1280M "$work/img/image" >/dev/null
+"$bin" mount -o direct_io "$work/img/image" "$work/mnt" &
+daemon=$!
+for _ in $(seq 100); do mountpoint -q "$work/mnt" && break; sleep 0.1; done
+head -c 64M /dev/urandom >"$work/mnt/data"
+sync -f "$work/mnt/data"
+cat "$work/mnt/data" >/dev/null
+reads() { # LABEL
+  python3 - "$work/mnt/data" "$secs" "$1" <<'EOF'
+import os, random, sys, time
+path, secs, label = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+fd = os.open(path, os.O_RDONLY)
+rng = random.Random(1)
+lat, end = [], time.monotonic() + secs
+while time.monotonic() < end:
+    off = rng.randrange(1024) << 16
+    t = time.perf_counter_ns()
+    assert len(os.pread(fd, 1 << 16, off)) == 1 << 16
+    lat.append(time.perf_counter_ns() - t)
+lat.sort()
+q = lambda p: lat[min(len(lat) - 1, int(len(lat) * p))] / 1000
+print(f"| {label} | {len(lat) / secs:,.0f} | {q(0.5):,.0f} µs | {q(0.99):,.0f} µs | {lat[-1] / 1000:,.0f} µs |")
+EOF
+}
+echo "| 64 KiB reads | per second | median | 99th percentile | max |"
+echo "|---|---|---|---|---|"
+reads alone
+fio --name=writer --filename="$work/mnt/big" --rw=write --bs=1M --size=64M \
+  --fsync=16 --rate=40m --time_based --runtime=$((secs + 3)) \
+  --output-format=terse >/dev/null &
+writer=$!
+sleep 1
+reads "beside a writer"
+wait "$writer" || echo "the writer failed" >&2
+writer=
