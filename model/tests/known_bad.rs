@@ -1106,3 +1106,33 @@ fn an_inode_sync_outlives_a_construction_that_did_not_collect_the_inode() {
         "the fdatasync made no checkpoint: {numbers:?}"
     );
 }
+
+/// A write the vacancy check refuses after some pages went in is short
+/// (`generic_perform_write` returns what it copied): a positive count
+/// that ends on a page boundary, less than asked. None at all is ENOSPC,
+/// never a write of 0 bytes. The device is Linux 6.1's, filled (as in
+/// `a_removal_on_a_full_device_is_never_refused`); the model cannot tell
+/// whether the whole write still fits, so that is accepted too.
+#[test]
+fn a_short_write_on_a_full_device_wrote_some_whole_pages() {
+    let full: String = include_str!("../traces/kernel-6.1/enospc-in-whole-segments.jsonl")
+        .lines()
+        .take(46)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let with = |out: &str| {
+        let w = r#""op":"write","path":"/big1","offset":0,"data":{"seeded":{"seed":7,"len":8192}}"#;
+        format!("{full}{}\n", op(w, out))
+    };
+    check_trace_str(&with(r#"{"written":4096}"#)).unwrap_or_else(|r| panic!("{r}"));
+    check_trace_str(&with(&err("ENOSPC"))).unwrap_or_else(|r| panic!("{r}"));
+    check_trace_str(&with(r#"{"written":8192}"#)).unwrap_or_else(|r| panic!("{r}"));
+    for wrong in [
+        r#"{"written":0}"#,
+        r#"{"written":100}"#,
+        r#"{"written":6000}"#,
+    ] {
+        let r = check_trace_str(&with(wrong)).expect_err(wrong);
+        assert_eq!(r.line, 47, "{wrong}: {r}");
+    }
+}
