@@ -1136,3 +1136,35 @@ fn a_short_write_on_a_full_device_wrote_some_whole_pages() {
         assert_eq!(r.line, 47, "{wrong}: {r}");
     }
 }
+
+/// A short write that grows its file changes `i_size` (the pages it
+/// copied end past the old size), so its inode is marked for sync, and
+/// the fdatasync after it is a full construction: a checkpoint, where a
+/// data-only log would make none. The device is Linux 6.1's, filled, with
+/// /big1 of 227,364 bytes; after a sync, a write at the file's end stops
+/// at the next page boundary.
+#[test]
+fn an_fdatasync_after_a_short_write_that_grew_the_file_makes_a_checkpoint() {
+    let full: String = include_str!("../traces/kernel-6.1/enospc-in-whole-segments.jsonl")
+        .lines()
+        .take(46)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let w = format!(
+        r#""op":"write","path":"/big1","offset":227364,"data":{{"text":"{}"}}"#,
+        "a".repeat(8192)
+    );
+    let lines = |cnos: &[u64]| {
+        [
+            op(r#""op":"sync""#, r#""ok""#),
+            op(&w, r#"{"written":2012}"#),
+            op(r#""op":"fdatasync","path":"/big1""#, r#""ok""#),
+            op(r#""op":"lscp""#, &lscp(cnos)),
+        ]
+        .iter()
+        .fold(full.clone(), |t, l| format!("{t}{l}\n"))
+    };
+    check_trace_str(&lines(&[4, 5, 6])).unwrap_or_else(|r| panic!("{r}"));
+    let r = check_trace_str(&lines(&[4, 5])).expect_err("a data-only log");
+    assert_eq!(r.line, 50, "{r}");
+}
