@@ -268,6 +268,10 @@ fn the_bound_gives_unknown_never_a_verdict() {
     assert!(r.to_string().contains("unknown"), "{r}");
     let v = check_history(&h, Options::default()).expect("decided with room");
     assert!(v.most_states > 2, "{v:?}");
+    // The search's size as reported: one node at least for each
+    // operation placed (postmortem: `nodes += 1` as `*=`, model shard
+    // 7/16, reported no node at all).
+    assert!(v.nodes >= v.ops as u64 && v.ops == 6, "{v:?}");
     // The bound is the most states the search may hold: exactly as many
     // as it needed decide, one fewer does not (postmortem: `held >
     // max_states` as `>=`, model shard 3/16, refused the search its last
