@@ -286,6 +286,30 @@ mod tests {
         assert_eq!(v, Verdict::Linearizable { order: vec![1, 0] });
     }
 
+    /// An order tried and given up is undone whole: three overlapping
+    /// writes, then a read of the second one's value. The search places
+    /// the writes of 1, 2 and 3, fails at the read, and must find the
+    /// write of 2 unplaced again after the write of 3.
+    /// Postmortem (model shard 7/16: `Placed::clear`'s `<<` as `>>`
+    /// cleared only bit 0 of each word): the write of 2 stayed marked
+    /// placed after the backtrack, and the search never found this order.
+    #[test]
+    fn a_backtracked_operation_is_placed_again() {
+        let h = [
+            ev(0, 0, Some(10), RegOp::Write(1)),
+            ev(1, 0, Some(10), RegOp::Write(2)),
+            ev(2, 0, Some(10), RegOp::Write(3)),
+            ev(3, 11, Some(12), RegOp::Read(2)),
+        ];
+        let v = check(&Register, &0, &h, 1000).0;
+        assert_eq!(
+            v,
+            Verdict::Linearizable {
+                order: vec![0, 2, 1, 3]
+            }
+        );
+    }
+
     #[test]
     fn a_read_of_a_write_that_began_after_it_returned_is_rejected() {
         // The read returned at 4; the write of 1 began at 5.

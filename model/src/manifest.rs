@@ -227,6 +227,37 @@ mod tests {
     /// The page manifest is the text manifest with each regular file's
     /// digest made by pages: the same lines, in the same order, but for
     /// that field.
+    /// A listing made elsewhere comes out in `LC_ALL=C sort -k3`'s order
+    /// (this expectation is that command's output on the same lines): by
+    /// the path field on, a space before a slash. Postmortem (model
+    /// shard 7/16: `sort_lines` as `vec![]` survived; only the command
+    /// line's runner calls it).
+    #[test]
+    fn a_listing_sorts_as_sort_k3_does() {
+        let lines = [
+            "e3b0  12  /b",
+            "DIR  -  /a/",
+            "LNK  -  /c -> /a",
+            "DIR  -  //",
+            "CHR  1:3  /a/dev",
+            "FIFO  -  /a b",
+            "ab  7  /a/b",
+        ];
+        let sorted = sort_lines(lines.iter().map(|l| l.to_string()).collect());
+        assert_eq!(
+            sorted,
+            [
+                "DIR  -  //",
+                "FIFO  -  /a b",
+                "DIR  -  /a/",
+                "ab  7  /a/b",
+                "CHR  1:3  /a/dev",
+                "e3b0  12  /b",
+                "LNK  -  /c -> /a",
+            ]
+        );
+    }
+
     #[test]
     fn the_page_manifest_differs_from_the_text_one_only_in_file_digests() {
         let t = crate::time::Stamp::exact(1);

@@ -335,6 +335,14 @@ fn each_law_rejects_a_transition_that_breaks_it() {
         at: None,
     };
     broken(&dev([1, 3]), after(&s, &dev([1, 4])), "law 9");
+    // ... or a FIFO with two links (postmortem, model shard 7/16: the
+    // link count's `||` as `&&` let it by, the size being 0).
+    let mut linked = after(&s, &fifo);
+    let p = linked.live.lookup("/p", false).unwrap();
+    let mut node = linked.live.inodes.get(&p).unwrap().clone();
+    node.nlink = 2;
+    linked.live.inodes.insert(p, node);
+    broken(&fifo, linked, "law 9");
     // Law 6: a write whose bytes do not read back.
     broken(&write("right"), after(&s, &write("wrong")), "law 6");
     // Law 5: a cleaner pass that lost /b (postmortem, model shard 5/16:
