@@ -27,7 +27,10 @@
 //!   [`REFRESH_MAX`] of them; past that they are dropped.
 //!
 //! Only names that exist are kept (a lookup that finds nothing is not),
-//! and at most [`KEPT_MAX`] entries of each kind.
+//! and at most [`KEPT_MAX`] entries of each kind. A directory's listing
+//! (what readdir found: each entry's name, inode and mode) is kept as the
+//! names are, and dropped with them; a change to the directory's own
+//! inode drops it too.
 //!
 //! **Clean blocks.** A read under the lock notes where each clean block
 //! it planned lies (`Fs::plan_read_noting`); a later read whose every
@@ -83,11 +86,18 @@ pub struct Published {
     names: HashMap<(Ino, Vec<u8>), Ino>,
     /// `Fs::constructions` when the entries were last settled.
     constructions: u64,
+    /// A directory's entries as readdir found them: name, inode, mode.
+    listings: HashMap<Ino, Listing>,
+    /// How many entries `listings` holds, over all directories.
+    nlisted: usize,
     /// A regular file's clean blocks, as reads noted them.
     blocks: HashMap<Ino, Blocks>,
     /// How many blocks `blocks` holds, over all files.
     nblocks: usize,
 }
+
+/// A directory's entries, in on-disk order: name, inode, mode.
+pub type Listing = std::sync::Arc<Vec<(Vec<u8>, Ino, u16)>>;
 
 /// Where a file's clean blocks lie.
 struct Blocks {
@@ -136,6 +146,23 @@ impl Published {
     ) {
         self.publish_attr(i, raw, atime, constructions);
         self.names.insert((dir, name.to_vec()), i);
+    }
+
+    /// The entries of directory `i`, if published.
+    pub fn listing(&self, i: Ino) -> Option<Listing> {
+        self.listings.get(&i).cloned()
+    }
+
+    /// Publish what a readdir of `i` found, under the file system's lock.
+    pub fn publish_listing(&mut self, i: Ino, entries: Listing) {
+        if self.nlisted + entries.len() > KEPT_MAX {
+            self.listings.clear();
+            self.nlisted = 0;
+        }
+        self.nlisted += entries.len();
+        if let Some(old) = self.listings.insert(i, entries) {
+            self.nlisted -= old.len();
+        }
     }
 
     /// A read of up to `len` bytes of `i` from `offset`, on blocks of
@@ -194,6 +221,9 @@ impl Published {
                 if let Some(b) = self.blocks.remove(&i) {
                     self.nblocks -= b.at.len();
                 }
+                if let Some(l) = self.listings.remove(&i) {
+                    self.nlisted -= l.len();
+                }
             }
             Touches::Names => self.clear(),
         }
@@ -239,6 +269,8 @@ impl Published {
         self.names.clear();
         self.blocks.clear();
         self.nblocks = 0;
+        self.listings.clear();
+        self.nlisted = 0;
     }
 
     fn settle_constructions(&mut self, constructions: u64) {
@@ -385,5 +417,44 @@ mod tests {
         p.publish_blocks(Ino(12), 3000, 0, noted());
         p.drop_touched(Touches::Inode(Ino(12)));
         assert_eq!(p.nblocks, 0, "dropped blocks are no longer counted");
+    }
+
+    #[test]
+    fn a_listing_goes_with_its_directory_or_with_any_name() {
+        let mut p = Published::default();
+        let l = |n: usize| -> Listing {
+            std::sync::Arc::new(
+                (0..n)
+                    .map(|k| (vec![b'a' + k as u8], Ino(20 + k as u64), 0o100644))
+                    .collect(),
+            )
+        };
+        p.publish_listing(Ino(2), l(2));
+        p.publish_listing(Ino(3), l(3));
+        assert_eq!(p.listing(Ino(2)).map(|l| l.len()), Some(2));
+        assert_eq!(p.nlisted, 5);
+        // A construction, or a change to a file in it, keeps it.
+        p.refresh(1, |_| None);
+        p.drop_touched(Touches::Inode(Ino(20)));
+        assert!(p.listing(Ino(2)).is_some());
+        // A change to the directory's inode drops it, names drop all.
+        p.drop_touched(Touches::Inode(Ino(2)));
+        assert!(p.listing(Ino(2)).is_none());
+        assert_eq!(p.nlisted, 3);
+        p.publish_listing(Ino(3), l(1));
+        assert_eq!(p.nlisted, 1, "a listing published again replaces the old");
+        p.drop_touched(Touches::Names);
+        assert!(p.listing(Ino(3)).is_none());
+        assert_eq!(p.nlisted, 0);
+        // Bounded: past KEPT_MAX entries, all go.
+        p.publish_listing(
+            Ino(2),
+            std::sync::Arc::new(vec![(vec![b'x'], Ino(9), 0); KEPT_MAX - 1]),
+        );
+        p.publish_listing(Ino(3), l(1));
+        assert!(p.listing(Ino(2)).is_some());
+        p.publish_listing(Ino(4), l(1));
+        assert!(p.listing(Ino(2)).is_none() && p.listing(Ino(4)).is_some());
+        assert_eq!(p.nlisted, 1);
     }
 }

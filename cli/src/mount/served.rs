@@ -22,7 +22,7 @@ use nilfs::format::inode::{
 use nilfs::format::{ino, Ino};
 use nilfs::fs::{Fs, SetAttr};
 
-use super::published::{Published, Touches};
+use super::published::{Listing, Published, Touches};
 
 /// `sc_interval`: how long changes wait for the log writer.
 const SC_INTERVAL: Duration = Duration::from_secs(5);
@@ -766,13 +766,24 @@ impl Filesystem for Served {
     ) {
         // Each entry's offset is its place in the on-disk order, one past
         // it: the next readdir starts after the last one the kernel took.
-        let r = self.with(req, Touches::Nothing, |fs| {
-            let entries = fs.readdir(to_nilfs(i))?;
-            entries
-                .into_iter()
-                .map(|(name, child, _)| Ok((name, child, fs.stat(child)?.mode)))
-                .collect::<nilfs::Result<Vec<_>>>()
-        });
+        // The listing is published, so the readdirs that take the rest of
+        // it (and later ones, until a name changes) need no lock.
+        let dir = to_nilfs(i);
+        let published = self.read_published().listing(dir);
+        let r = match published {
+            Some(l) => Ok(l),
+            None => self.with(req, Touches::Nothing, |fs| {
+                let entries = fs.readdir(dir)?;
+                let l: Listing = Arc::new(
+                    entries
+                        .into_iter()
+                        .map(|(name, child, _)| Ok((name, child, fs.stat(child)?.mode)))
+                        .collect::<nilfs::Result<Vec<_>>>()?,
+                );
+                self.write_published().publish_listing(dir, l.clone());
+                Ok(l)
+            }),
+        };
         match r {
             Ok(entries) => {
                 for (k, (name, child, mode)) in entries.iter().enumerate().skip(offset as usize) {
