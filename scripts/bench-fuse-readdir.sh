@@ -12,24 +12,10 @@
 # Needs fusermount3 (Debian: fuse3) and the right to mount FUSE and tmpfs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-nfiles=${1:-30000} runs=${2:-5} bin=${3:-}
-if [ -z "$bin" ]; then
-  cargo build -q --release -p nilref
-  bin=$PWD/target/release/nilref
-fi
-work=$(mktemp -d)
-cleanup() {
-  fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
-  wait 2>/dev/null || true
-  umount "$work/img" 2>/dev/null || { sleep 1; umount -l "$work/img"; } || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/mnt" "$work/img"
-mount -t tmpfs -o size=512m tmpfs "$work/img"
-"$bin" mkfs --size 256M "$work/img/image" >/dev/null
-"$bin" mount "$work/img/image" "$work/mnt" &
-for _ in $(seq 100); do mountpoint -q "$work/mnt" && break; sleep 0.1; done
+nfiles=${1:-30000} runs=${2:-5}
+. scripts/fuse-bench-mount.sh
+bench_bin "${3:-}"
+bench_mount 512 256
 mkdir "$work/mnt/d"
 (cd "$work/mnt/d" && seq "$nfiles" | xargs touch)
 sync -f "$work/mnt/d"

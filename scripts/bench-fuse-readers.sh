@@ -13,19 +13,10 @@
 # FUSE and tmpfs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-size=${1:-256} secs=${2:-10} bin=${3:-}
-if [ -z "$bin" ]; then
-  cargo build -q --release -p nilref
-  bin=$PWD/target/release/nilref
-fi
-work=$(mktemp -d)
-trap 'fusermount3 -u "$work/mnt" 2>/dev/null || kill "${daemon:-}" 2>/dev/null; wait; umount "$work/img" 2>/dev/null || true; rm -rf "$work"' EXIT
-mkdir -p "$work/mnt" "$work/img"
-mount -t tmpfs -o size=$((size * 2 + 512))m tmpfs "$work/img"
-"$bin" mkfs --size "$((size * 2 + 256))M" "$work/img/image" >/dev/null
-"$bin" mount -o direct_io "$work/img/image" "$work/mnt" &
-daemon=$!
-for _ in $(seq 100); do mountpoint -q "$work/mnt" && break; sleep 0.1; done
+size=${1:-256} secs=${2:-10}
+. scripts/fuse-bench-mount.sh
+bench_bin "${3:-}"
+bench_mount $((size * 2 + 512)) $((size * 2 + 256)) -o direct_io
 # The file, written and made durable first: the readers read clean data.
 fio --name=fill --filename="$work/mnt/f" --rw=write --bs=1M --size=${size}M \
   --end_fsync=1 --output-format=terse >/dev/null

@@ -17,26 +17,10 @@
 # the right to mount FUSE and tmpfs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-10} bin=${2:-}
-if [ -z "$bin" ]; then
-  cargo build -q --release -p nilref
-  bin=$PWD/target/release/nilref
-fi
-work=$(mktemp -d)
-cleanup() {
-  [ -z "${writer:-}" ] || kill "$writer" 2>/dev/null || true
-  fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
-  wait 2>/dev/null || true
-  umount "$work/img" 2>/dev/null || { sleep 1; umount -l "$work/img"; } || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/mnt" "$work/img"
-mount -t tmpfs -o size=1536m tmpfs "$work/img"
-"$bin" mkfs --size 1280M "$work/img/image" >/dev/null
-"$bin" mount -o direct_io "$work/img/image" "$work/mnt" &
-daemon=$!
-for _ in $(seq 100); do mountpoint -q "$work/mnt" && break; sleep 0.1; done
+secs=${1:-10}
+. scripts/fuse-bench-mount.sh
+bench_bin "${2:-}"
+bench_mount 1536 1280 -o direct_io
 head -c 64M /dev/urandom >"$work/mnt/data"
 sync -f "$work/mnt/data"
 cat "$work/mnt/data" >/dev/null

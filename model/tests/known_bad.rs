@@ -533,6 +533,18 @@ fn the_timers_interval_starts_at_the_first_change_it_left_pending() {
     accepted_and_rejected_at(&lines(9_700_000_000), &lines(9_000_000_000), 11);
 }
 
+/// Linux 6.1's device filled (model/traces/kernel-6.1/enospc-in-whole-segments.jsonl,
+/// up to the refused create of /big2, 46 lines): /big1 holds 227,364 bytes.
+fn full_device() -> String {
+    let full: String = include_str!("../traces/kernel-6.1/enospc-in-whole-segments.jsonl")
+        .lines()
+        .take(46)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(full.ends_with("\"out\":{\"err\":\"ENOSPC\"}}\n"), "{full}");
+    full
+}
+
 /// unlink and rmdir pass `vacancy_check = 0` to `nilfs_transaction_begin`:
 /// on a full device, where a create is refused (ENOSPC), removing a file
 /// still succeeds — it is how a user makes room. The device is Linux
@@ -540,12 +552,7 @@ fn the_timers_interval_starts_at_the_first_change_it_left_pending() {
 /// up to the refused create of /big2).
 #[test]
 fn a_removal_on_a_full_device_is_never_refused() {
-    let full: String = include_str!("../traces/kernel-6.1/enospc-in-whole-segments.jsonl")
-        .lines()
-        .take(46)
-        .map(|l| format!("{l}\n"))
-        .collect();
-    assert!(full.ends_with("\"out\":{\"err\":\"ENOSPC\"}}\n"), "{full}");
+    let full = full_device();
     let with = |out: &str| format!("{full}{}\n", op(r#""op":"unlink","path":"/big1""#, out));
     check_trace_str(&with(r#""ok""#)).unwrap_or_else(|r| panic!("{r}"));
     let r = check_trace_str(&with(&err("ENOSPC"))).expect_err("unlink refused for space");
@@ -1115,11 +1122,7 @@ fn an_inode_sync_outlives_a_construction_that_did_not_collect_the_inode() {
 /// whether the whole write still fits, so that is accepted too.
 #[test]
 fn a_short_write_on_a_full_device_wrote_some_whole_pages() {
-    let full: String = include_str!("../traces/kernel-6.1/enospc-in-whole-segments.jsonl")
-        .lines()
-        .take(46)
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let full = full_device();
     let with = |out: &str| {
         let w = r#""op":"write","path":"/big1","offset":0,"data":{"seeded":{"seed":7,"len":8192}}"#;
         format!("{full}{}\n", op(w, out))
@@ -1145,11 +1148,7 @@ fn a_short_write_on_a_full_device_wrote_some_whole_pages() {
 /// at the next page boundary.
 #[test]
 fn an_fdatasync_after_a_short_write_that_grew_the_file_makes_a_checkpoint() {
-    let full: String = include_str!("../traces/kernel-6.1/enospc-in-whole-segments.jsonl")
-        .lines()
-        .take(46)
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let full = full_device();
     let w = format!(
         r#""op":"write","path":"/big1","offset":227364,"data":{{"text":"{}"}}"#,
         "a".repeat(8192)
