@@ -491,4 +491,25 @@ mod tests {
         }
         assert_eq!(ns.rename_precheck("/d1", "/d2", true), Ok(()));
     }
+
+    /// A directory moved to another parent at `s_max_links` links is
+    /// EMLINK (`nilfs_rename` checks the new parent's count only when the
+    /// parent changes); renamed within that parent, it does not add a
+    /// link and succeeds. Postmortem (model shard 7/16: `odir != ndir` as
+    /// `==` survived: nothing reached the limit by a rename).
+    #[test]
+    fn a_directory_moved_to_a_full_parent_is_emlink() {
+        let t = crate::time::Stamp::exact(0);
+        let mut ns = Namespace::mkfs(false, 0)
+            .mkdir("/a", 0o755, t)
+            .and_then(|ns| ns.mkdir("/full", 0o755, t))
+            .and_then(|ns| ns.mkdir("/full/d", 0o755, t))
+            .and_then(|ns| ns.mkdir("/a/d", 0o755, t))
+            .unwrap();
+        let full = ns.lookup("/full", false).unwrap();
+        ns.get_mut(full).nlink = crate::fs::LINK_MAX;
+        assert_eq!(ns.rename("/a/d", "/full/e", t, false), Err(Errno::EMLINK));
+        assert!(ns.rename("/full/d", "/full/e", t, false).is_ok());
+        assert!(ns.rename("/a/d", "/a/e", t, false).is_ok());
+    }
 }
