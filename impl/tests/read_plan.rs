@@ -176,3 +176,33 @@ fn the_clean_blocks_noted_plan_later_reads_without_the_file_system() {
     assert_eq!(watch.now(), fs.reclaims());
     fs.unmount().unwrap();
 }
+
+/// A directory is not read as a file: planning a read of one is EISDIR
+/// (`generic_read_dir`), as `Fs::read` is. Postmortem (mutants of the
+/// noting plan: its `mode & S_IFMT` as `|` or `^` survived the tests of
+/// this file).
+#[test]
+fn a_plan_of_a_directory_is_eisdir() {
+    let dev = fresh(16 << 20, 1024, 64);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, T0).unwrap();
+    let d = fs.mkdir(ino::ROOT, b"d", 0o755).unwrap();
+    let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+    let eisdir = |e: nilfs::Error| {
+        matches!(
+            e,
+            nilfs::Error::Errno {
+                errno: nilfs::Errno::EISDIR,
+                ..
+            }
+        )
+    };
+    for i in [ino::ROOT, d] {
+        assert!(eisdir(fs.plan_read(i, 0, 100).unwrap_err()));
+        assert!(eisdir(
+            fs.plan_read_noting(i, 0, 100, |_, _| {}).unwrap_err()
+        ));
+    }
+    assert_eq!(fs.plan_read(f, 0, 100).unwrap().len(), 0);
+    fs.unmount().unwrap();
+}
