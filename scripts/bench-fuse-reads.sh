@@ -43,12 +43,4 @@ EOF
 }
 echo "| 64 KiB reads | per second | median | 99th percentile | 99.9th | max |"
 echo "|---|---|---|---|---|---|"
-reads alone
-fio --name=writer --filename="$work/mnt/big" --rw=write --bs=1M --size=64M \
-  --fsync=16 --rate=40m --time_based --runtime=$((secs + 3)) \
-  --output-format=terse >/dev/null &
-writer=$!
-sleep 1
-reads "beside a writer"
-wait "$writer" || echo "the writer failed" >&2
-writer=
+bench_beside_a_writer "$secs" reads

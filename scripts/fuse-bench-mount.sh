@@ -7,6 +7,12 @@
 #                               build (built first) when BIN is empty
 #   bench_mount TMPFS_MIB FS_MIB [MOUNT-ARG...]
 #                               sets work and daemon
+#   bench_beside_a_writer SECS MEASURE
+#                               runs `MEASURE alone`, then `MEASURE "beside
+#                               a writer"` while fio writes 1 MiB blocks at
+#                               40 MiB/s over a 64 MiB file with an fsync
+#                               every 16 MiB (constructions that hold the
+#                               mount's lock)
 bench_bin() {
   bin=$1
   if [ -z "$bin" ]; then
@@ -35,4 +41,17 @@ bench_mount() {
   "$bin" mount "$@" "$work/img/image" "$work/mnt" &
   daemon=$!
   for _ in $(seq 100); do mountpoint -q "$work/mnt" && break; sleep 0.1; done
+}
+
+bench_beside_a_writer() {
+  local secs=$1 measure=$2
+  "$measure" alone
+  fio --name=writer --filename="$work/mnt/big" --rw=write --bs=1M --size=64M \
+    --fsync=16 --rate=40m --time_based --runtime=$((secs + 3)) \
+    --output-format=terse >/dev/null &
+  writer=$!
+  sleep 1
+  "$measure" "beside a writer"
+  wait "$writer" || echo "the writer failed" >&2
+  writer=
 }

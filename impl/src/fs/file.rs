@@ -173,16 +173,9 @@ impl<'a> Fs<'a> {
         if self.inodes.loaded(i).raw.mode & S_IFMT == S_IFDIR {
             return Err(Error::errno(Errno::EISDIR, format!("inode {i}")));
         }
-        let end = size.min(offset.saturating_add(len));
-        let bs = u64::from(self.bs);
         let (dev, bsz) = (self.dev, self.bs);
-        let mut plan = ReadPlan {
-            bs: bsz,
-            len: 0,
-            size,
-            pieces: Vec::new(),
-        };
-        for (key, within, n) in block_spans(offset, end, bs) {
+        let mut plan = ReadPlan::empty(bsz, size);
+        for (key, within, n) in plan.spans(offset, len) {
             let f = self.inodes.loaded(i);
             if let Some(d) = f.dirty.get(&key) {
                 plan.push(Piece::Bytes(d[within..within + n].to_vec()));
@@ -198,10 +191,7 @@ impl<'a> Fs<'a> {
                 Some(v) => Some(dat.translate(VBlockNr(v))?.0),
             };
             clean(key, pbn);
-            plan.push(match pbn {
-                None => Piece::Zeros(n),
-                Some(pbn) => Piece::Disk { pbn, within, n },
-            });
+            plan.push(Piece::placed(pbn, within, n));
         }
         Ok(plan)
     }
@@ -424,6 +414,15 @@ enum Piece {
 }
 
 impl Piece {
+    /// `n` bytes from byte `within` of a block that lies at `pbn` on disk,
+    /// or of a hole.
+    fn placed(pbn: Option<u64>, within: usize, n: usize) -> Piece {
+        match pbn {
+            None => Piece::Zeros(n),
+            Some(pbn) => Piece::Disk { pbn, within, n },
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Piece::Bytes(b) => b.len(),
@@ -445,20 +444,29 @@ impl ReadPlan {
         len: u64,
         place: impl Fn(u64) -> Option<Option<u64>>,
     ) -> Option<ReadPlan> {
-        let end = size.min(offset.saturating_add(len));
-        let mut plan = ReadPlan {
+        let mut plan = ReadPlan::empty(bs, size);
+        for (key, within, n) in plan.spans(offset, len) {
+            plan.push(Piece::placed(place(key)?, within, n));
+        }
+        Some(plan)
+    }
+
+    /// A plan of nothing yet, for a file of `size` bytes.
+    fn empty(bs: u32, size: u64) -> ReadPlan {
+        ReadPlan {
             bs,
             len: 0,
             size,
             pieces: Vec::new(),
-        };
-        for (key, within, n) in block_spans(offset, end, u64::from(bs)) {
-            plan.push(match place(key)? {
-                None => Piece::Zeros(n),
-                Some(pbn) => Piece::Disk { pbn, within, n },
-            });
         }
-        Some(plan)
+    }
+
+    /// The blocks a read of up to `len` bytes from `offset` covers, cut
+    /// at the file's size: each block's index, the offset in it and the
+    /// bytes taken from it.
+    fn spans(&self, offset: u64, len: u64) -> impl Iterator<Item = (u64, usize, usize)> {
+        let end = self.size.min(offset.saturating_add(len));
+        block_spans(offset, end, u64::from(self.bs))
     }
 
     /// How many bytes it reads (short of what was asked at EOF).
