@@ -6,7 +6,7 @@
 //! showing what they published before a write (`--known-bad
 //! stale-attrs`) or whose reads go on planning from the clean blocks
 //! they noted before a write (`--known-bad stale-blocks`), must be
-//! rejected. Skipped
+//! rejected (these two with one writer: see below). Skipped
 //! where FUSE cannot be used (set NILFS_FUSE=1 to require it). The long
 //! run: `nilref campaign concurrent --seeds 1..1000`.
 
@@ -42,20 +42,21 @@ fn concurrent_histories_on_our_mount_are_linearizable_and_the_known_bad_is_not()
     let bad = campaign(&dir.join("late"), "1..3", &["--known-bad", "late-writes"]);
     assert!(bad.contains("linearizable 0, rejected 3"), "{bad}");
     assert!(bad.contains("replay: nilref oracle check"), "{bad}");
-    // A stale stat shows only where a stat of the file follows another
-    // worker's write to it, which the timing decides: of six histories,
-    // some must be rejected (six of six, then two of three, in the first
-    // runs).
-    let stale = campaign(&dir.join("stale"), "1..6", &["--known-bad", "stale-attrs"]);
-    assert!(!stale.contains("rejected 0,"), "{stale}");
-    assert!(stale.contains("replay: nilref oracle check"), "{stale}");
-    // The same for a read planned from blocks noted before another
-    // worker's write (three of six in the first two runs).
-    let blocks = campaign(
-        &dir.join("blocks"),
-        "1..6",
-        &["--known-bad", "stale-blocks"],
-    );
-    assert!(!blocks.contains("rejected 0,"), "{blocks}");
-    assert!(blocks.contains("replay: nilref oracle check"), "{blocks}");
+    // A stale stat or a stale read shows only where it follows a write to
+    // the file with no name change between (any name change drops all
+    // that was published). With several writers, whether another worker's
+    // rename falls between is the timing's choice: three of six histories
+    // of `stale-blocks` were rejected here, none of the same six in a CI
+    // run. With one writer the history is a sequence and the seed decides:
+    // of seeds 1..6, `stale-blocks` rejects 4 and 5, `stale-attrs` five or
+    // six (a construction on the log writer's timer asks the stats again,
+    // which can only hide a stale one). A stale read or stat needs no
+    // second thread to show; the several-writer rates are the long run's.
+    let one_writer = ["--writers", "1", "--ops", "150", "--known-bad"];
+    for variant in ["stale-attrs", "stale-blocks"] {
+        let extra: Vec<&str> = one_writer.iter().copied().chain([variant]).collect();
+        let out = campaign(&dir.join(variant), "1..6", &extra);
+        assert!(!out.contains("rejected 0,"), "{out}");
+        assert!(out.contains("replay: nilref oracle check"), "{out}");
+    }
 }

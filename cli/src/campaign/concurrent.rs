@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nilfs_adapter::{mounted, unmount};
 use nilfs_model::{check_history, Event, Options};
 use nilfs_workload::concurrent::{generate_concurrent, ConcurrentConfig};
 use nilfs_workload::gen::Features;
@@ -142,8 +143,10 @@ fn one(
     opts: Options,
 ) -> Result<Run, String> {
     let _ = std::fs::remove_dir_all(dir);
-    let mnt = dir.join("mnt");
-    std::fs::create_dir_all(&mnt).map_err(|e| format!("{}: {e}", mnt.display()))?;
+    std::fs::create_dir_all(dir.join("mnt")).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Absolute, as /proc/self/mounts names it.
+    let mnt =
+        std::fs::canonicalize(dir.join("mnt")).map_err(|e| format!("{}: {e}", dir.display()))?;
     let img = dir.join("image");
     let ok = |what: &str, st: std::io::Result<std::process::ExitStatus>| match st {
         Ok(s) if s.success() => Ok(()),
@@ -180,7 +183,7 @@ fn one(
         .spawn()
         .map_err(|e| format!("nilref mount: {e}"))?;
     let until = Instant::now() + Duration::from_secs(10);
-    while !is_mounted(&mnt) {
+    while !mounted(&mnt) {
         if Instant::now() > until {
             let _ = server.kill();
             return Err(format!("{}: not mounted after 10 s", mnt.display()));
@@ -196,7 +199,17 @@ fn one(
         .arg(&hpath)
         .stdout(Stdio::null())
         .status();
-    let _ = Command::new("fusermount3").arg("-u").arg(&mnt).status();
+    // A mount that will not go (fusermount3 missing, or the mount busy
+    // past the wait) is an error of this run, never a wait for ever.
+    if !unmount(&mnt, false) {
+        let _ = server.kill();
+        let _ = server.wait();
+        unmount(&mnt, true);
+        return Err(format!(
+            "{}: fusermount3 -u failed (is fuse3 installed?)",
+            mnt.display()
+        ));
+    }
     let _ = server.wait();
     ok("nilref exec", exec)?;
     let image_clean = Command::new(exe)
@@ -477,17 +490,6 @@ fn ours_in_kernel_problems(
         }
         _ => vec![],
     }
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let Ok(m) = std::fs::read_to_string("/proc/self/mounts") else {
-        return false;
-    };
-    let Ok(d) = std::fs::canonicalize(dir) else {
-        return false;
-    };
-    m.lines()
-        .any(|l| l.split_whitespace().nth(1) == Some(&*d.to_string_lossy()))
 }
 
 /// How long shrinking one history may take.

@@ -273,8 +273,9 @@ pub fn mounted(point: &Path) -> bool {
 
 /// `fusermount3 -u [-z] point`, retried while the mount is busy (for up
 /// to 10 s: a loaded machine may still be finishing the runner's last
-/// releases); whether it is gone.
-fn unmount(point: &Path, lazy: bool) -> bool {
+/// releases); whether it is gone. `point` is absolute, as
+/// /proc/self/mounts lists it.
+pub fn unmount(point: &Path, lazy: bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if !mounted(point) {

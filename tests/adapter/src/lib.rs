@@ -37,7 +37,7 @@ pub use nilfs_oracle::{Durable, Sut, NS};
 mod fuse;
 mod kernel;
 mod ours;
-pub use fuse::{mounted, FuseMount};
+pub use fuse::{mounted, unmount, FuseMount};
 
 /// The durable state of the image file a mount or a guest wrote, read by
 /// our read path. An image file that cannot be opened is the harness's
