@@ -26,8 +26,10 @@
 //!   again, under the lock ([`Published::refresh`]), up to
 //!   [`REFRESH_MAX`] of them; past that they are dropped.
 //!
-//! Only names that exist are kept (a lookup that finds nothing is not),
-//! and at most [`KEPT_MAX`] entries of each kind. A directory's listing
+//! A lookup that finds nothing is kept as well, as a name absent from its
+//! directory: only an operation on names can make it present (`Fs::lookup`
+//! reads the directory and asks no permission), and those drop
+//! everything. At most [`KEPT_MAX`] entries of each kind are kept. A directory's listing
 //! (what readdir found: each entry's name, inode and mode) is kept as the
 //! names are, and dropped with them; a change to the directory's own
 //! inode drops it too.
@@ -45,7 +47,7 @@
 //!
 //! It knows nothing of FUSE.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use nilfs::format::inode::Inode;
 use nilfs::format::Ino;
@@ -84,6 +86,8 @@ pub struct Published {
     attrs: HashMap<Ino, (Inode, i64)>,
     /// `(directory, name)` to the inode the lookup found.
     names: HashMap<(Ino, Vec<u8>), Ino>,
+    /// `(directory, name)` that a lookup did not find.
+    absent: HashSet<(Ino, Vec<u8>)>,
     /// `Fs::constructions` when the entries were last settled.
     constructions: u64,
     /// A directory's entries as readdir found them: name, inode, mode.
@@ -121,6 +125,21 @@ impl Published {
         let i = *self.names.get(&(dir, name.to_vec()))?;
         let (raw, atime) = self.attr(i)?;
         Some((i, raw, atime))
+    }
+
+    /// Whether a lookup of `name` in `dir` found nothing, and no name has
+    /// changed since.
+    pub fn is_absent(&self, dir: Ino, name: &[u8]) -> bool {
+        self.absent.contains(&(dir, name.to_vec()))
+    }
+
+    /// Publish that a lookup of `name` in `dir` found nothing, under the
+    /// file system's lock.
+    pub fn publish_absent(&mut self, dir: Ino, name: &[u8]) {
+        if self.absent.len() >= KEPT_MAX {
+            self.absent.clear();
+        }
+        self.absent.insert((dir, name.to_vec()));
     }
 
     /// Publish what a stat of `i` answered, under the file system's lock,
@@ -267,6 +286,7 @@ impl Published {
     pub fn clear(&mut self) {
         self.attrs.clear();
         self.names.clear();
+        self.absent.clear();
         self.blocks.clear();
         self.nblocks = 0;
         self.listings.clear();
@@ -306,6 +326,33 @@ mod tests {
         p.drop_touched(Touches::Names);
         assert!(p.entry(Ino(2), b"b").is_none());
         assert!(p.attr(Ino(13)).is_none());
+    }
+
+    #[test]
+    fn an_absent_name_stays_absent_until_names_change() {
+        let mut p = Published::default();
+        assert!(!p.is_absent(Ino(2), b"a"));
+        p.publish_absent(Ino(2), b"a");
+        assert!(p.is_absent(Ino(2), b"a"));
+        assert!(!p.is_absent(Ino(2), b"b") && !p.is_absent(Ino(3), b"a"));
+        // Neither a change to an inode (the directory's own included) nor
+        // a construction makes a name present.
+        p.drop_touched(Touches::Inode(Ino(2)));
+        p.refresh(1, |_| None);
+        p.publish_attr(Ino(9), &inode(1), 0, 2);
+        assert!(p.is_absent(Ino(2), b"a"));
+        p.drop_touched(Touches::Names);
+        assert!(!p.is_absent(Ino(2), b"a"));
+        // Bounded like the rest: at the limit they all go.
+        for k in 0..KEPT_MAX as u64 {
+            p.publish_absent(Ino(2), &k.to_le_bytes());
+        }
+        assert!(p.is_absent(Ino(2), &0u64.to_le_bytes()));
+        p.publish_absent(Ino(3), b"x");
+        assert!(!p.is_absent(Ino(2), &0u64.to_le_bytes()));
+        assert!(p.is_absent(Ino(3), b"x"));
+        p.clear();
+        assert!(!p.is_absent(Ino(3), b"x"));
     }
 
     #[test]

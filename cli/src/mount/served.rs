@@ -366,11 +366,19 @@ impl Filesystem for Served {
             return reply.error(FErrno::ENAMETOOLONG);
         }
         let dir = to_nilfs(parent);
-        let found = self.read_published().entry(dir, name);
+        let found = {
+            let p = self.read_published();
+            match p.entry(dir, name) {
+                Some(e) => Some(Some(e)),
+                None if p.is_absent(dir, name) => Some(None),
+                None => None,
+            }
+        };
         let found = match found {
-            Some(e) => Ok(Some(e)),
+            Some(e) => Ok(e),
             None => self.with(req, Touches::Nothing, |fs| {
                 let Some(i) = fs.lookup(dir, name)? else {
+                    self.write_published().publish_absent(dir, name);
                     return Ok(None);
                 };
                 let (raw, atime) = stat_pair(fs, i)?;
