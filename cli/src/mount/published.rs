@@ -27,12 +27,12 @@
 //!   [`REFRESH_MAX`] of them; past that they are dropped.
 //!
 //! A lookup that finds nothing is kept as well, as a name absent from its
-//! directory: only an operation on names can make it present (`Fs::lookup`
-//! reads the directory and asks no permission), and those drop
-//! everything. At most [`KEPT_MAX`] entries of each kind are kept. A directory's listing
-//! (what readdir found: each entry's name, inode and mode) is kept as the
-//! names are, and dropped with them; a change to the directory's own
-//! inode drops it too.
+//! directory: only an operation on names can make it present
+//! (`Fs::lookup` reads the directory and asks no permission), and those
+//! drop everything. At most [`KEPT_MAX`] entries of each kind are kept.
+//! A directory's listing (what readdir found: each entry's name, inode
+//! and mode) is kept as the names are, and dropped with them; a change to
+//! the directory's own inode drops it too.
 //!
 //! **Clean blocks.** A read under the lock notes where each clean block
 //! it planned lies (`Fs::plan_read_noting`); a later read whose every
