@@ -331,7 +331,8 @@ fn a_large_file_is_split_across_logs() {
 /// (`segctor::write::check_log`) refuses a log that is not what its plan
 /// says: a header field changed after assembly, a flipped summary byte,
 /// block records that describe other blocks than the plan writes, a super
-/// root the plan does not place. Each is an `Error::Invalid`, not a panic.
+/// root the plan does not place or places elsewhere. Each is an
+/// `Error::Invalid`, not a panic.
 #[test]
 fn the_pre_write_check_refuses_logs_that_differ_from_their_plan() {
     let (_dev, sb, geo, mut cursor, mut segs, sr) = fresh_mount(64);
@@ -374,6 +375,11 @@ fn the_pre_write_check_refuses_logs_that_differ_from_their_plan() {
     let mut other = p.clone();
     other.super_root = None;
     refused(&other, &log, "the super root");
+    // The plan places it a block before where the summary says it is.
+    let mut other = p.clone();
+    other.super_root = p.super_root.map(|b| BlockNr(b.0 - 1));
+    assert!(other.super_root.is_some(), "the first log has a super root");
+    refused(&other, &log, "the super root's place");
     let mut bad = log.clone();
     // A byte of the first file record (past the 64-byte header).
     bad[64 + 4] ^= 0x40;
