@@ -463,19 +463,6 @@ impl<'a> Cpfile<'a> {
         Ok(self.ssinfos(Cno(0), bound)?.0)
     }
 
-    /// `nilfs_cpfile_is_snapshot`: ENOENT for 0, numbers at or above
-    /// `ns_cno`, holes and invalid slots.
-    pub fn is_snapshot(&mut self, cno: Cno) -> Result<bool> {
-        if cno.0 == 0 || cno >= self.cno {
-            return Err(Error::errno(Errno::ENOENT, format!("no checkpoint {cno}")));
-        }
-        let flags = self.flags(cno.0)?;
-        if flags & CP_INVALID != 0 {
-            return Err(Error::errno(Errno::ENOENT, format!("no checkpoint {cno}")));
-        }
-        Ok(flags & CP_SNAPSHOT != 0)
-    }
-
     /// Where the snapshot list node of `cno` lives: (block, offset of
     /// `ssl_next`); `ssl_prev` follows it. Checkpoint 0 is the header.
     fn list_pos(&self, cno: u64) -> Result<(u64, usize)> {
