@@ -133,6 +133,15 @@ impl Published {
         self.absent.contains(&(dir, name.to_vec()))
     }
 
+    /// What a lookup of `name` in `dir` answers, if published: the entry
+    /// ([`entry`](Self::entry)), or `Some(None)` for an absent name.
+    pub fn lookup(&self, dir: Ino, name: &[u8]) -> Option<Option<(Ino, Inode, i64)>> {
+        match self.entry(dir, name) {
+            Some(e) => Some(Some(e)),
+            None => self.is_absent(dir, name).then_some(None),
+        }
+    }
+
     /// Publish that a lookup of `name` in `dir` found nothing, under the
     /// file system's lock.
     pub fn publish_absent(&mut self, dir: Ino, name: &[u8]) {

@@ -366,15 +366,8 @@ impl Filesystem for Served {
             return reply.error(FErrno::ENAMETOOLONG);
         }
         let dir = to_nilfs(parent);
-        let found = {
-            let p = self.read_published();
-            match p.entry(dir, name) {
-                Some(e) => Some(Some(e)),
-                None if p.is_absent(dir, name) => Some(None),
-                None => None,
-            }
-        };
-        let found = match found {
+        let published = self.read_published().lookup(dir, name);
+        let found = match published {
             Some(e) => Ok(e),
             None => self.with(req, Touches::Nothing, |fs| {
                 let Some(i) = fs.lookup(dir, name)? else {
