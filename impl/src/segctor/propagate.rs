@@ -23,7 +23,7 @@
 use std::collections::BTreeSet;
 
 use super::{Construction, Stage};
-use crate::bmap::write::{Bmap, TEMP_PTR_BIT};
+use crate::bmap::write::{Bmap, KeySlot, Vacancy, TEMP_PTR_BIT};
 use crate::bmap::{DiskNodes, NodeSource};
 use crate::dat::{target_seq, Dat};
 use crate::device::BlockDevice;
@@ -90,6 +90,7 @@ fn update_target(map: &Mapping<'_>, old: u64) -> VBlockNr {
 /// (`nilfs_bmap_find_target_in_group`).
 fn new_block_target(
     map: &mut Mapping<'_>,
+    vacancy: &Vacancy,
     key: u64,
     dev: &dyn BlockDevice,
     bs: u32,
@@ -104,7 +105,7 @@ fn new_block_target(
     }
     let near = map
         .bmap
-        .near_ptr(key, &mut DiskNodes::translated(dev, bs, dat))?;
+        .near_vacant(vacancy, &mut DiskNodes::translated(dev, bs, dat))?;
     Ok(near.map_or(map.target, VBlockNr))
 }
 
@@ -153,23 +154,26 @@ pub(crate) fn propagate(
         // One descent for a block the mapping has (nilfs_btree_propagate:
         // the path of its lookup serves nilfs_btree_commit_update_v, which
         // also leaves the path dirty); only the DAT changes in between.
+        // A new block's insert starts from that descent's path too
+        // (nilfs_btree_insert's one lookup), and leaves the path it edits
+        // dirty: no nilfs_bmap_propagate descent is left to make for it.
         let found = map
             .bmap
-            .lookup_slot(key, &mut DiskNodes::translated(dev, bs, dat))?;
+            .find_slot(key, &mut DiskNodes::translated(dev, bs, dat))?;
         let ptr = match found {
-            None => {
-                let target = new_block_target(&mut map, key, dev, bs, dat)?;
+            KeySlot::Vacant(vacancy) => {
+                let target = new_block_target(&mut map, &vacancy, key, dev, bs, dat)?;
                 let v = dat.alloc(target)?;
-                let ins = map
-                    .bmap
-                    .insert(key, v.0, &mut DiskNodes::translated(dev, bs, dat))?;
+                let ins = map.bmap.insert_vacant(
+                    vacancy,
+                    v.0,
+                    &mut DiskNodes::translated(dev, bs, dat),
+                )?;
                 map.bmap.set_last_allocated(key, v.0);
                 out.added += 1 + u64::from(ins.nodes_added);
-                map.bmap
-                    .mark_data_dirty(key, &mut DiskNodes::translated(dev, bs, dat))?;
                 v
             }
-            Some((old, slot)) => {
+            KeySlot::Mapped(old, slot) => {
                 let req = dat.prepare_update(VBlockNr(old), cno, update_target(&map, old))?;
                 let new = dat.commit_update(req, vs);
                 map.bmap.update_slot(slot, new.0)?;

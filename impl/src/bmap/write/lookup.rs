@@ -87,16 +87,26 @@ impl Bmap {
             return Ok(None);
         }
         self.do_lookup(key, 1, src, &mut path)?;
+        Ok(self.near_in_path(&path))
+    }
+
+    /// [`Bmap::near_ptr`]'s answer from the path of an insert's descent
+    /// (a B-tree's; `None` for an empty or damaged root, as there).
+    pub(super) fn near_in_path(&self, path: &Path) -> Option<u64> {
+        let root_level = self.root_level();
+        if root_level < 1 || self.root_node().nchildren == 0 {
+            return None;
+        }
         let near = if path[1].index > 0 {
-            let loc = self.loc_at(&path, 1);
+            let loc = self.loc_at(path, 1);
             self.bt(loc).ptr(path[1].index - 1)
         } else if root_level >= 2 {
-            let loc = self.loc_at(&path, 2);
+            let loc = self.loc_at(path, 2);
             self.bt(loc).ptr(path[2].index)
         } else {
             None
         };
-        Ok(near.filter(|&p| p != 0 && p & TEMP_PTR_BIT == 0))
+        near.filter(|&p| p != 0 && p & TEMP_PTR_BIT == 0)
     }
 
     /// The pointer mapped at `key`, `None` for a hole (`nilfs_bmap_lookup`).

@@ -104,6 +104,30 @@ pub struct DataSlot {
     path: Option<Path>,
 }
 
+/// What one descent found at a data block's key, from [`Bmap::find_slot`]:
+/// its pointer and where it lies, or the place an insert of it goes.
+#[derive(Debug)]
+pub enum KeySlot {
+    /// Mapped to this (non-zero) pointer, at this slot.
+    Mapped(u64, DataSlot),
+    /// Not mapped: [`Bmap::insert_vacant`] inserts it from here.
+    Vacant(Vacancy),
+}
+
+/// Where an insert of an unmapped key goes, from [`Bmap::find_slot`], for
+/// [`Bmap::insert_vacant`]: the path of `nilfs_btree_insert`'s own
+/// `nilfs_btree_do_lookup`, kept so that propagation descends once per new
+/// block.
+#[derive(Debug)]
+pub struct Vacancy {
+    key: u64,
+    /// The descent's path; `None` in a direct map.
+    path: Option<Path>,
+    /// The descent matched the key, with a pointer of 0 (a damaged tree):
+    /// an insert is refused with `EEXIST`, as [`Bmap::insert`] refuses it.
+    matched: bool,
+}
+
 /// The level-1 node a run of [`Bmap::lookup_in_memory_from`] calls last
 /// ended in (start a run with the default).
 #[derive(Clone, Copy, Debug, Default)]
