@@ -218,10 +218,14 @@ impl<'a> Dat<'a> {
                 format!("DAT start of {v} at block 0"),
             ));
         }
-        let mut e = self.entry(v)?;
+        // Read, changed and written back in place: one lookup of the
+        // entry block, not one to read and another to write.
+        let b = self.entry_bytes(v.0)?.ok_or_else(|| no_block(v.0))?;
+        let mut e = DatEntry::decode(b)?;
         e.blocknr = pbn;
         e.start = cno;
-        self.put_entry(v.0, &e)
+        e.encode(b);
+        self.palloc.mark_entry_dirty(v.0)
     }
 
     /// Whether `v` is allocated (its bitmap bit is set).

@@ -47,9 +47,21 @@ impl<'a> Fs<'a> {
         let end = offset
             .checked_add(data.len() as u64)
             .ok_or_else(|| Error::errno(Errno::EFBIG, "write"))?;
+        let bs = u64::from(self.bs);
         let mut pos = offset;
         while pos < end {
             let page_end = ((pos / PAGE_SIZE + 1) * PAGE_SIZE).min(end);
+            if pos.is_multiple_of(bs) && page_end.is_multiple_of(bs) {
+                // Whole blocks only: nothing to read first, so nothing can
+                // fail; each is copied once, straight into the dirty map.
+                let dirty = &mut self.inodes.loaded_mut(i).dirty;
+                for key in pos / bs..page_end / bs {
+                    let at = (key * bs - offset) as usize;
+                    dirty.insert(key, data[at..at + bs as usize].to_vec());
+                }
+                pos = page_end;
+                continue;
+            }
             match self.page_blocks(i, offset, data, pos, page_end) {
                 Ok(blocks) => self.inodes.loaded_mut(i).dirty.extend(blocks),
                 Err(e) if pos == offset => return Err(e),
