@@ -22,7 +22,6 @@
 //! they lie past the cursor, which is restored too, so the next
 //! construction writes over them, as the kernel's does.
 
-use std::collections::BTreeSet;
 
 use crate::bmap::write::Bmap;
 use crate::format::inode::Inode;
@@ -38,9 +37,12 @@ struct FileSave {
     ino: Ino,
     raw: Inode,
     bmap: Bmap,
-    /// The offsets of its dirty blocks (propagation adds a directory's
-    /// dirty blocks to them; their contents do not change before the write).
-    dirty_keys: BTreeSet<u64>,
+    /// The offsets of its dirty blocks, ascending (propagation adds a
+    /// directory's dirty blocks to them; their contents do not change
+    /// before the write). A sorted vector, not a set: built from the dirty
+    /// map's ordered keys at every construction, and searched only on a
+    /// rollback.
+    dirty_keys: Vec<u64>,
 }
 
 /// The mount's memory as a construction began (see the module comment).
@@ -114,7 +116,7 @@ impl<'a> Fs<'a> {
             let f = self.inodes.loaded_mut(fs.ino);
             f.raw = fs.raw;
             f.bmap = fs.bmap;
-            f.dirty.retain(|k, _| fs.dirty_keys.contains(k));
+            f.dirty.retain(|k, _| fs.dirty_keys.binary_search(k).is_ok());
         }
         self.inodes.restore_dirty(s.dirty_list);
         self.restore_metadata(s.meta);
