@@ -22,7 +22,6 @@
 //! they lie past the cursor, which is restored too, so the next
 //! construction writes over them, as the kernel's does.
 
-
 use crate::bmap::write::Bmap;
 use crate::format::inode::Inode;
 use crate::format::Ino;
@@ -116,7 +115,8 @@ impl<'a> Fs<'a> {
             let f = self.inodes.loaded_mut(fs.ino);
             f.raw = fs.raw;
             f.bmap = fs.bmap;
-            f.dirty.retain(|k, _| fs.dirty_keys.binary_search(k).is_ok());
+            f.dirty
+                .retain(|k, _| fs.dirty_keys.binary_search(k).is_ok());
         }
         self.inodes.restore_dirty(s.dirty_list);
         self.restore_metadata(s.meta);

@@ -50,12 +50,14 @@ impl<'a> Fs<'a> {
             }
         }
         let gc_blocks = c.gc.as_ref().map_or(&[][..], |g| g.moved.blocks());
-        // The file whose data blocks were looked up last, and where.
+        // Debug builds check that the number collection recorded is still
+        // the one the mapping holds (the file whose blocks were looked up
+        // last, and where).
         let mut hint: Option<(Ino, LeafHint)> = None;
         for (t, s) in c.srcs.iter().enumerate() {
             let pbn = pbn_of[t];
             match *s {
-                Src::Data(i, key) if i == ino::DAT => {
+                Src::DatData(key) => {
                     let (_, bmap, _) = self.dat.split();
                     bmap.update_ptr(key, pbn.0, &mut DiskNodes::physical(dev, bs))?;
                 }
@@ -63,13 +65,16 @@ impl<'a> Fs<'a> {
                     let (_, bmap, _) = self.dat.split();
                     bmap.assign(id, pbn.0)?;
                 }
-                Src::Data(i, key) => {
-                    let h = match &mut hint {
-                        Some((at, h)) if *at == i => h,
-                        _ => &mut hint.insert((i, LeafHint::default())).1,
-                    };
-                    let v = propagated_ptr(self.bmap_of_mut(i), key, h)?;
-                    self.dat.file_mut().start(VBlockNr(v), cno, pbn)?;
+                Src::Data(i, key, v) => {
+                    if cfg!(debug_assertions) {
+                        let h = match &mut hint {
+                            Some((at, h)) if *at == i => h,
+                            _ => &mut hint.insert((i, LeafHint::default())).1,
+                        };
+                        let now = propagated_ptr(self.bmap_of_mut(i), key, h)?;
+                        debug_assert_eq!(now, v.0, "block {key} of inode {i} was renumbered");
+                    }
+                    self.dat.file_mut().start(v, cno, pbn)?;
                 }
                 Src::Node(i, id) => {
                     let (_, _, v) = self
@@ -113,7 +118,7 @@ impl<'a> Fs<'a> {
         let mut payload: Vec<Content> = Vec::with_capacity(c.srcs.len());
         for s in &c.srcs {
             let data = match *s {
-                Src::Data(i, key) if !is_metadata(i) => {
+                Src::Data(i, key, _) if !is_metadata(i) => {
                     if !self.inodes.loaded(i).dirty.contains_key(&key) {
                         return Err(Error::Invalid(format!(
                             "dirty block {key} of inode {i} vanished"
@@ -121,7 +126,8 @@ impl<'a> Fs<'a> {
                     }
                     Content::Dirty(i, key)
                 }
-                Src::Data(i, key) => Content::Built(self.meta_block(i, key)?),
+                Src::Data(i, key, _) => Content::Built(self.meta_block(i, key)?),
+                Src::DatData(key) => Content::Built(self.meta_block(ino::DAT, key)?),
                 Src::Node(i, id) => Content::Built(self.bmap_of_mut(i).encode_node(id)?),
                 Src::Gc(n) => Content::Built(gc_blocks[n].data.clone()),
             };

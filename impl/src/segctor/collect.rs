@@ -200,7 +200,7 @@ fn collect_virtual(tag: FileTag, bmap: &mut Bmap, keys: &[u64], out: &mut Collec
                 vblocknr: VBlockNr(v),
                 blkoff: FileBlk(key),
             },
-            Src::Data(tag.ino, key),
+            Src::Data(tag.ino, key, VBlockNr(v)),
         ));
     }
     for dn in bmap.dirty_nodes() {
@@ -229,7 +229,7 @@ fn collect_dat(bmap: &Bmap, keys: &[u64], out: &mut Collected) {
             Binfo::DataDat {
                 blkoff: FileBlk(key),
             },
-            Src::Data(ino::DAT, key),
+            Src::DatData(key),
         ));
     }
     for dn in bmap.dirty_nodes() {

@@ -52,7 +52,7 @@ mod reuse;
 use std::collections::BTreeSet;
 
 use crate::bmap::write::NodeId;
-use crate::format::{ino, Cno, Ino, SegNum};
+use crate::format::{ino, Cno, Ino, SegNum, VBlockNr};
 use crate::fs::Fs;
 use crate::gc::MovedBlocks;
 use crate::Result;
@@ -134,8 +134,12 @@ impl SegCtor {
 /// Which file a laid-out block belongs to, and which block it is.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Src {
-    /// Data block `key` of file `ino` (user file or metadata file).
-    Data(Ino, u64),
+    /// Data block `key` of the DAT (mapped by the address being chosen).
+    DatData(u64),
+    /// Data block `key` of file `ino` (a user file, or the ifile, cpfile
+    /// or sufile) and the virtual number collection read for its binfo:
+    /// the one assignment starts in the DAT, so the two cannot differ.
+    Data(Ino, u64, VBlockNr),
     /// A dirty B-tree node of file `ino`.
     Node(Ino, NodeId),
     /// The `n`th block of the GC stage ([`crate::gc::MovedBlocks::blocks`]).
