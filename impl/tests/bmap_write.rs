@@ -1247,3 +1247,26 @@ fn an_update_at_a_slot_whose_node_was_released_is_refused() {
         "no slot went stale: the test no longer reaches the guard"
     );
 }
+
+// Issue 37 (core-bmap 5/50: the direct map's `level == 0` as `!=`): a
+// direct map holds data blocks only, so the cleaner's question for a
+// block at level 0 (`nilfs_bmap_lookup_at_level(.., 1)`, which
+// `nilfs_direct_lookup` answers) finds its pointer, and a question for a
+// node of a direct-mapped file finds nothing (`-ENOENT` for any other
+// level).
+#[test]
+fn a_direct_map_answers_the_cleaner_for_data_blocks_only() {
+    let mut disk = Disk::new(1024);
+    let mut m = Bmap::new_empty(1024).unwrap();
+    insert_all(&mut m, &mut disk, [0u64, 2, 5]);
+    assert!(!m.is_btree());
+    for k in [0u64, 2, 5] {
+        assert_eq!(
+            m.lookup_at_level(k, 0, &mut disk).unwrap(),
+            Some(data_ptr(k, 0)),
+            "key {k}"
+        );
+        assert_eq!(m.lookup_at_level(k, 1, &mut disk).unwrap(), None, "key {k}");
+    }
+    assert_eq!(m.lookup_at_level(1, 0, &mut disk).unwrap(), None);
+}
