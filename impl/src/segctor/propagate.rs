@@ -88,25 +88,15 @@ fn update_target(map: &Mapping<'_>, old: u64) -> VBlockNr {
 /// B-tree, next to its neighbour on the insert's path
 /// (`nilfs_btree_find_near`); else the file's area of its DAT group
 /// (`nilfs_bmap_find_target_in_group`).
-fn new_block_target(
-    map: &mut Mapping<'_>,
-    vacancy: &Vacancy,
-    key: u64,
-    dev: &dyn BlockDevice,
-    bs: u32,
-    dat: &mut Dat<'_>,
-) -> Result<VBlockNr> {
-    if let Some(t) = map
-        .bmap
+fn new_block_target(file_target: VBlockNr, vacancy: &Vacancy<'_>, key: u64) -> VBlockNr {
+    if let Some(t) = vacancy
+        .bmap()
         .last_allocated()
         .and_then(|(k, p)| target_seq(k, VBlockNr(p), key))
     {
-        return Ok(t);
+        return t;
     }
-    let near = map
-        .bmap
-        .near_vacant(vacancy, &mut DiskNodes::translated(dev, bs, dat))?;
-    Ok(near.map_or(map.target, VBlockNr))
+    vacancy.near().map_or(file_target, VBlockNr)
 }
 
 /// Whether [`propagate`] gives the dirty nodes their new numbers too.
@@ -126,7 +116,7 @@ pub(crate) fn propagate(
     dev: &dyn BlockDevice,
     bs: u32,
     cno: Cno,
-    mut map: Mapping<'_>,
+    map: Mapping<'_>,
     keys: &[u64],
     nodes: Nodes,
 ) -> Result<Propagated> {
@@ -155,20 +145,17 @@ pub(crate) fn propagate(
         // the path of its lookup serves nilfs_btree_commit_update_v, which
         // also leaves the path dirty); only the DAT changes in between.
         // A new block's insert starts from that descent's path too
-        // (nilfs_btree_insert's one lookup), and leaves the path it edits
-        // dirty: no nilfs_bmap_propagate descent is left to make for it.
+        // (nilfs_btree_insert's one lookup; the vacancy holds the mapping
+        // until then), and leaves the path it edits dirty: no
+        // nilfs_bmap_propagate descent is left to make for it.
         let found = map
             .bmap
             .find_slot(key, &mut DiskNodes::translated(dev, bs, dat))?;
         let ptr = match found {
             KeySlot::Vacant(vacancy) => {
-                let target = new_block_target(&mut map, &vacancy, key, dev, bs, dat)?;
+                let target = new_block_target(map.target, &vacancy, key);
                 let v = dat.alloc(target)?;
-                let ins = map.bmap.insert_vacant(
-                    vacancy,
-                    v.0,
-                    &mut DiskNodes::translated(dev, bs, dat),
-                )?;
+                let ins = vacancy.insert(v.0, &mut DiskNodes::translated(dev, bs, dat))?;
                 map.bmap.set_last_allocated(key, v.0);
                 out.added += 1 + u64::from(ins.nodes_added);
                 v

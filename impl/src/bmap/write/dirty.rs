@@ -89,15 +89,16 @@ impl Bmap {
 
     /// [`Bmap::lookup_slot`] that keeps the descent's path for an insert
     /// too: a mapped key's pointer and slot, or where an insert of the
-    /// unmapped key goes ([`Bmap::insert_vacant`], [`Bmap::near_vacant`]).
+    /// unmapped key goes ([`Vacancy::insert`], [`Vacancy::near`]).
     /// Propagation then descends once per block, new or rewritten, as the
     /// kernel does at write time (`nilfs_btree_insert`'s one lookup, whose
     /// path `nilfs_btree_find_target_v` also reads).
-    pub fn find_slot(&mut self, key: u64, src: &mut dyn NodeSource) -> Result<KeySlot> {
+    pub fn find_slot(&mut self, key: u64, src: &mut dyn NodeSource) -> Result<KeySlot<'_>> {
         if !self.is_btree() {
             return Ok(match self.lookup(key, src)? {
                 Some(p) => KeySlot::Mapped(p, DataSlot { key, path: None }),
                 None => KeySlot::Vacant(Vacancy {
+                    bmap: self,
                     key,
                     path: None,
                     matched: false,
@@ -122,104 +123,12 @@ impl Bmap {
                 },
             ),
             None => KeySlot::Vacant(Vacancy {
+                bmap: self,
                 key,
                 path: Some(path),
                 matched: found,
             }),
         })
-    }
-
-    /// [`Bmap::near_ptr`] of a vacancy's key, read from its path when the
-    /// mapping has not changed since (else from a fresh descent).
-    pub fn near_vacant(&mut self, v: &Vacancy, src: &mut dyn NodeSource) -> Result<Option<u64>> {
-        match &v.path {
-            Some(path) if self.is_fresh(path, v.key, v.matched) => Ok(self.near_in_path(path)),
-            _ => self.near_ptr(v.key, src),
-        }
-    }
-
-    /// [`Bmap::insert`] of the key [`Bmap::find_slot`] found vacant, from
-    /// the path of that descent; the result is always what
-    /// [`Bmap::insert`] gives. The path is checked first against what a
-    /// descent would find now (each node still held, the child its parent's
-    /// slot names, at the index its keys give), which costs the binary
-    /// searches of a descent but none of its node loads; if the mapping
-    /// changed since, the insert descends afresh.
-    ///
-    /// Every node the insert edits, and so the whole path to the key's
-    /// level-1 node, is dirty afterwards (see the module's "Dirtiness"), so
-    /// [`Bmap::mark_data_dirty`] of the key would change nothing.
-    pub fn insert_vacant(
-        &mut self,
-        v: Vacancy,
-        ptr: u64,
-        src: &mut dyn NodeSource,
-    ) -> Result<InsertOutcome> {
-        let key = v.key;
-        let mut path = match v.path {
-            Some(path) if ptr != 0 && self.is_fresh(&path, key, v.matched) => path,
-            // A direct map (its insert has no descent to save), a pointer
-            // insert refuses, or a changed mapping.
-            _ => return self.insert(key, ptr, src),
-        };
-        if v.matched {
-            return Err(Error::errno(
-                Errno::EEXIST,
-                format!("bmap: key {key} is mapped"),
-            ));
-        }
-        let (maxlevel, nodes_added) = match self.prepare_insert(&mut path, src) {
-            Ok(r) => r,
-            Err(e) => {
-                self.abort_insert(&path);
-                return Err(e);
-            }
-        };
-        self.commit_insert(&mut path, maxlevel, key, ptr);
-        Ok(InsertOutcome { nodes_added })
-    }
-
-    /// Whether [`Bmap::do_lookup`] of `key` down to level 1 would now fill
-    /// exactly `path` and answer `matched`, checked without loading: the
-    /// same index at every level, and below the root each node held, not
-    /// empty, and the one its parent's chosen slot names.
-    fn is_fresh(&self, path: &Path, key: u64, matched: bool) -> bool {
-        let Root::Btree(root) = &self.root else {
-            return false;
-        };
-        let mut level = usize::from(root.level);
-        if level < 1 {
-            return false;
-        }
-        if root.nchildren == 0 {
-            // do_lookup answers at once, leaving the path as it was made.
-            return !matched && path[level].node.is_none() && path[level].index == 0;
-        }
-        let (mut index, mut found) = root.lookup(key);
-        if path[level].node.is_some() || path[level].index != index {
-            return false;
-        }
-        let mut ptr = root.ptr(index).unwrap_or(0);
-        while level > 1 {
-            level -= 1;
-            let Some(id) = path[level].node.filter(|&id| self.is_held(id)) else {
-                return false;
-            };
-            let node = self.node(id);
-            if node.slot != ptr || usize::from(node.bt.level) != level || node.bt.nchildren == 0 {
-                return false;
-            }
-            if !found {
-                (index, found) = node.bt.lookup(key);
-            } else {
-                index = 0;
-            }
-            if path[level].index != index {
-                return false;
-            }
-            ptr = node.bt.ptr(index).unwrap_or(0);
-        }
-        found == matched
     }
 
     /// [`Bmap::update_ptr`] at a slot [`Bmap::lookup_slot`] found: replace
@@ -421,5 +330,53 @@ impl Bmap {
     pub fn node_info(&self, id: NodeId) -> Option<(u8, u64, u64)> {
         let n = self.nodes.arena.get(id.0 as usize)?.as_ref()?;
         Some((n.bt.level, n.bt.keys[0], n.slot))
+    }
+}
+
+impl Vacancy<'_> {
+    /// The mapping, to read (its last allocated key, for the target).
+    pub fn bmap(&self) -> &Bmap {
+        self.bmap
+    }
+
+    /// [`Bmap::near_ptr`] of the key, read from the path: the pointer left
+    /// of the insertion point, or the level-1 node's own (`None` in a
+    /// direct map).
+    pub fn near(&self) -> Option<u64> {
+        match &self.path {
+            Some(path) => self.bmap.near_in_path(path),
+            None => None,
+        }
+    }
+
+    /// [`Bmap::insert`] of the key from the path of the descent that found
+    /// it vacant: the same result, without descending again.
+    ///
+    /// Every node the insert edits, and so the whole path to the key's
+    /// level-1 node, is dirty afterwards (see the module's "Dirtiness"), so
+    /// [`Bmap::mark_data_dirty`] of the key would change nothing.
+    pub fn insert(self, ptr: u64, src: &mut dyn NodeSource) -> Result<InsertOutcome> {
+        let (bmap, key) = (self.bmap, self.key);
+        let mut path = match self.path {
+            Some(path) if ptr != 0 => path,
+            // A direct map (its insert has no descent to save), or a
+            // pointer the insert refuses.
+            _ => return bmap.insert(key, ptr, src),
+        };
+        if self.matched {
+            return Err(Error::errno(
+                Errno::EEXIST,
+                format!("bmap: key {key} is mapped"),
+            ));
+        }
+        let (maxlevel, nodes_added) = match bmap.prepare_insert(&mut path, src) {
+            Ok(r) => r,
+            Err(e) => {
+                bmap.abort_insert(&path);
+                return Err(e);
+            }
+        };
+        bmap.commit_insert(&mut path, maxlevel, key, ptr);
+        Ok(InsertOutcome { nodes_added })
     }
 }

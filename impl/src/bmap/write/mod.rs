@@ -107,24 +107,37 @@ pub struct DataSlot {
 /// What one descent found at a data block's key, from [`Bmap::find_slot`]:
 /// its pointer and where it lies, or the place an insert of it goes.
 #[derive(Debug)]
-pub enum KeySlot {
+pub enum KeySlot<'b> {
     /// Mapped to this (non-zero) pointer, at this slot.
     Mapped(u64, DataSlot),
-    /// Not mapped: [`Bmap::insert_vacant`] inserts it from here.
-    Vacant(Vacancy),
+    /// Not mapped: [`Vacancy::insert`] inserts it from here.
+    Vacant(Vacancy<'b>),
 }
 
-/// Where an insert of an unmapped key goes, from [`Bmap::find_slot`], for
-/// [`Bmap::insert_vacant`]: the path of `nilfs_btree_insert`'s own
-/// `nilfs_btree_do_lookup`, kept so that propagation descends once per new
-/// block.
+/// Where an insert of an unmapped key goes, from [`Bmap::find_slot`]: the
+/// path of `nilfs_btree_insert`'s own `nilfs_btree_do_lookup`, kept so
+/// that propagation descends once per new block. It holds the mapping
+/// mutably until the insert, so nothing can change the tree under the
+/// path in between (the DAT allocating the block's number is no change to
+/// this mapping):
+///
+/// ```compile_fail
+/// # use nilfs::bmap::write::{Bmap, KeySlot};
+/// # fn f(m: &mut Bmap, src: &mut dyn nilfs::bmap::NodeSource) -> nilfs::Result<()> {
+/// if let KeySlot::Vacant(v) = m.find_slot(7, src)? {
+///     m.insert(5, 1, src)?; // the tree cannot change under the path
+///     v.insert(2, src)?;
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
-pub struct Vacancy {
+pub struct Vacancy<'b> {
+    bmap: &'b mut Bmap,
     key: u64,
     /// The descent's path; `None` in a direct map.
     path: Option<Path>,
     /// The descent matched the key, with a pointer of 0 (a damaged tree):
-    /// an insert is refused with `EEXIST`, as [`Bmap::insert`] refuses it.
+    /// the insert is refused with `EEXIST`, as [`Bmap::insert`] refuses it.
     matched: bool,
 }
 
