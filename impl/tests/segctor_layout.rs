@@ -477,6 +477,55 @@ fn a_data_only_construction_over_several_segments_extends_and_ends() {
     assert!(fs.read(f, 0, data.len() as u64).unwrap() == data);
 }
 
+/// The same fdatasync over several segments, and then a crash (no
+/// unmount): every log of the data-only run says `SS_SYNDT`, not only the
+/// last, since roll-forward gives up at a log of the run without it
+/// (`nilfs_do_roll_forward`: "confused"); the remount finds the data.
+/// Issue 37 (core-segctor 7/25: `Layout::set_base_flags` as a no-op left
+/// the flag on the run's last log alone, which `end_logical_segment`
+/// sets).
+#[test]
+fn every_log_of_a_data_only_run_over_several_segments_says_syndt() {
+    use nilfs::format::ino::ROOT;
+    use nilfs::format::segsum::{SS_SR, SS_SYNDT};
+    use nilfs::fs::Fs;
+    use nilfs::the_nilfs::Nilfs;
+    let dev = fresh(16 << 20, 1024, 64);
+    let data: Vec<u8> = (0..300 << 10).map(|i: u32| (i % 241) as u8).collect();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let f = fs.create(ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, &vec![0; data.len()]).unwrap();
+        fs.sync().unwrap();
+        fs.write(f, 0, &data).unwrap();
+        fs.fdatasync(f).unwrap();
+        // The crash: no unmount.
+    }
+    let mut raw = vec![0u8; 1024];
+    dev.read_at(1024, &mut raw).unwrap();
+    let sb = SuperBlock::decode_valid(&raw).unwrap();
+    let scan = search_super_root(&dev, &sb, false).unwrap();
+    let flags: Vec<u16> = scan
+        .visits
+        .iter()
+        .filter(|v| v.verdict.is_ok())
+        .filter_map(|v| v.header.map(|h| h.flags))
+        .collect();
+    // The run: every log after the last super root.
+    let last_sr = flags.iter().rposition(|f| f & SS_SR != 0).unwrap();
+    let logs = &flags[last_sr + 1..];
+    assert!(logs.len() > 1, "the run took {} logs", logs.len());
+    assert!(
+        logs.iter().all(|f| f & SS_SYNDT != 0),
+        "logs of the data-only run: {logs:x?}"
+    );
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_010).unwrap();
+    let f = fs.lookup(ROOT, b"f").unwrap().expect("f is there");
+    assert!(fs.read(f, 0, data.len() as u64).unwrap() == data);
+}
+
 /// Segment numbers and log boundaries as dumpseg prints them: one line per
 /// segment, its logs' first blocks and lengths.
 fn log_boundaries(dev: &MemDevice, segs: std::ops::RangeInclusive<u64>) -> Vec<String> {

@@ -125,10 +125,11 @@ impl SegBuf {
     }
 }
 
-/// Where a summary record is written: summary block index and offset.
+/// Where a summary record is written: its offset in the current summary
+/// block (the kernel's `nilfs_segsum_pointer` also holds the block's
+/// buffer head; the count of summary blocks is the buffer's `nsumblk`).
 #[derive(Clone, Copy, Debug, Default)]
 struct SumPtr {
-    block: u64,
     offset: u64,
 }
 
@@ -291,7 +292,6 @@ impl Layout {
         b.payload.clear();
         b.super_root = false;
         let start = SumPtr {
-            block: 0,
             offset: SegmentSummary::SIZE as u64,
         };
         self.finfo_ptr = start;
@@ -310,7 +310,6 @@ impl Layout {
     fn map_entry(bs: u64, p: &mut SumPtr, bytes: u64) {
         if p.offset + bytes > bs {
             p.offset = 0;
-            p.block += 1;
         }
         p.offset += bytes;
     }
