@@ -880,6 +880,26 @@ impl Machine {
     }
 }
 
+/// Keys `k * step + 3` for `k < n` in a mapping, and a copy of it.
+fn two_copies(n: u64, step: u64) -> (Disk, Bmap, Bmap) {
+    let mut disk = Disk::new(1024);
+    let mut a = Bmap::new_empty(1024).unwrap();
+    insert_all(&mut a, &mut disk, (0..n).map(|k| k * step + 3));
+    let b = a.clone();
+    (disk, a, b)
+}
+
+/// The keys `late` below `k` (each `k - d`, none below 0) that `a` does
+/// not map, inserted into both copies.
+fn insert_late(disk: &mut Disk, a: &mut Bmap, b: &mut Bmap, k: u64, late: &[u64]) {
+    for l in late.iter().filter_map(|d| k.checked_sub(*d)) {
+        if a.lookup(l, disk).unwrap().is_none() {
+            a.insert(l, data_ptr(l, 0), disk).unwrap();
+            b.insert(l, data_ptr(l, 0), disk).unwrap();
+        }
+    }
+}
+
 /// The body of `an_update_at_a_looked_up_slot_is_update_ptr`: keys
 /// `k * step + 3` for `k < n`, each probe looked up, then `late` keys just
 /// below it inserted, then updated at the looked-up slot.
@@ -889,21 +909,13 @@ fn update_at_slot_case(
     probes: &[u64],
     late: &[u64],
 ) -> std::result::Result<(), TestCaseError> {
-    let mut disk = Disk::new(1024);
-    let mut a = Bmap::new_empty(1024).unwrap();
-    insert_all(&mut a, &mut disk, (0..n).map(|k| k * step + 3));
-    let mut b = a.clone();
+    let (mut disk, mut a, mut b) = two_copies(n, step);
     for (v, &k) in probes.iter().enumerate() {
         let new = data_ptr(k, v as u64 + 1);
         let slot = b.lookup_slot(k, &mut disk).unwrap();
         // Strictly below the key: a late insert of the key itself would
         // map a key the slot was taken as unmapped.
-        for l in late.iter().filter_map(|d| k.checked_sub(*d)) {
-            if a.lookup(l, &mut disk).unwrap().is_none() {
-                a.insert(l, data_ptr(l, 0), &mut disk).unwrap();
-                b.insert(l, data_ptr(l, 0), &mut disk).unwrap();
-            }
-        }
+        insert_late(&mut disk, &mut a, &mut b, k, late);
         let want = a.update_ptr(k, new, &mut disk);
         match slot {
             None => prop_assert!(want.is_err(), "key {} is mapped", k),
@@ -936,18 +948,10 @@ fn insert_at_vacancy_case(
     probes: &[u64],
     late: &[u64],
 ) -> std::result::Result<(), TestCaseError> {
-    let mut disk = Disk::new(1024);
-    let mut a = Bmap::new_empty(1024).unwrap();
-    insert_all(&mut a, &mut disk, (0..n).map(|k| k * step + 3));
-    let mut b = a.clone();
+    let (mut disk, mut a, mut b) = two_copies(n, step);
     for (v, &k) in probes.iter().enumerate() {
         let p = data_ptr(k, v as u64 + 1);
-        for l in late.iter().filter_map(|d| k.checked_sub(*d)) {
-            if a.lookup(l, &mut disk).unwrap().is_none() {
-                a.insert(l, data_ptr(l, 0), &mut disk).unwrap();
-                b.insert(l, data_ptr(l, 0), &mut disk).unwrap();
-            }
-        }
+        insert_late(&mut disk, &mut a, &mut b, k, late);
         let near = a.near_ptr(k, &mut disk).unwrap();
         let want = a.insert(k, p, &mut disk);
         let got = match b.find_slot(k, &mut disk).unwrap() {

@@ -448,6 +448,39 @@ fn a_data_only_log_says_syndt_and_a_cleaners_log_says_gc() {
     fs.unmount().unwrap();
 }
 
+/// A device whose file `/f` of 300 KiB was synced as zeros, then written
+/// whole with a pattern and fdatasynced: a data-only run over several 64
+/// KiB segments. Unmounted after, or not (a crash). Returns the pattern.
+fn data_only_run_over_segments(dev: &MemDevice, unmount: bool) -> Vec<u8> {
+    use nilfs::format::ino::ROOT;
+    use nilfs::fs::Fs;
+    use nilfs::the_nilfs::Nilfs;
+    let data: Vec<u8> = (0..300 << 10).map(|i: u32| (i % 251) as u8).collect();
+    let nilfs = Nilfs::open(dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+    let f = fs.create(ROOT, b"f", 0o644).unwrap();
+    fs.write(f, 0, &vec![0; data.len()]).unwrap();
+    fs.sync().unwrap();
+    // Inside the size: a data-only log, no checkpoint.
+    fs.write(f, 0, &data).unwrap();
+    fs.fdatasync(f).unwrap();
+    if unmount {
+        fs.unmount().unwrap();
+    }
+    data
+}
+
+/// `/f` of `dev` after a remount reads `data`.
+fn f_reads(dev: &MemDevice, data: &[u8]) {
+    use nilfs::format::ino::ROOT;
+    use nilfs::fs::Fs;
+    use nilfs::the_nilfs::Nilfs;
+    let nilfs = Nilfs::open(dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_010).unwrap();
+    let f = fs.lookup(ROOT, b"f").unwrap().expect("f is there");
+    assert!(fs.read(f, 0, data.len() as u64).unwrap() == data);
+}
+
 /// An fdatasync whose data-only logs need more segments than the first
 /// extension gives: the layout extends by 1, 2, 4... as
 /// `nilfs_segctor_collect`'s retry does (issue 37: with the doubling as a
@@ -455,26 +488,9 @@ fn a_data_only_log_says_syndt_and_a_cleaners_log_says_gc() {
 /// never ended). 300 KiB on 64 KiB segments, then a remount reads it.
 #[test]
 fn a_data_only_construction_over_several_segments_extends_and_ends() {
-    use nilfs::format::ino::ROOT;
-    use nilfs::fs::Fs;
-    use nilfs::the_nilfs::Nilfs;
     let dev = fresh(16 << 20, 1024, 64);
-    let data: Vec<u8> = (0..300 << 10).map(|i: u32| (i % 251) as u8).collect();
-    {
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
-        let f = fs.create(ROOT, b"f", 0o644).unwrap();
-        fs.write(f, 0, &vec![0; data.len()]).unwrap();
-        fs.sync().unwrap();
-        // Inside the size: a data-only log, no checkpoint.
-        fs.write(f, 0, &data).unwrap();
-        fs.fdatasync(f).unwrap();
-        fs.unmount().unwrap();
-    }
-    let nilfs = Nilfs::open(&dev).unwrap();
-    let mut fs = Fs::mount(&nilfs, 1_800_000_010).unwrap();
-    let f = fs.lookup(ROOT, b"f").unwrap().expect("f is there");
-    assert!(fs.read(f, 0, data.len() as u64).unwrap() == data);
+    let data = data_only_run_over_segments(&dev, true);
+    f_reads(&dev, &data);
 }
 
 /// The same fdatasync over several segments, and then a crash (no
@@ -486,22 +502,9 @@ fn a_data_only_construction_over_several_segments_extends_and_ends() {
 /// sets).
 #[test]
 fn every_log_of_a_data_only_run_over_several_segments_says_syndt() {
-    use nilfs::format::ino::ROOT;
     use nilfs::format::segsum::{SS_SR, SS_SYNDT};
-    use nilfs::fs::Fs;
-    use nilfs::the_nilfs::Nilfs;
     let dev = fresh(16 << 20, 1024, 64);
-    let data: Vec<u8> = (0..300 << 10).map(|i: u32| (i % 241) as u8).collect();
-    {
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
-        let f = fs.create(ROOT, b"f", 0o644).unwrap();
-        fs.write(f, 0, &vec![0; data.len()]).unwrap();
-        fs.sync().unwrap();
-        fs.write(f, 0, &data).unwrap();
-        fs.fdatasync(f).unwrap();
-        // The crash: no unmount.
-    }
+    let data = data_only_run_over_segments(&dev, false);
     let mut raw = vec![0u8; 1024];
     dev.read_at(1024, &mut raw).unwrap();
     let sb = SuperBlock::decode_valid(&raw).unwrap();
@@ -520,10 +523,7 @@ fn every_log_of_a_data_only_run_over_several_segments_says_syndt() {
         logs.iter().all(|f| f & SS_SYNDT != 0),
         "logs of the data-only run: {logs:x?}"
     );
-    let nilfs = Nilfs::open(&dev).unwrap();
-    let mut fs = Fs::mount(&nilfs, 1_800_000_010).unwrap();
-    let f = fs.lookup(ROOT, b"f").unwrap().expect("f is there");
-    assert!(fs.read(f, 0, data.len() as u64).unwrap() == data);
+    f_reads(&dev, &data);
 }
 
 /// Segment numbers and log boundaries as dumpseg prints them: one line per

@@ -369,14 +369,6 @@ impl Vacancy<'_> {
                 format!("bmap: key {key} is mapped"),
             ));
         }
-        let (maxlevel, nodes_added) = match bmap.prepare_insert(&mut path, src) {
-            Ok(r) => r,
-            Err(e) => {
-                bmap.abort_insert(&path);
-                return Err(e);
-            }
-        };
-        bmap.commit_insert(&mut path, maxlevel, key, ptr);
-        Ok(InsertOutcome { nodes_added })
+        bmap.insert_on_path(&mut path, key, ptr, src)
     }
 }

@@ -44,17 +44,30 @@ impl Bmap {
                 if self.do_lookup(key, 1, src, &mut path)? {
                     return Err(exists());
                 }
-                let (maxlevel, nodes_added) = match self.prepare_insert(&mut path, src) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        self.abort_insert(&path);
-                        return Err(e);
-                    }
-                };
-                self.commit_insert(&mut path, maxlevel, key, ptr);
-                Ok(InsertOutcome { nodes_added })
+                self.insert_on_path(&mut path, key, ptr, src)
             }
         }
+    }
+
+    /// The rest of `nilfs_btree_insert` once the lookup filled `path` and
+    /// found `key` unmapped: prepare every level's operation (dropping the
+    /// new nodes if that fails), then commit them.
+    pub(super) fn insert_on_path(
+        &mut self,
+        path: &mut Path,
+        key: u64,
+        ptr: u64,
+        src: &mut dyn NodeSource,
+    ) -> Result<InsertOutcome> {
+        let (maxlevel, nodes_added) = match self.prepare_insert(path, src) {
+            Ok(r) => r,
+            Err(e) => {
+                self.abort_insert(path);
+                return Err(e);
+            }
+        };
+        self.commit_insert(path, maxlevel, key, ptr);
+        Ok(InsertOutcome { nodes_added })
     }
 
     /// `nilfs_btree_convert_and_insert` (gather by `nilfs_direct_gather_data`).
