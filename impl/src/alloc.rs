@@ -104,11 +104,6 @@ impl<'a> Palloc<'a> {
         self.geo
     }
 
-    /// The number of groups the file may have.
-    pub fn max_groups(&self) -> u64 {
-        self.ngroups
-    }
-
     /// The first entry number past the last group.
     pub fn max_entries(&self) -> u64 {
         self.ngroups.saturating_mul(self.geo.entries_per_group())

@@ -752,6 +752,32 @@ fn sufile_alloc_leaves_a_full_range_upward() {
     assert!(below.0 < 10, "{below:?}");
 }
 
+/// `nilfs_sufile_alloc` scans the rest of a usage block, then goes on in
+/// the next: with every segment from the last one allocated to the end of
+/// the first usage block in use, the next clean one is the second block's
+/// first. (1 KiB blocks: 64 entries a block, the first less the header.)
+// Issue 37 (core-meta 5/40: the entries left in a block, `% per` as
+// `/ per`, let the scan run past the block's end).
+#[test]
+fn sufile_alloc_goes_on_in_the_next_usage_block() {
+    let dev = fresh(16 * MIB, 1024, 64);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut f = open_files(&nilfs);
+    let su = &mut f.sufile;
+    let geo = SufileGeometry::new(1024, 16).unwrap();
+    let second = (0..su.nsegments())
+        .find(|&s| geo.locate(SegNum(s)).0 == FileBlk(1))
+        .unwrap();
+    let first = su.alloc().unwrap();
+    assert!(first.0 + 1 < second, "{first:?}");
+    for s in first.0 + 1..second {
+        if su.usage(SegNum(s)).unwrap().flags == 0 {
+            su.mark_dirty(SegNum(s)).unwrap();
+        }
+    }
+    assert_eq!(su.alloc().unwrap(), SegNum(second));
+}
+
 /// A DAT limited to the segment area (what a mount does,
 /// `nilfs_dat_translate`'s callers' checks) refuses a translation to a
 /// block outside it as corruption; unlimited, it answers the entry.
