@@ -357,18 +357,14 @@ impl Vacancy<'_> {
     /// [`Bmap::mark_data_dirty`] of the key would change nothing.
     pub fn insert(self, ptr: u64, src: &mut dyn NodeSource) -> Result<InsertOutcome> {
         let (bmap, key) = (self.bmap, self.key);
-        let mut path = match self.path {
-            Some(path) if ptr != 0 => path,
-            // A direct map (its insert has no descent to save), or a
-            // pointer the insert refuses.
-            _ => return bmap.insert(key, ptr, src),
-        };
-        if self.matched {
-            return Err(Error::errno(
-                Errno::EEXIST,
-                format!("bmap: key {key} is mapped"),
-            ));
+        match self.path {
+            Some(mut path) if ptr != 0 && !self.matched => {
+                bmap.insert_on_path(&mut path, key, ptr, src)
+            }
+            // A direct map (its insert has no descent to save), a pointer
+            // the insert refuses, or a key a damaged tree maps to 0
+            // (EEXIST): the insert's own answer.
+            _ => bmap.insert(key, ptr, src),
         }
-        bmap.insert_on_path(&mut path, key, ptr, src)
     }
 }

@@ -137,7 +137,7 @@ pub struct Vacancy<'b> {
     /// The descent's path; `None` in a direct map.
     path: Option<Path>,
     /// The descent matched the key, with a pointer of 0 (a damaged tree):
-    /// the insert is refused with `EEXIST`, as [`Bmap::insert`] refuses it.
+    /// [`Bmap::insert`] refuses it with `EEXIST`.
     matched: bool,
 }
 
