@@ -554,3 +554,149 @@ fn a_clean_segment_guard_stops_at_a_summary_longer_than_its_log() {
     synced.expect("a summary longer than its log is not a log the guard reads");
     assert_eq!(read, vec![0x77; 4]);
 }
+
+// Issue 37 (a survivor of `block_in_use`: `dat_block_at` answering "not
+// in use" for every DAT block): the DAT maps its own blocks by physical
+// number, and no DAT entry says where they are, so the guard asks the
+// DAT's B-tree. Segment 1 holds three logs here and is then cleaned for
+// real (`nilfs_xreclaim_segment`): the dead virtual blocks are freed and
+// the live ones moved, so no DAT entry points into it any more. One DAT
+// block the cleaner moved was not changed since, and its old copy in
+// segment 1 is byte for byte the new one. Pointing the DAT's level-1 node
+// back at the old copy leaves an image that reads the same, with one live
+// block in a segment the sufile calls clean; only the DAT arm of the
+// guard can see it.
+#[test]
+fn a_clean_segment_guard_knows_the_dat_s_own_blocks() {
+    let dev = fresh(16 << 20, 1024, 64);
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, NOW).unwrap();
+        // 50 KiB fill segment 0's rest; two 5 KiB files make two more
+        // logs in segment 1; 60 KiB take the writer past it.
+        for (name, len, seed) in [
+            (&b"a"[..], 50 << 10, 1),
+            (&b"b"[..], 5 << 10, 2),
+            (&b"c"[..], 5 << 10, 3),
+            (&b"d"[..], 60 << 10, 4),
+        ] {
+            let f = fs.create(ino::ROOT, name, 0o644).unwrap();
+            fs.write(f, 0, &pattern(seed, len)).unwrap();
+            fs.sync().unwrap();
+        }
+        fs.unmount().unwrap();
+    }
+    {
+        use nilfs::cleaner::{self, ReclaimParams};
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, NOW + 5).unwrap();
+        let params = ReclaimParams {
+            protseq: fs.sustat().unwrap().prot_seq,
+            protcno: cleaner::CNO_MAX,
+        };
+        let stat = cleaner::reclaim(&mut fs, &[nilfs::format::SegNum(1)], params).unwrap();
+        assert_eq!(stat.cleaned_segs, 1, "{stat:?}");
+        fs.unmount().unwrap();
+    }
+    // Cleaned for real: a write that takes segment 1 goes through.
+    let clean = dev.duplicate();
+    mark_segment_1_next(&clean);
+    let old_seq = seq_of_segment_1(&clean);
+    let (synced, read) = sync_a_new_file(&clean);
+    synced.expect("a segment cleaned by the cleaner holds nothing in use");
+    assert_eq!(read, vec![0x77; 4]);
+    assert!(
+        seq_of_segment_1(&clean) > old_seq,
+        "the write did not reach segment 1: this test no longer tests the guard"
+    );
+
+    let node = dat_level_1_node(&dev);
+    let (slot, old) = dat_blocks_in_segment_1(&dev)
+        .into_iter()
+        .find_map(|(key, old)| {
+            let slot = node.iter().position(|&(k, _)| k == key)?;
+            let bytes = |b| nilfs::device::read_block(&dev, 1024, b).unwrap();
+            (bytes(node[slot].1) == bytes(old)).then_some((slot, old))
+        })
+        .expect("segment 1 keeps an old copy of some DAT block equal to its live one");
+    mark_segment_1_next(&dev);
+    {
+        use nilfs::corrupt::{apply, Recipe};
+        let r = format!("node[dat:1:0].ptr[{slot}] = {old}");
+        apply(&dev, &Recipe::parse(&r).unwrap()).unwrap();
+    }
+    let before = latest_manifest(&dev);
+    let (synced, read) = sync_a_new_file(&dev);
+    let e = synced.expect_err("the sync wrote over a live DAT block in segment 1");
+    assert!(
+        e.to_string()
+            .contains("segment 1 is marked clean, but its block")
+            && e.to_string().contains("DAT block"),
+        "{e}"
+    );
+    assert_eq!(read, vec![0x77; 4]);
+    assert_eq!(
+        latest_manifest(&dev),
+        before,
+        "the refused write changed the image"
+    );
+}
+
+/// Segment 1 handed out by the next segment allocation.
+fn mark_segment_1_next(dev: &MemDevice) {
+    use nilfs::corrupt::{apply, Recipe};
+    apply(dev, &Recipe::parse("suhdr.sh_last_alloc = 0").unwrap()).unwrap();
+}
+
+/// The sequence number of the log at segment 1's head.
+fn seq_of_segment_1(dev: &MemDevice) -> u64 {
+    let head = nilfs::device::read_block(dev, 1024, 64).unwrap();
+    nilfs::format::segsum::SegmentSummary::decode(&head)
+        .unwrap()
+        .seq
+        .0
+}
+
+/// The (key, pointer) pairs of the DAT's first level-1 B-tree node.
+fn dat_level_1_node(dev: &MemDevice) -> Vec<(u64, u64)> {
+    use nilfs::corrupt::{locate, read_site};
+    let read = |f: &str| read_site(dev, &locate(dev, f).unwrap()).unwrap();
+    let n = read("node[dat:1:0].bn_nchildren");
+    (0..n)
+        .map(|i| {
+            (
+                read(&format!("node[dat:1:0].key[{i}]")),
+                read(&format!("node[dat:1:0].ptr[{i}]")),
+            )
+        })
+        .collect()
+}
+
+/// The (key, block) of every DAT data block the logs of segment 1
+/// (blocks 64 to 127) describe.
+fn dat_blocks_in_segment_1(dev: &MemDevice) -> Vec<(u64, u64)> {
+    use nilfs::device::read_block;
+    use nilfs::format::segsum::{Binfo, SegmentSummary, Summary};
+    let mut out = Vec::new();
+    let mut pseg = 64;
+    while pseg < 128 {
+        let head = read_block(dev, 1024, pseg).unwrap();
+        let Ok(h) = SegmentSummary::decode(&head) else {
+            break;
+        };
+        let mut sum = head;
+        for b in 1..u64::from(h.sumbytes).div_ceil(1024) {
+            sum.extend_from_slice(&read_block(dev, 1024, pseg + b).unwrap());
+        }
+        let Ok(summary) = Summary::decode(&sum, 1024) else {
+            break;
+        };
+        for e in summary.block_entries(1024) {
+            if let Binfo::DataDat { blkoff } = e.binfo {
+                out.push((blkoff.0, pseg + e.index));
+            }
+        }
+        pseg += u64::from(h.nblocks).max(1);
+    }
+    out
+}
