@@ -1011,6 +1011,40 @@ fn a_hidden_checkpoint_never_moves_below_its_own_number() {
     accepted_and_rejected_with(&lines, 6, r#""ok""#);
 }
 
+/// Postmortem (issue 37, `place_hidden`'s `exact` as `!=`): a hidden
+/// checkpoint whose room is exactly its own number is bound there, and
+/// that binding is what later listings learn from. The timer made 2, the
+/// sync 3; `rmcp 1` and a sync at 60 s make the hidden MINOR 4; the timer
+/// made 5 between `/h` (60 s) and 90 s, and `/i`'s sync 6. Listed
+/// [2, 3, 5, 6], the hidden one can only be 4, and the unpredicted 5 is
+/// learned as made no earlier than 4, at 60 s. A cleaner pass at 100 s
+/// protecting 45 s may remove what was made before 55 s (2 and 3), never
+/// 5. Left unbound, the hidden checkpoint gave 5 the creation time of 3
+/// (30 s), and a listing without 5 was accepted.
+#[test]
+fn a_hidden_checkpoint_in_a_room_of_its_own_is_bound_there() {
+    let secs = |s: u64| format!(r#""op":"clock","now":{}"#, s * 1_000_000_000);
+    let lines = [
+        op(r#""op":"create","path":"/f""#, r#""ok""#),
+        op(&secs(30), r#""ok""#),
+        op(r#""op":"create","path":"/g""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(&secs(60), r#""ok""#),
+        op(r#""op":"rmcp","cno":1"#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"create","path":"/h""#, r#""ok""#),
+        op(&secs(90), r#""ok""#),
+        op(r#""op":"create","path":"/i""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[2, 3, 5, 6])),
+        op(&secs(100), r#""ok""#),
+        op(r#""op":"clean","protection_s":45"#, r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[5, 6])),
+    ];
+    accepted_and_rejected_with(&lines, 14, &lscp(&[6]));
+    accepted_and_rejected_with(&lines, 14, &lscp(&[2, 3, 6]));
+}
+
 /// Finding K11, second part (seen through the kernel guest in lockstep,
 /// `cli/tests/peer_kernel_lockstep.rs`): after files are created, written
 /// and unlinked, a sync(2) or an unmount writes their evictions itself —
