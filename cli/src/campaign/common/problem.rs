@@ -151,6 +151,27 @@ pub fn first_difference<S: AsRef<str>>(
 mod tests {
     use super::*;
 
+    /// A problem's name keys the campaigns' per-problem tables and their
+    /// shrinking once per problem: problems that differ in class or key
+    /// have different names, and the name reads `class: key`.
+    #[test]
+    fn a_problem_is_named_by_its_class_and_key() {
+        let p = |class: &'static str, key: &str| Problem {
+            class,
+            key: key.to_string(),
+            detail: "the story".to_string(),
+        };
+        assert_eq!(
+            problem_name(&p("crash-envelope", "live")),
+            "crash-envelope: live"
+        );
+        assert_eq!(problem_name(&p("crash-recovery", "")), "crash-recovery");
+        assert_ne!(
+            problem_name(&p("crash-envelope", "live")),
+            problem_name(&p("crash-envelope", "snapshot"))
+        );
+    }
+
     fn rejection(op: &str, observed: &str) -> Rejection {
         Rejection {
             line: 3,

@@ -612,6 +612,8 @@ mod tests {
             );
             if !v.problems.is_empty() {
                 caught += 1;
+                // A finding's folder replays from the verdict's trace.
+                assert_eq!(v.trace, trace, "the verdict lost its trace");
             }
         }
         assert!(
@@ -642,6 +644,25 @@ mod tests {
             "the forgetful recovery passed: {:?}",
             v.problems.iter().map(Problem::headline).collect::<Vec<_>>()
         );
+        // Each state outside the envelope says how many allowed states it
+        // was held against: every one of its prefixes' crash states.
+        let outside: Vec<&Problem> = v
+            .problems
+            .iter()
+            .filter(|p| p.class == "crash-envelope")
+            .collect();
+        assert!(!outside.is_empty(), "no state left the envelope");
+        for p in outside {
+            let count = p
+                .detail
+                .split_once(" states allowed)")
+                .and_then(|(head, _)| head.rsplit_once('(')?.1.parse::<usize>().ok());
+            assert!(
+                count.is_some_and(|n| n > 0),
+                "no count of allowed states: {}",
+                p.detail
+            );
+        }
     }
 
     /// The end of workload `lines` on our write path: the model's crash
