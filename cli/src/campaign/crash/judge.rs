@@ -612,8 +612,10 @@ mod tests {
             );
             if !v.problems.is_empty() {
                 caught += 1;
-                // A finding's folder replays from the verdict's trace.
+                // A finding's folder replays from the verdict's trace,
+                // and the campaign's table counts the log's writes.
                 assert_eq!(v.trace, trace, "the verdict lost its trace");
+                assert_eq!(v.log_writes, writes, "the verdict lost its count");
             }
         }
         assert!(
@@ -736,6 +738,59 @@ mod tests {
             let m = mismatch(a, &r);
             assert!(matches!(m, Some(("snapshots", _))), "{m:?}");
         }
+    }
+
+    /// A checkpoint whose tree is not the model's is a mismatch, named by
+    /// the manifest line that differs. Here the recovered snapshot holds
+    /// `/a`, and the model's is made to hold `/a` and `/b` (the snapshot
+    /// of the same lines with one more create). Postmortem (issue 37,
+    /// `mismatch`'s guard `m == want` made `true`): no test had a
+    /// checkpoint whose contents were wrong, only missing or of the wrong
+    /// mode, so a judge that never compared contents passed.
+    #[test]
+    fn a_checkpoint_whose_tree_is_not_the_models_is_a_mismatch() {
+        use serde_json::json;
+        let lines = |names: &[&str]| {
+            let mut v = vec![json!({"op": "mount"})];
+            v.extend(
+                names
+                    .iter()
+                    .map(|n| json!({"op": "create", "path": n, "excl": true})),
+            );
+            v.push(json!({"op": "mkcp", "snapshot": true}));
+            v.push(json!({"op": "umount"}));
+            v
+        };
+        let (allowed, r) = ended(lines(&["/a"]), |_| {});
+        let (other, _) = ended(lines(&["/a", "/b"]), |_| {});
+        let snapshot = |a: &Allowed| {
+            let (c, cp) = a
+                .state
+                .checkpoints
+                .iter()
+                .find(|(_, cp)| cp.snapshot && cp.bound)
+                .expect("mkcp -s answered its number");
+            (*c, cp.ns.clone().expect("its tree is known"))
+        };
+        let a = allowed
+            .iter()
+            .find(|a| mismatch(a, &r).is_none())
+            .expect("the image as written is one of the model's states");
+        let (c, with_b) = snapshot(&other[0]);
+        assert_eq!(c, snapshot(a).0, "both runs number the snapshot alike");
+        let mut state = a.state.clone();
+        let mut cp = state.checkpoints[&c].clone();
+        cp.ns = Some(with_b);
+        state.checkpoints.insert(c, cp);
+        let wrong = Allowed {
+            state,
+            live: a.live.clone(),
+        };
+        let m = mismatch(&wrong, &r);
+        assert!(
+            matches!(&m, Some(("checkpoints", why)) if why.contains("/b")),
+            "{m:?}"
+        );
     }
 
     /// A live-tree mismatch names the lines each side has alone.
