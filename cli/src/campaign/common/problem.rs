@@ -151,6 +151,26 @@ pub fn first_difference<S: AsRef<str>>(
 mod tests {
     use super::*;
 
+    /// A finding's verdict.txt: each problem's headline, then its whole
+    /// story, in order.
+    #[test]
+    fn a_verdict_file_tells_each_problem_whole() {
+        let p = |class: &'static str, key: &str, detail: &str| Problem {
+            class,
+            key: key.to_string(),
+            detail: detail.to_string(),
+        };
+        let text = verdict_text(&[
+            p("crash-envelope", "live", "state 3: outside\nnearest: /a"),
+            p("crash-recovery", "", "our recovery fails: EIO"),
+        ]);
+        assert_eq!(
+            text,
+            "== crash-envelope: live\nstate 3: outside\nnearest: /a\n\n\
+             == crash-recovery: our recovery fails: EIO\nour recovery fails: EIO\n\n"
+        );
+    }
+
     /// A problem's name keys the campaigns' per-problem tables and their
     /// shrinking once per problem: problems that differ in class or key
     /// have different names, and the name reads `class: key`.
