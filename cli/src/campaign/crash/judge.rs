@@ -869,14 +869,21 @@ mod tests {
     fn the_kernel_sample_and_the_problems_are_each_distinct() {
         let w = workload(1, 6);
         let (base, log, trace) = record_ours(&w).unwrap();
-        for k in [2, 3, 4] {
+        // Several sampling seeds, so that the roll-forward reservoir
+        // holds states the uniform one does not.
+        for (seed, k) in (1..=4).flat_map(|s| [2, 3, 4].map(|k| (s, k))) {
             let v = judge_log(
                 &trace,
                 &log,
                 &base,
-                &options(Sampling::new(1), Recovery::IgnoresLastLog, k),
+                &options(Sampling::new(seed), Recovery::IgnoresLastLog, k),
             );
             assert_eq!(v.samples.len(), k, "{} states", v.states);
+            assert_eq!(
+                v.failing_by_kind.iter().sum::<usize>(),
+                v.failing_states,
+                "each failing state counted under one kind"
+            );
             let slugs: BTreeSet<&String> = v.samples.iter().map(|s| &s.slug).collect();
             assert_eq!(slugs.len(), k);
             assert!(v.failing_states > 1, "{} failing", v.failing_states);
@@ -893,6 +900,23 @@ mod tests {
             // The first failing states are kept for the finding's folder.
             assert_eq!(v.failed.len(), v.failing_states.min(KEPT_FAILURES));
         }
+    }
+
+    /// The table's columns of failing states: prefix (and stored), torn,
+    /// reordered.
+    #[test]
+    fn failing_states_are_counted_by_kind() {
+        use log_writes::StateKind;
+        assert_eq!(kind_index(&StateKind::Prefix { upto: None }), 0);
+        assert_eq!(kind_index(&StateKind::Prefix { upto: Some(4) }), 0);
+        assert_eq!(kind_index(&StateKind::Torn { end: 4, sectors: 1 }), 1);
+        let reordered = StateKind::Reordered {
+            end: 4,
+            kept: vec![1, 3],
+        };
+        assert_eq!(kind_index(&reordered), 2);
+        let stored = StateKind::Stored { name: "x".into() };
+        assert_eq!(kind_index(&stored), 0);
     }
 
     /// With blkid asked for (peer tier, `NILFS_PEERS=1`), every crash
