@@ -604,6 +604,9 @@ mod tests {
             let grown = fs.create(root, b"grown", 0o644).expect("grown");
             fs.write(grown, 0, &[3; 4096]).expect("write");
             fs.truncate(grown, 100 * 4096).expect("truncate");
+            // Six blocks, all written: the most a direct map holds.
+            let six = fs.create(root, b"six", 0o644).expect("six");
+            fs.write(six, 0, &[4; 6 * 4096]).expect("write");
             // Enough names to fill /d's first block; removing them all
             // leaves the first record of the second block with inode 0.
             let names: Vec<Vec<u8>> = (0..100).map(|i| format!("{i:0>60}").into_bytes()).collect();
@@ -621,6 +624,7 @@ mod tests {
         assert_eq!(unreadable("/dense"), None);
         assert_eq!(unreadable("/sparse"), Some("sparse-btree"));
         assert_eq!(unreadable("/grown"), Some("direct-past-6-blocks"));
+        assert_eq!(unreadable("/six"), None);
         assert_eq!(
             e.entries["/to-f"].line.replace("/to-f", "/f"),
             e.entries["/f"].line,
