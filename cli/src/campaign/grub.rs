@@ -116,9 +116,7 @@ pub fn campaign(opts: &Options) -> Result<Summary, String> {
         }
         let target = problems[0].clone();
         let minimal = if opts.shrink {
-            let m = shrink_each(w, 400, |c| {
-                run_one(c, &work, &peer).is_ok_and(|(_, ps)| ps.iter().any(|p| p.key == target.key))
-            });
+            let m = shrink_each(w, 400, |c| shows(&run_one(c, &work, &peer), &target));
             // Leave the minimal case's image behind for the folder.
             let _ = run_one(&m, &work, &peer);
             m
@@ -448,6 +446,13 @@ fn compare(
     c
 }
 
+/// Whether a shrinking candidate's run still shows the problem being
+/// shrunk (by its key; a run that fails to run shows nothing).
+fn shows(run: &Result<(Comparison, Vec<Problem>), String>, target: &Problem) -> bool {
+    run.as_ref()
+        .is_ok_and(|(_, ps)| ps.iter().any(|p| p.key == target.key))
+}
+
 /// The image of a GRUB workload, for a finding's folder.
 pub fn image_path(work: &Path) -> PathBuf {
     work.join("image.img")
@@ -552,6 +557,25 @@ mod tests {
             assert!(all.contains(op), "the full table never draws {op}");
             assert!(!grubs.contains(op), "a GRUB workload draws {op}");
         }
+    }
+
+    /// Shrinking keeps a candidate only while it shows the problem it
+    /// started from: another problem, or a run that failed, is not it.
+    #[test]
+    fn shrinking_keeps_the_problem_it_started_from() {
+        let p = |key: &str| Problem {
+            class: "grub",
+            key: key.to_string(),
+            detail: String::new(),
+        };
+        let run = |keys: &[&str]| -> Result<(Comparison, Vec<Problem>), String> {
+            Ok((Comparison::default(), keys.iter().map(|k| p(k)).collect()))
+        };
+        let target = p("missing: /a");
+        assert!(shows(&run(&["extra: /b", "missing: /a"]), &target));
+        assert!(!shows(&run(&["extra: /b"]), &target));
+        assert!(!shows(&run(&[]), &target));
+        assert!(!shows(&Err("grub-fstest failed".into()), &target));
     }
 
     /// GRUB 2.12 and later list special files (finding G4); 2.06 does not.
