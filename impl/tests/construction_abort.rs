@@ -514,24 +514,10 @@ fn a_clean_segment_guard_stops_at_a_summary_that_overruns_its_segment() {
 // holding `/b`'s live blocks; the write must still be refused.
 #[test]
 fn a_clean_segment_guard_reads_past_the_first_log() {
-    let dev = fresh(16 << 20, 1024, 64);
-    {
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let mut fs = Fs::mount(&nilfs, NOW).unwrap();
-        // 50 KiB fill segment 0's rest and start segment 1; 5 KiB more
-        // make segment 1's second log; 60 KiB more take the writer on to
-        // segment 2, so that segment 1 is taken again from its head.
-        for (name, len, seed) in [
-            (&b"a"[..], 50 << 10, 1),
-            (&b"b"[..], 5 << 10, 2),
-            (&b"c"[..], 60 << 10, 3),
-        ] {
-            let f = fs.create(ino::ROOT, name, 0o644).unwrap();
-            fs.write(f, 0, &pattern(seed, len)).unwrap();
-            fs.sync().unwrap();
-        }
-        fs.unmount().unwrap();
-    }
+    // 50 KiB fill segment 0's rest and start segment 1; 5 KiB more make
+    // segment 1's second log; 60 KiB more take the writer on to segment
+    // 2, so that segment 1 is taken again from its head.
+    let dev = synced_files(&[(b"a", 50 << 10), (b"b", 5 << 10), (b"c", 60 << 10)]);
     mark_segment_1_clean(&dev, &["ss@1:0.ss_nfinfo = 0"]);
     let (synced, _) = sync_a_new_file(&dev);
     assert_refused_at_segment_1(
@@ -568,24 +554,14 @@ fn a_clean_segment_guard_stops_at_a_summary_longer_than_its_log() {
 // guard can see it.
 #[test]
 fn a_clean_segment_guard_knows_the_dat_s_own_blocks() {
-    let dev = fresh(16 << 20, 1024, 64);
-    {
-        let nilfs = Nilfs::open(&dev).unwrap();
-        let mut fs = Fs::mount(&nilfs, NOW).unwrap();
-        // 50 KiB fill segment 0's rest; two 5 KiB files make two more
-        // logs in segment 1; 60 KiB take the writer past it.
-        for (name, len, seed) in [
-            (&b"a"[..], 50 << 10, 1),
-            (&b"b"[..], 5 << 10, 2),
-            (&b"c"[..], 5 << 10, 3),
-            (&b"d"[..], 60 << 10, 4),
-        ] {
-            let f = fs.create(ino::ROOT, name, 0o644).unwrap();
-            fs.write(f, 0, &pattern(seed, len)).unwrap();
-            fs.sync().unwrap();
-        }
-        fs.unmount().unwrap();
-    }
+    // 50 KiB fill segment 0's rest; two 5 KiB files make two more logs
+    // in segment 1; 60 KiB take the writer past it.
+    let dev = synced_files(&[
+        (b"a", 50 << 10),
+        (b"b", 5 << 10),
+        (b"c", 5 << 10),
+        (b"d", 60 << 10),
+    ]);
     {
         use nilfs::cleaner::{self, ReclaimParams};
         let nilfs = Nilfs::open(&dev).unwrap();
@@ -640,6 +616,23 @@ fn a_clean_segment_guard_knows_the_dat_s_own_blocks() {
         before,
         "the refused write changed the image"
     );
+}
+
+/// A fresh image (1 KiB blocks, 64-block segments) with `files` created
+/// in the root in turn, each written with its own pattern and synced.
+fn synced_files(files: &[(&[u8], usize)]) -> MemDevice {
+    let dev = fresh(16 << 20, 1024, 64);
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, NOW).unwrap();
+        for (seed, (name, len)) in (1..).zip(files) {
+            let f = fs.create(ino::ROOT, name, 0o644).unwrap();
+            fs.write(f, 0, &pattern(seed, *len)).unwrap();
+            fs.sync().unwrap();
+        }
+        fs.unmount().unwrap();
+    }
+    dev
 }
 
 /// Segment 1 handed out by the next segment allocation.

@@ -509,6 +509,29 @@ fn write_sets_the_times_then_the_bytes_and_the_size() {
     judge(&h((600, 700))).expect_err("the write had returned");
 }
 
+/// lstat's outcome for a 0644 file of `size` bytes whose mtime and ctime
+/// are both `at`.
+fn file_stat(size: u64, at: i64) -> Outcome {
+    serde_json::from_str(&format!(
+        r#"{{"stat":{{"type":"file","size":{size},"nlink":1,"perm":420,"mtime":{at},"ctime":{at},"uid":0,"gid":0}}}}"#,
+    ))
+    .unwrap()
+}
+
+/// Worker 0's line for `o`, called at 100 and never returned, in the
+/// clock interval `t` (from its call to the end of the phase).
+fn pending(o: &str, t: [i64; 2]) -> String {
+    Event {
+        w: Some(0),
+        call: Some(100),
+        ret: None,
+        op: op(o),
+        out: None,
+        t: Some(t),
+    }
+    .to_json()
+}
+
 /// A write that never returned may have stopped between its two steps:
 /// `file_modified` set the times, and the bytes never came
 /// (`nilfs_write_begin` waits in `nilfs_transaction_begin` while the
@@ -525,33 +548,26 @@ fn a_write_that_never_returned_may_have_set_its_times_alone() {
     let write = r#"{"op":"write","path":"/f","offset":0,"data":{"text":"abcdef"}}"#;
     let lstat = r#"{"op":"lstat","path":"/f"}"#;
     let o = predict(&[create]);
-    let stat = |size: u64, at: i64| -> Outcome {
-        serde_json::from_str(&format!(
-            r#"{{"stat":{{"type":"file","size":{size},"nlink":1,"perm":420,"mtime":{at},"ctime":{at},"uid":0,"gid":0}}}}"#,
-        ))
-        .unwrap()
-    };
-    let pending = Event {
-        w: Some(0),
-        call: Some(100),
-        ret: None,
-        op: op(write),
-        out: None,
-        t: Some([T + 100, T + 1000]),
-    }
-    .to_json();
+    let pending = pending(write, [T + 100, T + 1000]);
     let h = |after: Outcome| {
         vec![
             timed(0, 10, 20, create, &o[0], [T + 5, T + 5]),
             pending.clone(),
-            timed(1, 200, 300, lstat, &stat(0, T + 150), [T + 200, T + 300]),
+            timed(
+                1,
+                200,
+                300,
+                lstat,
+                &file_stat(0, T + 150),
+                [T + 200, T + 300],
+            ),
             seq(lstat, &after),
         ]
     };
-    judge(&h(stat(0, T + 150))).expect("the times set, the bytes never");
-    judge(&h(stat(6, T + 700))).expect("the bytes later, with the times again");
+    judge(&h(file_stat(0, T + 150))).expect("the times set, the bytes never");
+    judge(&h(file_stat(6, T + 700))).expect("the bytes later, with the times again");
     // Known-bad: the times do not go back to the create's.
-    judge(&h(stat(0, T + 5))).expect_err("the stat saw the write's times");
+    judge(&h(file_stat(0, T + 5))).expect_err("the stat saw the write's times");
 }
 
 /// The same for a truncate that never returned: `nilfs_setattr` may have
@@ -564,34 +580,27 @@ fn a_truncate_that_never_returned_may_have_set_its_size_alone() {
     let trunc = r#"{"op":"truncate","path":"/f","size":3}"#;
     let lstat = r#"{"op":"lstat","path":"/f"}"#;
     let o = predict(&[create, write]);
-    let stat = |size: u64, at: i64| -> Outcome {
-        serde_json::from_str(&format!(
-            r#"{{"stat":{{"type":"file","size":{size},"nlink":1,"perm":420,"mtime":{at},"ctime":{at},"uid":0,"gid":0}}}}"#,
-        ))
-        .unwrap()
-    };
-    let pending = Event {
-        w: Some(0),
-        call: Some(100),
-        ret: None,
-        op: op(trunc),
-        out: None,
-        t: Some([T + 100, T + 1000]),
-    }
-    .to_json();
+    let pending = pending(trunc, [T + 100, T + 1000]);
     let h = |after: Outcome| {
         vec![
             timed(0, 10, 20, create, &o[0], [T + 5, T + 5]),
             timed(0, 30, 40, write, &o[1], [T + 10, T + 10]),
             pending.clone(),
-            timed(1, 200, 300, lstat, &stat(3, T + 10), [T + 200, T + 300]),
+            timed(
+                1,
+                200,
+                300,
+                lstat,
+                &file_stat(3, T + 10),
+                [T + 200, T + 300],
+            ),
             seq(lstat, &after),
         ]
     };
-    judge(&h(stat(3, T + 10))).expect("the size set, the times never");
-    judge(&h(stat(3, T + 700))).expect("the times later");
+    judge(&h(file_stat(3, T + 10))).expect("the size set, the times never");
+    judge(&h(file_stat(3, T + 700))).expect("the times later");
     // Known-bad: the size does not go back.
-    judge(&h(stat(6, T + 10))).expect_err("the stat saw the new size");
+    judge(&h(file_stat(6, T + 10))).expect_err("the stat saw the new size");
 }
 
 /// A one-thread trace and a history are told apart by their workers: a
