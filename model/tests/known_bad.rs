@@ -941,6 +941,35 @@ fn a_listed_latest_numbered_past_a_hidden_checkpoint_moves_it_on() {
     accepted_and_rejected_with(&lines, 11, &lscp(&[3, 4]));
 }
 
+/// Postmortem (issue 37, `finish_lscp`'s `last.cno + 1 + k` as `- k`):
+/// two hidden checkpoints after a listed latest numbered past the
+/// model's both move past it, in order. `mkcp` makes 2; the timer may
+/// make 3 (the clock moved 30 s); the sync makes 4; each chcp of 2 and a
+/// sync make a MINOR checkpoint, 5 and 6, which lscp hides. Listed
+/// [1, 2, 3, 4], the model's sync moves from 3 to 4 and the hidden ones
+/// to 5 and 6, so `/h`'s sync is 7. The mutant put the second hidden one
+/// on 4, where the latest then overwrote it, and took 6 for `/h`'s.
+#[test]
+fn two_hidden_checkpoints_after_a_renumbered_latest_both_move_on() {
+    let lines = [
+        op(r#""op":"mkcp","snapshot":false"#, r#"{"cno":2}"#),
+        op(r#""op":"create","path":"/f""#, r#""ok""#),
+        op(r#""op":"clock","now":30000000000"#, r#""ok""#),
+        op(r#""op":"create","path":"/g""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"chcp","cno":2,"snapshot":true"#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"chcp","cno":2,"snapshot":false"#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[1, 2, 3, 4])),
+        op(r#""op":"create","path":"/h""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[1, 2, 3, 4, 7])),
+    ];
+    accepted_and_rejected_with(&lines, 12, &lscp(&[1, 2, 3, 4, 6]));
+    accepted_and_rejected_with(&lines, 12, &lscp(&[1, 2, 3, 4, 5]));
+}
+
 /// Postmortem (issue 37, `bind_matched`'s filter): an unbound checkpoint
 /// matched to the entry of its own provisional number was left unbound
 /// with its contents, even when the match was a choice. Here the sync's
