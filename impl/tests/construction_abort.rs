@@ -668,19 +668,16 @@ fn dat_level_1_node(dev: &MemDevice) -> Vec<(u64, u64)> {
 /// The (key, block) of every DAT data block the logs of segment 1
 /// (blocks 64 to 127) describe.
 fn dat_blocks_in_segment_1(dev: &MemDevice) -> Vec<(u64, u64)> {
-    use nilfs::device::read_block;
+    use nilfs::device::{read_block, read_blocks_into};
     use nilfs::format::segsum::{Binfo, SegmentSummary, Summary};
     let mut out = Vec::new();
     let mut pseg = 64;
     while pseg < 128 {
-        let head = read_block(dev, 1024, pseg).unwrap();
-        let Ok(h) = SegmentSummary::decode(&head) else {
+        let Ok(h) = SegmentSummary::decode(&read_block(dev, 1024, pseg).unwrap()) else {
             break;
         };
-        let mut sum = head;
-        for b in 1..u64::from(h.sumbytes).div_ceil(1024) {
-            sum.extend_from_slice(&read_block(dev, 1024, pseg + b).unwrap());
-        }
+        let mut sum = vec![0; h.nsumblk(1024) as usize * 1024];
+        read_blocks_into(dev, 1024, pseg, &mut sum).unwrap();
         let Ok(summary) = Summary::decode(&sum, 1024) else {
             break;
         };

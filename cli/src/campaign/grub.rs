@@ -453,7 +453,8 @@ fn shows(run: &Result<(Comparison, Vec<Problem>), String>, target: &Problem) -> 
         .is_ok_and(|(_, ps)| ps.iter().any(|p| p.key == target.key))
 }
 
-/// The image of a GRUB workload, for a finding's folder.
+/// Where `run_one` writes a GRUB workload's image, and where a finding's
+/// folder takes it from.
 pub fn image_path(work: &Path) -> PathBuf {
     work.join("image.img")
 }

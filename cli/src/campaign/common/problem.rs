@@ -151,18 +151,21 @@ pub fn first_difference<S: AsRef<str>>(
 mod tests {
     use super::*;
 
+    fn problem(class: &'static str, key: &str, detail: &str) -> Problem {
+        Problem {
+            class,
+            key: key.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+
     /// A finding's verdict.txt: each problem's headline, then its whole
     /// story, in order.
     #[test]
     fn a_verdict_file_tells_each_problem_whole() {
-        let p = |class: &'static str, key: &str, detail: &str| Problem {
-            class,
-            key: key.to_string(),
-            detail: detail.to_string(),
-        };
         let text = verdict_text(&[
-            p("crash-envelope", "live", "state 3: outside\nnearest: /a"),
-            p("crash-recovery", "", "our recovery fails: EIO"),
+            problem("crash-envelope", "live", "state 3: outside\nnearest: /a"),
+            problem("crash-recovery", "", "our recovery fails: EIO"),
         ]);
         assert_eq!(
             text,
@@ -176,11 +179,7 @@ mod tests {
     /// have different names, and the name reads `class: key`.
     #[test]
     fn a_problem_is_named_by_its_class_and_key() {
-        let p = |class: &'static str, key: &str| Problem {
-            class,
-            key: key.to_string(),
-            detail: "the story".to_string(),
-        };
+        let p = |class, key| problem(class, key, "the story");
         assert_eq!(
             problem_name(&p("crash-envelope", "live")),
             "crash-envelope: live"
