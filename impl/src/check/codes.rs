@@ -121,7 +121,7 @@ codes! {
     LogAfterClean = "log-after-clean", 2, Error, "nilfs_search_super_root",
         "a file system marked clean (VALID_FS) has no log past its latest super root that recovery would apply (a newer super root, or a whole logical segment of data-sync logs): a mount clears the mark (nilfs_setup_super), so a crash before the first construction would apply it (found by the image_mutate fuzz target)";
     LogRevivable = "log-revivable", 2, Error, "nilfs_search_super_root",
-        "no valid log of the sequence the writer will give its segment lies past a broken log after the latest super root: a later log that ends where it begins makes the next recovery replay it, old blocks into whatever inode has their number now (K20; Linux 6.1 does)";
+        "no valid log of the sequence the writer will give its segment lies past the log where the search after the latest super root stops: a later log that ends where it begins makes the next recovery replay it, old blocks into whatever inode has their number now (K20; Linux 6.1 does)";
     LogSrCno = "log-sr-cno", 2, Error, "nilfs_segctor_fill_in_super_root",
         "the latest super root's log carries the checkpoint number the scan gives it";
     // Pass 3: B-trees of every file and metadata file.

@@ -83,6 +83,9 @@ struct SegWalk {
 /// latest checkpoint must have them), with the log that names each.
 pub(crate) type DsyncInodes = Vec<(u64, u64, Option<u64>)>;
 
+/// Blocks `logs_revivable` reads at a time.
+const REVIVE_CHUNK: u64 = 256;
+
 /// Below this many bytes of used segments, the logs pass reads and checks
 /// on one thread.
 const INLINE_MAX: u64 = 16 << 20;
@@ -297,21 +300,23 @@ impl Ck<'_, '_> {
         );
     }
 
-    /// Valid logs past a broken one that the writer's next logs can
-    /// revive (K20, docs/findings.md). The search after the latest super
-    /// root stops at a torn or damaged log, and the writer goes on after
-    /// the super root's log: its segment keeps its sequence number, the
-    /// next segment gets the one after. A valid log of that sequence past
-    /// the broken one is then a log boundary away from the search: once a
-    /// later log ends exactly where it begins, the next recovery (after a
-    /// crash, or a mount that cleared the clean mark) replays it, old
-    /// blocks of an old file system written into whatever inode has their
-    /// number now. Linux 6.1 did (the finding's reproducer). Looked for
-    /// only behind a broken log of the expected sequence (`log-tail`'s
-    /// condition): behind the plain end of the logs (zeros, another
-    /// sequence), finding a stale log would take reading every block of
-    /// two segments at every check, and no crash leaves one there without
-    /// tearing the log before it.
+    /// Valid logs past the point where recovery stops that the writer's
+    /// next logs can revive (K20, docs/findings.md). The search after the
+    /// latest super root stops at the first log it cannot validate, and
+    /// the writer goes on after the super root's log: its segment keeps
+    /// its sequence number, the next segment gets the one after. A valid
+    /// log of that sequence past the stop is then a log boundary away from
+    /// the search: once a later log ends exactly where it begins, the next
+    /// recovery (after a crash, or a mount that cleared the clean mark)
+    /// replays it, old blocks of an old file system written into whatever
+    /// inode has their number now. Linux 6.1 did (the finding's
+    /// reproducer). Whatever stopped the search: a torn log of the
+    /// expected sequence, a damaged one that carries another sequence
+    /// (fuzz-image-mutate-004: a later one, left by the file system's lost
+    /// future), a bad magic, or the plain end of the logs. A healthy file
+    /// system has no such log, since every segment the writer takes gets a
+    /// sequence number above all it ever wrote before; the cost is one
+    /// read of the rest of the segment and of the next segment.
     fn logs_revivable(&mut self) {
         let searched;
         let scan = if self.fs.sb.state & STATE_VALID_FS == 0 {
@@ -327,7 +332,7 @@ impl Ck<'_, '_> {
                 Err(_) => return,
             }
         };
-        let Some(stop) = broken_tail(scan) else {
+        let Some(stop) = search_stop(scan) else {
             return;
         };
         let Ok(g) = crate::recovery::SegGeometry::new(&self.fs.sb) else {
@@ -340,17 +345,36 @@ impl Ck<'_, '_> {
             regions.push((start.0, end.0, crate::format::Seq(stop.seq.0 + 1)));
         }
         let (stop_at, seed) = (stop.pseg.0, self.fs.sb.crc_seed);
+        let bs = self.bs as usize;
         let mut found = Vec::new();
         for (from, to, seq) in regions {
+            // Read in chunks; only a block whose header has the magic and
+            // the sequence is validated whole.
+            let to = to.min(self.dev_blocks.saturating_sub(1));
+            let mut chunk: (u64, Vec<u8>) = (from, Vec::new());
             let mut at = from;
             while at <= to {
-                let Ok((h, verdict)) =
-                    crate::recovery::validate_log(self.dev, &g, seed, BlockNr(at), seq)
+                if at < chunk.0 || (at - chunk.0) as usize * bs >= chunk.1.len() {
+                    let n = (to + 1 - at).min(REVIVE_CHUNK);
+                    let Some(b) = self.read(at, n) else {
+                        break;
+                    };
+                    chunk = (at, b);
+                }
+                let block = &chunk.1[(at - chunk.0) as usize * bs..][..bs];
+                let candidate = SegmentSummary::decode(block)
+                    .is_ok_and(|h| h.magic == SEGSUM_MAGIC && h.seq == seq);
+                let Some(h) = candidate
+                    .then(|| {
+                        crate::recovery::validate_log(self.dev, &g, seed, BlockNr(at), seq).ok()
+                    })
+                    .flatten()
+                    .and_then(|(h, verdict)| verdict.is_ok().then_some(h))
                 else {
                     at += 1;
                     continue;
                 };
-                if verdict.is_ok() && at + u64::from(h.nblocks) <= to + 1 {
+                if at + u64::from(h.nblocks) <= to + 1 {
                     found.push((at, seq));
                     at += u64::from(h.nblocks);
                 } else {
@@ -361,7 +385,7 @@ impl Ck<'_, '_> {
         for (at, seq) in found {
             self.find(
                 Code::LogRevivable,
-                format!("log at block {at} past the broken log at block {stop_at}"),
+                format!("log at block {at} past the log at block {stop_at} where recovery stops"),
                 Some(at),
                 format!(
                     "a valid log of sequence {seq}, the sequence the writer gives its segment next: a later log that ends at block {at} makes the next recovery replay it"
@@ -749,18 +773,22 @@ fn owner_of(b: &Binfo) -> Owner {
     }
 }
 
+/// Where the search after the latest super root stops: the first log
+/// after it that fails validation, whatever the reason.
+fn search_stop(scan: &crate::recovery::ScanResult) -> Option<&crate::recovery::LogVisit> {
+    let sr_at = scan
+        .visits
+        .iter()
+        .rposition(|v| v.super_root_cno.is_some())?;
+    scan.visits[sr_at + 1..].iter().find(|v| v.verdict.is_err())
+}
+
 /// Where the search after the latest super root stopped, when that is a
 /// torn or damaged write: a log of the right magic and sequence that fails
 /// validation, not the end of the logs (`nilfs_search_super_root` stops at
 /// it all the same).
 fn broken_tail(scan: &crate::recovery::ScanResult) -> Option<&crate::recovery::LogVisit> {
-    let sr_at = scan
-        .visits
-        .iter()
-        .rposition(|v| v.super_root_cno.is_some())?;
-    let v = scan.visits[sr_at + 1..]
-        .iter()
-        .find(|v| v.verdict.is_err())?;
+    let v = search_stop(scan)?;
     v.header
         .is_some_and(|h| h.magic == SEGSUM_MAGIC && h.seq == v.seq)
         .then_some(v)
