@@ -175,6 +175,16 @@
 //!   and 7.3 tear the cursor the same way when both copies are short
 //!   (K22). Ours now always carries the cursor, and `check` reports the
 //!   short copy (`sb-bytes-short`).
+//! - image_mutate/regress-008-a-stale-log-behind-a-later-sequence: the
+//!   run of 2026-12-07 (it was docs/findings/fuzz-image-mutate-004). Fuzz
+//!   base 1 with the super root's log resealed into sequence 469 and the
+//!   next segment's first log without its magic: the search stops at
+//!   block 16, the mount takes checkpoint 1, and the base's second
+//!   data-sync log (block 34, sequence 1) stays behind. The workload's
+//!   logs ended exactly there, and `check` then reported it
+//!   (`log-after-clean`). The image was not clean before: K20's hazard,
+//!   which `log-revivable` looked for only behind a torn log of the
+//!   expected sequence. It now looks past whatever stops the search.
 
 use std::path::PathBuf;
 
