@@ -12,12 +12,13 @@
 //! and the pending changes' times are erased, and runs of pending changes
 //! that differ only in stamps are collapsed into one ([`State::untimed`]).
 //! The merged state holds, for each stamp, the smallest interval holding
-//! both (its hull), and the earliest of each pair of times. It allows
-//! everything either state allowed: a stamp observed later lies in the
+//! both (its hull), the earliest of each pair of times and the latest of
+//! each pair of end times. It allows everything either state allowed: a stamp observed later lies in the
 //! hull; a checkpoint the log writer's timer may have made of one pending
 //! change is one of the collapsed run, whose stamps the hull covers; the
 //! earlier creation and change times only let the timer and the cleaner's
-//! protection period run out sooner. So merging never turns an accepted
+//! protection period run out sooner, and the later end times only let more
+//! changes fall after the timer's checkpoint. So merging never turns an accepted
 //! trace into a rejected one; it can only accept a time a few clock ticks
 //! wider than the kernel could have set.
 
@@ -120,6 +121,7 @@ impl State {
         let barriers: Vec<usize> = p.dsync.iter().map(|l| l.after).collect();
         let mut history: Vector<Namespace> = Vector::new();
         let mut times: Vector<i64> = Vector::new();
+        let mut ends: Vector<i64> = Vector::new();
         // new_len[k]: collapsed entries covering the first k old ones.
         let mut new_len = vec![0usize; p.history.len() + 1];
         let mut last_shape: Option<Namespace> = None;
@@ -130,9 +132,11 @@ impl State {
                 let k = history.len() - 1;
                 history[k] = history[k].hull_with(ns);
                 times[k] = times[k].min(p.history_times[i]);
+                ends[k] = ends[k].max(p.history_ends[i]);
             } else {
                 history.push_back(ns.clone());
                 times.push_back(p.history_times[i]);
+                ends.push_back(p.history_ends[i]);
                 last_shape = Some(shape);
             }
             new_len[i + 1] = history.len();
@@ -151,6 +155,7 @@ impl State {
             .collect();
         n.pending.history = history;
         n.pending.history_times = times;
+        n.pending.history_ends = ends;
         n
     }
 
@@ -162,6 +167,7 @@ impl State {
         n.checkpoints = untimed_table(&n.checkpoints);
         n.pending.history = n.pending.history.iter().map(Namespace::untimed).collect();
         n.pending.history_times = n.pending.history_times.iter().map(|_| 0).collect();
+        n.pending.history_ends = n.pending.history_ends.iter().map(|_| 0).collect();
         n.pending.table_at_construction =
             n.pending.table_at_construction.as_ref().map(untimed_table);
         n
@@ -186,6 +192,13 @@ impl State {
             .iter()
             .zip(o.pending.history_times.iter())
             .map(|(a, b)| *a.min(b))
+            .collect();
+        n.pending.history_ends = n
+            .pending
+            .history_ends
+            .iter()
+            .zip(o.pending.history_ends.iter())
+            .map(|(a, b)| *a.max(b))
             .collect();
         if let (Some(a), Some(b)) = (
             &n.pending.table_at_construction,

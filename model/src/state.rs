@@ -89,8 +89,13 @@ pub struct Pending {
     pub inode_sync: OrdSet<Id>,
     /// The live namespace after each modification since the checkpoint.
     pub history: Vector<Namespace>,
-    /// The clock at each of those modifications.
+    /// The clock at each of those modifications (the earliest its
+    /// operation can have read it).
     pub history_times: Vector<i64>,
+    /// The latest each of those modifications can have been made (its
+    /// operation's `clock_hi`): one made later than the log writer's
+    /// timer can have fired may be left out of the timer's checkpoint.
+    pub history_ends: Vector<i64>,
     /// The data-only logs fdatasync wrote since (replayed by recovery).
     pub dsync: Vector<DsyncLog>,
     /// The checkpoint table as of the latest construction (chcp/rmcp made

@@ -30,6 +30,7 @@ impl State {
         self.pending.dirty = true;
         self.pending.history.push_back(self.live.clone());
         self.pending.history_times.push_back(self.clock);
+        self.pending.history_ends.push_back(self.clock_hi);
         self.consumed_blocks += blocks;
         self
     }
@@ -58,6 +59,7 @@ impl State {
         if !self.pending.dirty {
             self.pending.history = Vector::new();
             self.pending.history_times = Vector::new();
+            self.pending.history_ends = Vector::new();
             self.pending.dsync = Vector::new();
             return;
         }
@@ -228,6 +230,12 @@ fn timer_may_have_run(s: &State) -> bool {
         .is_some_and(|t0| s.clock_hi.saturating_sub(*t0) >= TIMER_NS - TIMER_EARLY_NS)
 }
 
+/// The earliest the timer can have fired: an interval after the first
+/// pending change, less a jiffy (pending changes exist).
+fn earliest_firing(s: &State) -> i64 {
+    s.pending.history_times[0].saturating_add(TIMER_NS - TIMER_EARLY_NS)
+}
+
 /// The position in `pending.history` just after the last change to `id`
 /// that a sync of it must write: any change for fsync, a metadata change
 /// (the inode is new, or its kind, size, link count or permissions
@@ -298,22 +306,53 @@ fn metadata_differs(a: Option<&Inode>, b: Option<&Inode>) -> bool {
     }
 }
 
+/// Every state the log writer's timer may have left since the last
+/// construction, once the clock says it can have fired: a checkpoint of
+/// the namespace after the k-th pending change, for each k (finding M6,
+/// docs/findings.md). A construction of the model's own reads the
+/// timer's checkpoints as made before it, and an lscp reads them so
+/// (`learn_unpredicted`); this is the other order, where nothing of the
+/// model's came after the timer, and the kernel's latest checkpoint holds
+/// changes the model still has pending. Linux 6.1 lists it, shows those
+/// changes in it, and makes the next `mkcp` a MINOR one.
+pub(crate) fn timer_fired(s: &State) -> Vec<State> {
+    if !timer_may_have_run(s) {
+        return Vec::new();
+    }
+    // The changes the timer's checkpoint leaves out were made after it
+    // fired, so each can have been made after its earliest firing.
+    let earliest = earliest_firing(s);
+    let ends = &s.pending.history_ends;
+    (1..=s.pending.history.len())
+        .filter(|&k| ends.iter().skip(k).all(|&e| e >= earliest))
+        .map(|k| timer(s, k))
+        .collect()
+}
+
 /// The state after the log writer's timer wrote a checkpoint of the
 /// namespace as it was after the k-th change since the latest checkpoint
 /// (1 <= k <= the number of changes): that checkpoint's number is not
 /// observed; the changes after it stay pending, and so do the SYNDT logs
-/// written after it.
+/// written after it. It was made when the timer fired, at the earliest an
+/// interval after the first change: its creation time is that lower
+/// bound, as a learned checkpoint's is (the cleaner's protection period
+/// then only ever allows more removals, never fewer).
 fn timer(s: &State, k: usize) -> State {
     let mut n = s.clone();
     let h = &s.pending.history;
     let base = h[k - 1].clone();
+    let cno = n.next_cno;
     n.new_checkpoint(base.clone(), false);
+    if let Some(cp) = n.checkpoints.get_mut(&cno) {
+        cp.created = cp.created.min(earliest_firing(s));
+    }
     n.consumed_blocks += CHECKPOINT_BLOCKS;
     let rest: Vector<Namespace> = h.iter().skip(k).cloned().collect();
     let mut p = Pending {
         dirty: !rest.is_empty(),
         history: rest,
         history_times: s.pending.history_times.iter().skip(k).copied().collect(),
+        history_ends: s.pending.history_ends.iter().skip(k).copied().collect(),
         ..Pending::default()
     };
     for (id, a, b) in inode_changes(&base, &s.live) {

@@ -202,6 +202,7 @@ fn held_evictions(branches: Vec<Branch>, sync_all: bool) -> Vec<Branch> {
                     p.dirty = true;
                     p.history.push_back(n.next.live.clone());
                     p.history_times.push_back(n.next.clock);
+                    p.history_ends.push_back(n.next.clock_hi);
                     if step < m {
                         n.next.construct();
                     }
@@ -349,15 +350,31 @@ fn step_op(s: &State, op: &Op) -> Vec<Branch> {
             .into_iter()
             .map(|next| Branch::exact(Outcome::Ok, next))
             .collect(),
-        Op::Mkcp { snapshot } => checkpoint::mkcp(s, *snapshot),
-        Op::Chcp { cno, snapshot } => checkpoint::chcp(s, *cno, *snapshot),
-        Op::Rmcp { cno } => checkpoint::rmcp(s, *cno),
-        Op::Lscp => checkpoint::lscp(s),
+        Op::Mkcp { snapshot } => after_timer(s, |s| checkpoint::mkcp(s, *snapshot)),
+        Op::Chcp { cno, snapshot } => after_timer(s, |s| checkpoint::chcp(s, *cno, *snapshot)),
+        Op::Rmcp { cno } => after_timer(s, |s| checkpoint::rmcp(s, *cno)),
+        Op::Lscp => after_timer(s, checkpoint::lscp),
         Op::Clean { protection_s } => checkpoint::clean(s, *protection_s),
         Op::Mount { cp, ro } => mount::mount(s, *cp, *ro),
         Op::Umount { cp } => mount::umount(s, *cp),
         Op::Remount { ro } => mount::remount(s, *ro),
     }
+}
+
+/// An operation on the checkpoint table, from `s` and from every state
+/// the log writer's timer may have left before it
+/// ([`durability::timer_fired`]): the table is where a timer checkpoint
+/// shows.
+fn after_timer(s: &State, f: impl Fn(&State) -> Vec<Branch>) -> Vec<Branch> {
+    let mut out = f(s);
+    for t in durability::timer_fired(s) {
+        for b in f(&t) {
+            if !out.iter().any(|o| o.next == b.next && o.expect == b.expect) {
+                out.push(b);
+            }
+        }
+    }
+    out
 }
 
 /// `clock`: the injected clock moves forward, never back.
