@@ -186,20 +186,13 @@ impl State {
             .zip(o.pending.history.iter())
             .map(|(a, b)| a.hull_with(b))
             .collect();
-        n.pending.history_times = n
-            .pending
-            .history_times
-            .iter()
-            .zip(o.pending.history_times.iter())
-            .map(|(a, b)| *a.min(b))
-            .collect();
-        n.pending.history_ends = n
-            .pending
-            .history_ends
-            .iter()
-            .zip(o.pending.history_ends.iter())
-            .map(|(a, b)| *a.max(b))
-            .collect();
+        let pairwise = |a: &Vector<i64>, b: &Vector<i64>, f: fn(i64, i64) -> i64| {
+            a.iter().zip(b.iter()).map(|(x, y)| f(*x, *y)).collect()
+        };
+        n.pending.history_times =
+            pairwise(&n.pending.history_times, &o.pending.history_times, i64::min);
+        n.pending.history_ends =
+            pairwise(&n.pending.history_ends, &o.pending.history_ends, i64::max);
         if let (Some(a), Some(b)) = (
             &n.pending.table_at_construction,
             &o.pending.table_at_construction,
