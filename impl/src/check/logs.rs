@@ -83,9 +83,6 @@ struct SegWalk {
 /// latest checkpoint must have them), with the log that names each.
 pub(crate) type DsyncInodes = Vec<(u64, u64, Option<u64>)>;
 
-/// Blocks `logs_revivable` reads at a time.
-const REVIVE_CHUNK: u64 = 256;
-
 /// Below this many bytes of used segments, the logs pass reads and checks
 /// on one thread.
 const INLINE_MAX: u64 = 16 << 20;
@@ -312,8 +309,8 @@ impl Ck<'_, '_> {
     /// inode has their number now. Linux 6.1 did (the finding's
     /// reproducer). Looked for behind a log that has the magic and the
     /// expected sequence (torn or damaged) or a later one (a future the
-    /// file system lost, fuzz-image-mutate-004): the rest of that segment
-    /// and the next are read once. Not behind the plain end of the logs
+    /// file system lost, fuzz-image-mutate-004), block by block through
+    /// the rest of that segment and the next. Not behind the plain end of the logs
     /// (no magic, an older sequence): a kernel crash that reorders the
     /// writes of a construction spanning two segments leaves exactly that,
     /// a later log of the next segment landed and the one before it not,
@@ -350,36 +347,17 @@ impl Ck<'_, '_> {
             regions.push((start.0, end.0, crate::format::Seq(stop.seq.0 + 1)));
         }
         let (stop_at, seed) = (stop.pseg.0, self.fs.sb.crc_seed);
-        let bs = self.bs as usize;
         let mut found = Vec::new();
         for (from, to, seq) in regions {
-            // Read in chunks; only a block whose header has the magic and
-            // the sequence is validated whole.
-            let to = to.min(self.dev_blocks.saturating_sub(1));
-            let mut chunk: (u64, Vec<u8>) = (from, Vec::new());
             let mut at = from;
             while at <= to {
-                if at < chunk.0 || (at - chunk.0) as usize * bs >= chunk.1.len() {
-                    let n = (to + 1 - at).min(REVIVE_CHUNK);
-                    let Some(b) = self.read(at, n) else {
-                        break;
-                    };
-                    chunk = (at, b);
-                }
-                let block = &chunk.1[(at - chunk.0) as usize * bs..][..bs];
-                let candidate = SegmentSummary::decode(block)
-                    .is_ok_and(|h| h.magic == SEGSUM_MAGIC && h.seq == seq);
-                let Some(h) = candidate
-                    .then(|| {
-                        crate::recovery::validate_log(self.dev, &g, seed, BlockNr(at), seq).ok()
-                    })
-                    .flatten()
-                    .and_then(|(h, verdict)| verdict.is_ok().then_some(h))
+                let Ok((h, verdict)) =
+                    crate::recovery::validate_log(self.dev, &g, seed, BlockNr(at), seq)
                 else {
                     at += 1;
                     continue;
                 };
-                if at + u64::from(h.nblocks) <= to + 1 {
+                if verdict.is_ok() && at + u64::from(h.nblocks) <= to + 1 {
                     found.push((at, seq));
                     at += u64::from(h.nblocks);
                 } else {
