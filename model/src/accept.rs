@@ -306,22 +306,31 @@ struct Unbound {
     ss: bool,
     /// The cleaner may have removed it: it may have no entry.
     optional: bool,
+    /// The number of the first checkpoint made after it whose number is
+    /// observed: its own is smaller (the cpfile hands out numbers in
+    /// order, `nilfs_cpfile_get_checkpoint` with `ns_cno`).
+    below: Option<Cno>,
 }
 
 /// Entries for `items`, in order: each a distinct unused entry of its mode
-/// with a number at least its own, strictly after the previous one. With
-/// `keep_optional`, an optional item takes an entry whenever the mandatory
-/// ones after it still fit; without, optional items take none. `None` if a
-/// mandatory item finds no entry. Greedy earliest matching is optimal for
-/// the mandatory items (numbers and entries both increase).
+/// with a number at least its own and below its `below`, strictly after
+/// the previous one. With `keep_optional`, an optional item takes an entry
+/// whenever the mandatory ones after it still fit; without, optional items
+/// take none. `None` if a mandatory item finds no entry. Greedy earliest
+/// matching is optimal for the mandatory items (numbers, bounds and
+/// entries all increase).
 fn match_unbound(
     list: &[CpEntry],
     used: &[bool],
     items: &[Unbound],
     keep_optional: bool,
 ) -> Option<Vec<Option<usize>>> {
-    let eligible =
-        |i: usize, it: &Unbound| !used[i] && list[i].ss == it.ss && list[i].cno >= it.cno;
+    let eligible = |i: usize, it: &Unbound| {
+        !used[i]
+            && list[i].ss == it.ss
+            && list[i].cno >= it.cno
+            && it.below.is_none_or(|b| list[i].cno < b)
+    };
     let mandatory_fit = |rest: &[Unbound], mut from: usize| {
         rest.iter().filter(|it| !it.optional).all(|it| {
             match (from..list.len()).find(|&i| eligible(i, it)) {
@@ -418,6 +427,11 @@ fn lscp_accept(s: &State, list: &[CpEntry]) -> Vec<State> {
                     cno: *c,
                     ss: cp.snapshot,
                     optional: cp.may_be_gone,
+                    below: s
+                        .checkpoints
+                        .range(c + 1..)
+                        .find(|(_, later)| later.bound)
+                        .map(|(b, _)| *b),
                 },
             )
         })
@@ -484,13 +498,19 @@ fn bind_matched(
         .zip(assign)
         .enumerate()
         .filter_map(|(k, ((c, _), a))| a.map(|i| (k, *c, i)))
-        // The latest keeps what finish_lscp gave it; a number at or past
-        // it would break the table's order. A checkpoint matched to the
-        // entry of its own number is bound too: that match may also have
-        // been a choice (known_bad.rs,
+        // A checkpoint matched to the entry of its own number is bound
+        // too: that match may also have been a choice (known_bad.rs,
         // a_choice_of_entries_at_the_checkpoints_own_number_forgets_its_contents).
-        .filter(|(_, c, i)| *c != latest && list[*i].cno < latest)
         .collect();
+    // Every match lies below the latest, so binding keeps the table's
+    // order: the listed latest is the last entry, and a bound checkpoint
+    // after the shown latest bounds every match (`Unbound::below`).
+    debug_assert!(
+        matched
+            .iter()
+            .all(|(_, c, i)| *c < latest && list[*i].cno < latest),
+        "a match at or past the latest {latest}"
+    );
     let mut numbers = BTreeMap::new();
     if matched.is_empty() {
         return numbers;
@@ -742,6 +762,7 @@ mod tests {
             cno,
             ss: false,
             optional,
+            below: None,
         };
         let list = [plain(2), plain(3)];
         let items = [item(1, true), item(2, false), item(3, false)];

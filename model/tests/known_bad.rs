@@ -1161,6 +1161,43 @@ fn entries_past_a_latest_that_cannot_be_bound_stay_unlearned() {
     assert_eq!(v.states, 2, "{v:?}");
 }
 
+/// Issue 37 (judge-trace 6/8, `bind_matched`'s filter `*c != latest &&
+/// list[*i].cno < latest` as `||`, open since the second day's samples):
+/// the cpfile hands out numbers in order (`nilfs_cpfile_get_checkpoint`
+/// takes `ns_cno`), so a checkpoint whose number was not observed lies
+/// below any later one whose number was. The matching of a listing
+/// ignored that: a sync's `2?` made before the MINOR checkpoint that
+/// `mkcp -p` printed as 4 was matched to a listed 5, and a sync's `2?`
+/// made before the checkpoint `mkcp` printed as 3 to a listed 5. Both
+/// listings were accepted (the first, when the latest could not be bound,
+/// by learning nothing), and the survivor's filter was the only thing
+/// between such a match and the table's order; with the bound, no match
+/// reaches it and the filter is gone. Postmortem: found by building the
+/// trace that reaches the survivor, which no kernel trace did.
+#[test]
+fn a_checkpoint_made_before_an_observed_number_is_listed_below_it() {
+    let minor_after = [
+        op(r#""op":"create","path":"/f""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"rmcp","cno":1"#, r#""ok""#),
+        op(r#""op":"create","path":"/g""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"mkcp","snapshot":false"#, r#"{"cno":4}"#),
+        op(r#""op":"lscp""#, &lscp(&[2, 3])),
+    ];
+    accepted_and_rejected_with(&minor_after, 6, &lscp(&[5, 6]));
+    let shown_between = [
+        op(r#""op":"create","path":"/f""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"create","path":"/g""#, r#""ok""#),
+        op(r#""op":"mkcp","snapshot":false"#, r#"{"cno":3}"#),
+        op(r#""op":"create","path":"/h""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[1, 2, 3, 4])),
+    ];
+    accepted_and_rejected_with(&shown_between, 6, &lscp(&[1, 3, 5, 6]));
+}
+
 /// Issue 37 (judge-trace 5/8, `accept_all`'s `*c > mcno && !must_be_new`
 /// as `>=`): a `mkcp -p` that prints the model's own latest made no
 /// checkpoint, so nothing there is MINOR; the latest stays shown, and a
