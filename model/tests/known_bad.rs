@@ -1198,6 +1198,42 @@ fn a_checkpoint_made_before_an_observed_number_is_listed_below_it() {
     accepted_and_rejected_with(&shown_between, 6, &lscp(&[1, 3, 5, 6]));
 }
 
+/// Finding M7 (issue 37, the model's 4/16 survivor `sync_file`'s `k <
+/// history.len()` as `<=`): when the log writer's timer has already
+/// written every pending change, an fsync finds its file clean and writes
+/// nothing, so the latest checkpoint is the timer's, made 5 s after the
+/// first change, not at the fsync (Linux 6.1: a file written, fsync'd
+/// 12 s later; `lscp -a` dates checkpoint 2 five seconds after the
+/// write). Only the cleaner's protection period reads that time: a pass
+/// whose horizon lies between the two may remove checkpoint 2; one whose
+/// horizon lies before the timer could fire may not.
+#[test]
+fn an_fsync_after_the_timer_wrote_everything_leaves_the_timers_checkpoint() {
+    let secs = |s: u64| format!(r#""op":"clock","now":{}"#, s * 1_000_000_000);
+    let with_protection = |p: u64| {
+        [
+            op(r#""op":"rmcp","cno":1"#, r#""ok""#),
+            op(r#""op":"create","path":"/f""#, r#""ok""#),
+            op(
+                r#""op":"write","path":"/f","offset":0,"data":{"seeded":{"seed":7,"len":4096}}"#,
+                r#"{"written":4096}"#,
+            ),
+            op(&secs(12), r#""ok""#),
+            op(r#""op":"fsync","path":"/f""#, r#""ok""#),
+            op(&secs(20), r#""ok""#),
+            op(r#""op":"create","path":"/g""#, r#""ok""#),
+            op(r#""op":"sync""#, r#""ok""#),
+            op(&secs(30), r#""ok""#),
+            op(&format!(r#""op":"clean","protection_s":{p}"#), r#""ok""#),
+            op(r#""op":"lscp""#, &lscp(&[3])),
+        ]
+    };
+    // The clean's clock is at most 31 s (a clock line's one-second
+    // window): protected from 11 s on, after the timer (5 s) and before
+    // the fsync (12 s).
+    accepted_and_rejected_at(&with_protection(20), &with_protection(27), 10);
+}
+
 /// Issue 37 (judge-trace 5/8, `accept_all`'s `*c > mcno && !must_be_new`
 /// as `>=`): a `mkcp -p` that prints the model's own latest made no
 /// checkpoint, so nothing there is MINOR; the latest stays shown, and a
