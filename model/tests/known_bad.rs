@@ -1234,6 +1234,35 @@ fn an_fsync_after_the_timer_wrote_everything_leaves_the_timers_checkpoint() {
     accepted_and_rejected_at(&with_protection(20), &with_protection(27), 10);
 }
 
+/// Issue 37 (model shard 4/16, re-run: `timer`'s `history_ends` deleted
+/// from the pending changes it leaves): the timer can fire again after it
+/// wrote a checkpoint, and its second checkpoint must hold every change
+/// made before that firing could come. Here the first firing (at 5 s)
+/// wrote `/a`, `/b` (8 s) stayed pending, and `/c` followed within a
+/// second; the second firing comes 5 s after `/b`, so its checkpoint
+/// holds `/c` too. Without the changes' end times carried past the first
+/// firing, the model let the second leave `/c` out.
+#[test]
+fn a_second_timer_checkpoint_holds_what_was_made_before_it_could_fire() {
+    let secs = |s: u64| format!(r#""op":"clock","now":{}"#, s * 1_000_000_000);
+    let lines = [
+        op(r#""op":"create","path":"/a""#, r#""ok""#),
+        op(&secs(8), r#""ok""#),
+        op(r#""op":"create","path":"/b""#, r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[1, 2])),
+        op(r#""op":"create","path":"/c""#, r#""ok""#),
+        op(&secs(20), r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[1, 2, 3])),
+        op(r#""op":"chcp","cno":3,"snapshot":true"#, r#""ok""#),
+        op(r#""op":"mount","cp":3,"ro":true"#, r#""ok""#),
+        op(
+            r#""op":"readdir","path":"/","at":3"#,
+            r#"{"names":["a","b","c"]}"#,
+        ),
+    ];
+    accepted_and_rejected_with(&lines, 9, r#"{"names":["a","b"]}"#);
+}
+
 /// Issue 37 (judge-trace 5/8, `accept_all`'s `*c > mcno && !must_be_new`
 /// as `>=`): a `mkcp -p` that prints the model's own latest made no
 /// checkpoint, so nothing there is MINOR; the latest stays shown, and a
