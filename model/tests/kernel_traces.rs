@@ -501,6 +501,31 @@ fn user_xattrs_on_a_socket_follow_the_release() {
     }
 }
 
+// postmortem: finding M8. After the log writer's timer wrote a
+// checkpoint, a truncate down and back up to the same size still marks
+// the inode for an inode sync (`nilfs_setattr` -> `mark_inode_dirty`,
+// I_DIRTY_DATASYNC -> NILFS_I_INODE_SYNC), so an fdatasync makes a full
+// checkpoint. Linux 6.1 (`nilref exec --sleep-on-clock`): write, sync,
+// create, 8 s, truncate to 0 and back to 3,072, lscp lists the timer's 3
+// (its snapshot still holds the old data), fdatasync, lscp lists 4. The
+// model recomputed the flags after the timer from the net change, found
+// none, wrote a SYNDT log and rejected 4. Also kept: fsync-after-the-timer
+// (finding M7), accepted by both.
+#[test]
+fn a_truncate_undone_after_the_timer_still_needs_an_inode_sync() {
+    let text = trace_of("6.1", "timer-then-truncate-down-and-up.jsonl");
+    check_trace_str(&text).unwrap_or_else(|r| panic!("{r}"));
+    check_trace_str(&trace_of("6.1", "fsync-after-the-timer.jsonl"))
+        .unwrap_or_else(|r| panic!("{r}"));
+    // The fdatasync written as a SYNDT log: no checkpoint 4.
+    let last = last_lscp(&text);
+    let none = edit_line(&text, last, |v| {
+        v["out"]["checkpoints"].as_array_mut().unwrap().pop();
+    });
+    let r = check_trace_str(&none).expect_err("the fdatasync made checkpoint 4");
+    assert_eq!(r.line, last, "{r}");
+}
+
 // postmortem: finding M6. The log writer's timer (5 s after the first
 // change) writes the pending changes as a checkpoint of its own. Linux
 // 6.1 and 7.3 (`nilref exec --sleep-on-clock`): create, sync, create,

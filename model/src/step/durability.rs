@@ -358,13 +358,21 @@ fn timer(s: &State, k: usize) -> State {
         history_ends: s.pending.history_ends.iter().skip(k).copied().collect(),
         ..Pending::default()
     };
-    for (id, a, b) in inode_changes(&base, &s.live) {
-        if pages_dirtied(a, b) {
-            p.dirty_inodes.insert(id);
+    // The timer's construction cleared every inode's flags; each change
+    // after it sets them again, whatever a later change undoes (a
+    // truncate down and back up still marked the inode for an inode
+    // sync: `nilfs_dirty_inode` with I_DIRTY_DATASYNC).
+    let mut prev = &base;
+    for ns in h.iter().skip(k) {
+        for (id, a, b) in inode_changes(prev, ns) {
+            if pages_dirtied(a, b) {
+                p.dirty_inodes.insert(id);
+            }
+            if metadata_differs(a, b) {
+                p.inode_sync.insert(id);
+            }
         }
-        if metadata_differs(a, b) {
-            p.inode_sync.insert(id);
-        }
+        prev = ns;
     }
     p.dsync = s
         .pending
