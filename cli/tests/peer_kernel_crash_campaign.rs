@@ -4,11 +4,13 @@
 //! `NILFS_PEERS=1`; about a minute: one boot records three workloads
 //! through dm-log-writes, one more lets the kernel recover a sample).
 //!
-//! Both accept exactly one kind of failing state, the known finding
-//! "skipped-log" (docs/findings.md, "Crash campaign against Linux"): a
-//! construction spanning two segments whose first log did not reach the
-//! disk, which NILFS2's recovery (the kernel's, and ours, which follows
-//! it) steps over. Any other problem fails the test.
+//! Both accept exactly two kinds of failing state, the known findings
+//! "skipped-log" (K5, docs/findings.md): a construction spanning two
+//! segments whose first log did not reach the disk, which NILFS2's
+//! recovery (the kernel's, and ours, which follows it) steps over; and
+//! "revivable-log" (K23): a later log landed without the one before it,
+//! which `check` reports because the next crash revives it. Any other
+//! problem fails the test.
 
 mod common;
 
@@ -43,7 +45,7 @@ fn only_the_known_finding(s: &Value, text: &str, min_states: u64) {
     let problems = s["problems"].as_object().unwrap();
     for name in problems.keys() {
         assert!(
-            name.ends_with(": skipped-log"),
+            name.ends_with(": skipped-log") || name.ends_with(": revivable-log"),
             "an unexpected problem {name}:\n{text}"
         );
     }
@@ -55,6 +57,30 @@ fn only_the_known_finding(s: &Value, text: &str, min_states: u64) {
     assert!(s["reordered"].as_u64().unwrap() > 0, "{text}");
     let failing = s["failing_prefix_torn_reordered"].as_array().unwrap();
     assert_eq!(failing[0], 0, "a flush/FUA boundary state failed:\n{text}");
+}
+
+/// Finding K23's crash state, recorded from Linux 6.1, replays as the
+/// known `revivable-log`: recovery inside the envelope, `check`'s only
+/// error `log-revivable` (docs/findings/k23-crash-revives-a-stale-log).
+#[test]
+fn the_k23_crash_state_replays_as_a_revivable_log() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/findings/k23-crash-revives-a-stale-log/campaign");
+    let o = Command::new(env!("CARGO_BIN_EXE_nilref"))
+        .args(["campaign", "crash", "--replay"])
+        .arg(&folder)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        text.contains("state-r33-32: crash-check: revivable-log"),
+        "{text}"
+    );
+    assert!(!text.contains("crash-envelope"), "{text}");
 }
 
 #[test]

@@ -184,7 +184,7 @@
 //!   logs ended exactly there, and `check` then reported it
 //!   (`log-after-clean`). The image was not clean before: K20's hazard,
 //!   which `log-revivable` looked for only behind a torn log of the
-//!   expected sequence. It now also looks behind a log of a later one.
+//!   expected sequence. It now looks past whatever stops the search.
 
 use std::path::PathBuf;
 

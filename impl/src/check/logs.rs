@@ -307,15 +307,16 @@ impl Ck<'_, '_> {
     /// recovery (after a crash, or a mount that cleared the clean mark)
     /// replays it, old blocks of an old file system written into whatever
     /// inode has their number now. Linux 6.1 did (the finding's
-    /// reproducer). Looked for behind a log that has the magic and the
-    /// expected sequence (torn or damaged) or a later one (a future the
-    /// file system lost, fuzz-image-mutate-004), block by block through
-    /// the rest of that segment and the next. Not behind the plain end of the logs
-    /// (no magic, an older sequence): a kernel crash that reorders the
-    /// writes of a construction spanning two segments leaves exactly that,
-    /// a later log of the next segment landed and the one before it not,
-    /// and reporting it would flag crash states the kernel leaves (an open
-    /// lead, docs/check.md).
+    /// reproducer). Looked for behind whatever stopped the search, block
+    /// by block through the rest of that segment and the next: a torn or
+    /// damaged log of the expected sequence, one of a later sequence (a
+    /// future the file system lost, fuzz-image-mutate-004), or the plain
+    /// end of the logs. A healthy file system has no such log, since every
+    /// segment the writer takes gets a sequence number above all it wrote
+    /// before; but a crash alone can leave one, when the writes of two
+    /// logs sent with no flush between them land out of order, and Linux
+    /// 6.1 then revives it at the next crash (K23: the file system no
+    /// longer mounts).
     fn logs_revivable(&mut self) {
         let searched;
         let scan = if self.fs.sb.state & STATE_VALID_FS == 0 {
@@ -331,10 +332,7 @@ impl Ck<'_, '_> {
                 Err(_) => return,
             }
         };
-        let Some(stop) = search_stop(scan).filter(|v| {
-            v.header
-                .is_some_and(|h| h.magic == SEGSUM_MAGIC && h.seq >= v.seq)
-        }) else {
+        let Some(stop) = search_stop(scan) else {
             return;
         };
         let Ok(g) = crate::recovery::SegGeometry::new(&self.fs.sb) else {
