@@ -54,6 +54,11 @@ fn op(json: &str, out: &str) -> String {
     format!(r#"{{{json},"out":{out}}}"#)
 }
 
+/// A clock line's operation at `s` seconds of the trace's clock.
+fn secs(s: u64) -> String {
+    format!(r#""op":"clock","now":{}"#, s * 1_000_000_000)
+}
+
 fn err(e: &str) -> String {
     format!(r#"{{"err":"{e}"}}"#)
 }
@@ -1113,7 +1118,6 @@ fn a_hidden_checkpoint_never_moves_below_its_own_number() {
 /// (30 s), and a listing without 5 was accepted.
 #[test]
 fn a_hidden_checkpoint_in_a_room_of_its_own_is_bound_there() {
-    let secs = |s: u64| format!(r#""op":"clock","now":{}"#, s * 1_000_000_000);
     let lines = [
         op(r#""op":"create","path":"/f""#, r#""ok""#),
         op(&secs(30), r#""ok""#),
@@ -1209,7 +1213,6 @@ fn a_checkpoint_made_before_an_observed_number_is_listed_below_it() {
 /// horizon lies before the timer could fire may not.
 #[test]
 fn an_fsync_after_the_timer_wrote_everything_leaves_the_timers_checkpoint() {
-    let secs = |s: u64| format!(r#""op":"clock","now":{}"#, s * 1_000_000_000);
     let with_protection = |p: u64| {
         [
             op(r#""op":"rmcp","cno":1"#, r#""ok""#),
@@ -1244,7 +1247,6 @@ fn an_fsync_after_the_timer_wrote_everything_leaves_the_timers_checkpoint() {
 /// firing, the model let the second leave `/c` out.
 #[test]
 fn a_second_timer_checkpoint_holds_what_was_made_before_it_could_fire() {
-    let secs = |s: u64| format!(r#""op":"clock","now":{}"#, s * 1_000_000_000);
     let lines = [
         op(r#""op":"create","path":"/a""#, r#""ok""#),
         op(&secs(8), r#""ok""#),
