@@ -181,3 +181,42 @@ fn a_search_bound_gives_unknown_not_rejected() {
     assert_eq!(r.line, text.lines().count(), "{r}");
     assert!(r.to_string().starts_with("trace unknown at line"), "{r}");
 }
+
+/// A write refused for space has already updated the file's times
+/// (`file_update_time` runs before `nilfs_write_begin`'s vacancy check),
+/// unless both are already the call's instant. Here `utimes` set the
+/// modification time to exactly the later write's instant, and the change
+/// time is the `utimes` call's: one time is `now`, the other is not, so
+/// the refused write moves the change time. Postmortem (issue 37, model
+/// shard 8/16: `times_surely_stay`'s `&&` as `||` took one equal time for
+/// both, and left the ENOSPC no state at all).
+#[test]
+fn a_write_refused_for_space_moves_the_time_that_is_not_yet_now() {
+    let mtime = format!(
+        r#"{{"op":"utimes","path":"/f","mtime":{}}}"#,
+        T0 + 10_000 * MS
+    );
+    let text = |ctime_ms: i64| {
+        let stat = stat(41_943_040, 1, "file", 0o644, 10_000, ctime_ms);
+        trace(&[
+            (r#"{"op":"create","path":"/f"}"#, "\"ok\"", 1, 1),
+            (
+                r#"{"op":"write","path":"/f","offset":0,"data":{"zeros":41943040}}"#,
+                "{\"written\":41943040}",
+                2,
+                2,
+            ),
+            (&mtime, "\"ok\"", 3, 3),
+            (
+                r#"{"op":"write","path":"/f","offset":41943040,"data":{"zeros":31457280}}"#,
+                "{\"err\":\"ENOSPC\"}",
+                10_000,
+                10_000,
+            ),
+            (r#"{"op":"lstat","path":"/f"}"#, &stat, 10_001, 10_001),
+        ])
+    };
+    check_trace_str(&text(10_000)).unwrap_or_else(|r| panic!("{r}"));
+    let r = check_trace_str(&text(3)).expect_err("the change time moved");
+    assert_eq!(r.line, 7, "{r}");
+}
