@@ -101,7 +101,11 @@ pub(super) fn write(
             if ns.times_may_stay(id, now) {
                 refused.push(Branch::exact(Outcome::Err(Errno::ENOSPC), s.clone()));
             }
-            if n > KERNEL_PAGE {
+            // `generic_perform_write` asks `nilfs_write_begin` (its
+            // vacancy check) page by page: a write that reaches into a
+            // second page may stop at the page boundary, whatever its
+            // length.
+            if offset % KERNEL_PAGE + n > KERNEL_PAGE {
                 refused.push(Branch {
                     expect: Expect::ShortWrite {
                         path: path.to_string(),
