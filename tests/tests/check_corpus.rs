@@ -259,7 +259,11 @@ fn the_checks_figures_and_the_memos_replay() {
     let full = check_opened(&nilfs, &Options::default());
     assert!(full.is_clean(), "{full}");
     assert!(full.stats.logs >= 3, "{:?}", full.stats);
-    assert!(full.stats.nodes >= 2, "the big file's nodes: {:?}", full.stats);
+    assert!(
+        full.stats.nodes >= 2,
+        "the big file's nodes: {:?}",
+        full.stats
+    );
     let mut memo = Memo::default();
     let first = check_opened_memo(&nilfs, &Options::default(), &mut memo);
     let again = check_opened_memo(&nilfs, &Options::default(), &mut memo);

@@ -206,7 +206,11 @@ impl<'a, 'd> Ck<'a, 'd> {
         }
     }
 
-    /// Record a finding (once per invariant, structure and block).
+    /// Record a finding (once per invariant, structure and block). None
+    /// once the check has stopped: what it finds after an unreadable block
+    /// rests on what it could not read (a DAT block that failed to read is
+    /// not a hole), and the report says "could not decide" (exit status 8),
+    /// not what the image holds.
     pub fn find(
         &mut self,
         code: Code,
@@ -215,6 +219,9 @@ impl<'a, 'd> Ck<'a, 'd> {
         found: impl Into<String>,
         expected: impl Into<String>,
     ) {
+        if self.stopped() {
+            return;
+        }
         self.finds += 1;
         let structure = structure.into();
         if !self.seen.insert((code, structure.clone(), block)) {
