@@ -373,3 +373,29 @@ fn a_revivable_log_that_ends_its_segment_is_reported() {
         "{r}"
     );
 }
+
+/// One construction that spans segments writes one logical segment as
+/// several logs, one a segment: the first begins it (LOGBGN), the middle
+/// ones carry neither flag, the last ends it (LOGEND, with the super
+/// root). That is healthy, and checks clean.
+#[test]
+fn a_logical_segment_across_segments_checks_clean() {
+    use nilfs::format::ino;
+    use nilfs::fs::Fs;
+    let dev = MemDevice::new(8 << 20);
+    nilfs::mkfs::mkfs(&dev, &nilfs::mkfs::MkfsOptions::with_geometry(1024, 64)).unwrap();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, &[7; 200_000]).unwrap();
+        fs.unmount().unwrap();
+    }
+    let r = check_device(&dev, &Options::default());
+    assert!(r.is_clean(), "{r}");
+    assert!(
+        r.stats.logs >= 4,
+        "one construction over several segments: {:?}",
+        r.stats
+    );
+}
