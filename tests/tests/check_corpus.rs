@@ -382,8 +382,7 @@ fn a_revivable_log_that_ends_its_segment_is_reported() {
 fn a_logical_segment_across_segments_checks_clean() {
     use nilfs::format::ino;
     use nilfs::fs::Fs;
-    let dev = MemDevice::new(8 << 20);
-    nilfs::mkfs::mkfs(&dev, &nilfs::mkfs::MkfsOptions::with_geometry(1024, 64)).unwrap();
+    let dev = nilfs_testkit::image::fresh(8 << 20, 1024, 64);
     {
         let nilfs = Nilfs::open(&dev).unwrap();
         let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
