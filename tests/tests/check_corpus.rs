@@ -398,3 +398,65 @@ fn a_logical_segment_across_segments_checks_clean() {
         r.stats
     );
 }
+
+// Issue 37 (judge-check 9/40: `check_lseg`'s `flags & SS_LOGBGN` as `|`
+// where the previous logical segment is open): a log without LOGBGN after
+// an open one continues that logical segment, in the same segment as in
+// the next. The kernel's constructor writes a continuation only at the
+// start of a segment, but recovery (`nilfs_search_super_root`,
+// `nilfs_do_roll_forward`) reads a logical segment by its flags alone, not
+// by where its logs lie, so the check has nothing to report. Two data-sync
+// logs of one file between two super roots, in one segment, made one
+// logical segment (the first's LOGEND and the second's LOGBGN cleared,
+// resealed): clean.
+#[test]
+fn a_logical_segment_of_two_logs_in_one_segment_checks_clean() {
+    use nilfs::format::ino;
+    use nilfs::format::segsum::{SS_LOGBGN, SS_LOGEND};
+    use nilfs::fs::Fs;
+    let dev = MemDevice::new(8 << 20);
+    nilfs::mkfs::mkfs(&dev, &nilfs::mkfs::MkfsOptions::with_geometry(1024, 64)).unwrap();
+    {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+        let f = fs.create(ino::ROOT, b"f", 0o644).unwrap();
+        fs.write(f, 0, &[7; 3000]).unwrap();
+        fs.sync().unwrap();
+        fs.write(f, 0, &[8; 1000]).unwrap();
+        fs.fdatasync(f).unwrap();
+        fs.write(f, 2048, &[9; 500]).unwrap();
+        fs.fdatasync(f).unwrap();
+        fs.unmount().unwrap();
+    }
+    // The layout this test is about: segment 0 holds mkfs's log, the
+    // sync's, the two data-sync logs (blocks 33 and 35, two blocks each)
+    // and the unmount's.
+    let out = nilfs::inspect::tools::dumpseg(&dev, &[0]).unwrap().stdout;
+    assert!(
+        out.contains("blocknr = 33, nblocks = 2") && out.contains("blocknr = 35, nblocks = 2"),
+        "{out}"
+    );
+    let check = |dev: &MemDevice| check_device(dev, &Options::default());
+    let apply = |r: &str| {
+        corrupt::apply(&dev, &Recipe::parse(r).unwrap()).unwrap_or_else(|e| panic!("{r}: {e}"));
+    };
+    let r = check(&dev);
+    assert!(r.is_clean(), "as written: {r}");
+    apply(&format!("ss@0:2.ss_flags &= {:#x}", !SS_LOGEND));
+    apply(&format!("ss@0:3.ss_flags &= {:#x}", !SS_LOGBGN));
+    let r = check(&dev);
+    assert!(r.is_clean(), "one logical segment of two logs: {r}");
+    assert!(r.stats.logs >= 5, "{:?}", r.stats);
+    // The known-bad beside it: the second log beginning a logical segment
+    // of its own while the first is open.
+    apply(&format!("ss@0:3.ss_flags |= {SS_LOGBGN:#x}"));
+    let r = check(&dev);
+    assert_eq!(
+        r.findings
+            .iter()
+            .map(|f| (f.code, f.block))
+            .collect::<Vec<_>>(),
+        vec![(Code::LogLogicalSegment, Some(35))],
+        "{r}"
+    );
+}
