@@ -460,3 +460,74 @@ fn a_logical_segment_of_two_logs_in_one_segment_checks_clean() {
         "{r}"
     );
 }
+
+/// A read that fails while `check` works out why the mount failed is the
+/// device's error, not the image's: the report is an operational error and
+/// names nothing the image does not have. The image is one the mount
+/// refuses (its latest super root claims no bytes) and that needs
+/// recovery, so the explaining scan walks on past the super block's log
+/// as the kernel's does; every read of the check fails once, in turn.
+#[test]
+fn a_read_error_while_explaining_a_failed_mount_is_an_operational_error() {
+    use nilfs::device::CutDevice;
+    let damaged = || {
+        let dev = base("rollforward");
+        corrupt::apply(&dev, &Recipe::parse("sr.sr_bytes = 0").unwrap()).unwrap();
+        dev
+    };
+    let reference = CutDevice::new(damaged(), 1024, u64::MAX);
+    let undisturbed = check_device(&reference, &Options::default());
+    let codes = |r: &nilfs::check::Report| r.findings.iter().map(|f| f.code).collect::<Vec<_>>();
+    assert_eq!(
+        codes(&undisturbed),
+        vec![Code::LogSuperRoot],
+        "{undisturbed}"
+    );
+    let nreads = reference.reads();
+    let mut operational = 0;
+    for k in 0..nreads {
+        let cut = CutDevice::new(damaged(), 1024, u64::MAX).failing_read(k);
+        let r = check_device(&cut, &Options::default());
+        let ctx = format!("read {k} of {nreads} failing");
+        if r.operational.is_some() {
+            operational += 1;
+            assert!(r.findings.is_empty(), "{ctx}: {r}");
+        } else {
+            assert_eq!(codes(&r), codes(&undisturbed), "{ctx}: {r}");
+        }
+    }
+    assert!(operational > 0, "no read error reached the report");
+}
+
+/// The searches `check` makes past a clean mark (for logs recovery would
+/// replay, `log-after-clean`, and for revivable ones, `log-revivable`)
+/// read where the mount did not: a read that fails there leaves the check
+/// unable to say whether such a log exists, an operational error, never
+/// a clean report. On a cleanly unmounted image, the block after the
+/// latest super root's log is read first by the one search, last by the
+/// other; each read fails once, in turn.
+#[test]
+fn a_read_error_in_the_searches_past_a_clean_mark_is_an_operational_error() {
+    use nilfs::device::CutDevice;
+    let dev = base("ours");
+    let next = {
+        let nilfs = Nilfs::open(&dev).unwrap();
+        nilfs.scan.super_root.0 + 1
+    };
+    let reference = CutDevice::new(dev.duplicate(), 1024, u64::MAX).recording_reads();
+    let r = check_device(&reference, &Options::default());
+    assert!(r.is_clean(), "{r}");
+    let reads: Vec<u64> = (reference.read_spans().into_iter().enumerate())
+        .filter(|(_, (off, len))| (*off..off + len).contains(&(next * 1024)))
+        .map(|(k, _)| k as u64)
+        .collect();
+    assert!(reads.len() >= 2, "block {next} read by {reads:?}");
+    for k in [reads[0], reads[reads.len() - 1]] {
+        let cut = CutDevice::new(dev.duplicate(), 1024, u64::MAX).failing_read(k);
+        let r = check_device(&cut, &Options::default());
+        assert!(
+            r.operational.is_some() && r.findings.is_empty(),
+            "read {k} (block {next}, read by {reads:?}) failing:\n{r}"
+        );
+    }
+}

@@ -264,6 +264,12 @@ impl Ck<'_, '_> {
         }
         let (visits, searched) =
             crate::recovery::search_super_root_traced(self.dev, &self.fs.sb, false);
+        if let Err(e) = &searched {
+            if super::device_fault(self.dev, u64::from(self.bs), e) {
+                self.report.operational = Some(e.to_string());
+                return;
+            }
+        }
         let sr = self.fs.scan.sr_pseg;
         let Some(at) = visits.iter().position(|v| v.pseg == sr) else {
             return;
@@ -329,6 +335,12 @@ impl Ck<'_, '_> {
                     searched = s;
                     &searched
                 }
+                Err(e) if super::device_fault(self.dev, u64::from(self.bs), &e) => {
+                    self.report.operational = Some(e.to_string());
+                    return;
+                }
+                // The next mount's search fails: `log-after-clean` looks
+                // at what it would read.
                 Err(_) => return,
             }
         };
@@ -340,7 +352,9 @@ impl Ck<'_, '_> {
         };
         let seg = g.segnum_of(stop.pseg);
         let mut regions = vec![(stop.pseg.0 + 1, g.range(seg).1 .0, stop.seq)];
-        if seg == scan.segnum {
+        // A next segment past the last is the super root log's pointer
+        // out of range, which `log-next` reports; there is nothing to read.
+        if seg == scan.segnum && scan.nextnum.0 < g.nsegments {
             let (start, end) = g.range(scan.nextnum);
             regions.push((start.0, end.0, crate::format::Seq(stop.seq.0 + 1)));
         }

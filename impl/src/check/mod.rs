@@ -74,6 +74,21 @@ pub struct Options {
     pub inline_bytes: Option<u64>,
 }
 
+/// Whether `e` is the device's failure rather than the image's: an I/O
+/// error at a block inside the device. A read past the device's end (a
+/// pointer out of range) fails in the kernel too, and is the image's to
+/// explain; one inside is a medium error, about which the check cannot
+/// say what the read would have shown.
+fn device_fault(dev: &dyn BlockDevice, block_size: u64, e: &crate::Error) -> bool {
+    match e {
+        crate::Error::Io { blocknr, .. } => blocknr
+            .checked_add(1)
+            .and_then(|end| end.checked_mul(block_size))
+            .is_some_and(|end| end <= dev.size_bytes()),
+        _ => false,
+    }
+}
+
 /// Check the NILFS2 file system on `dev`.
 pub fn check_device(dev: &dyn BlockDevice, opts: &Options) -> Report {
     let mut report = Report::default();

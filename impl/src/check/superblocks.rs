@@ -107,12 +107,12 @@ pub(super) fn copies(dev: &dyn BlockDevice, r: &mut Report) -> bool {
 /// `Nilfs::open` failed although a copy carries the magic: say why, in the
 /// kernel's order (no valid copy, geometry, cursor, super root).
 pub(super) fn open_failed(dev: &dyn BlockDevice, err: &Error, r: &mut Report) {
-    if let Error::Io { .. } = err {
-        r.operational = Some(err.to_string());
-        return;
-    }
     let choice = match load_super_block(dev) {
         Ok(c) => c,
+        Err(_) if matches!(err, Error::Io { .. }) => {
+            r.operational = Some(err.to_string());
+            return;
+        }
         Err(e) => {
             if !r.findings.iter().any(|f| f.code.pass() == 1) {
                 push(r, Code::SbCrc, NAMES[0], detail(&e), "a valid copy");
@@ -122,6 +122,16 @@ pub(super) fn open_failed(dev: &dyn BlockDevice, err: &Error, r: &mut Report) {
     };
     let sb = choice.sb().clone();
     let name = NAMES[choice.chosen];
+    // A read that failed inside the device is the device's error: the
+    // check cannot say what the read would have shown. One past the
+    // device's end is the image's (a log pointer out of range; the
+    // kernel's read fails there too), and is explained below.
+    let bs = u64::from(sb.block_size().unwrap_or(1024));
+    let device_fault = |e: &Error| super::device_fault(dev, bs, e);
+    if device_fault(err) {
+        r.operational = Some(err.to_string());
+        return;
+    }
     if let Err(e) = sb.check_geometry(dev.size_bytes()) {
         push(
             r,
@@ -150,6 +160,12 @@ pub(super) fn open_failed(dev: &dyn BlockDevice, err: &Error, r: &mut Report) {
             as_mounted.and_then(|m| search_super_root(dev, &m, valid_fs && k == choice.chosen));
         match scan {
             Ok(_) => any_scan = true,
+            // The device's error, not the image's: the check cannot say
+            // what the scan would have found.
+            Err(e) if device_fault(&e) => {
+                r.operational = Some(e.to_string());
+                return;
+            }
             Err(e) => push(
                 r,
                 Code::SbCursor,

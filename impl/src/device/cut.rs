@@ -24,6 +24,8 @@ pub struct CutDevice {
     /// Reads made so far, and the one (0-based) that fails, once.
     reads: AtomicU64,
     fail_read: Option<u64>,
+    /// With [`CutDevice::recording_reads`]: the byte range of every read.
+    read_spans: Option<Mutex<Vec<(u64, u64)>>>,
     /// Flushes made so far, and the one (0-based) that fails, once.
     flushes: AtomicU64,
     fail_flush: Option<u64>,
@@ -44,6 +46,7 @@ impl CutDevice {
             offsets: Mutex::new(Vec::new()),
             reads: AtomicU64::new(0),
             fail_read: None,
+            read_spans: None,
             flushes: AtomicU64::new(0),
             fail_flush: None,
         }
@@ -55,6 +58,21 @@ impl CutDevice {
     pub fn failing_read(mut self, index: u64) -> Self {
         self.fail_read = Some(index);
         self
+    }
+
+    /// Record where every read goes ([`CutDevice::read_spans`]), so a test
+    /// can choose the read to fail by what it reads.
+    pub fn recording_reads(mut self) -> Self {
+        self.read_spans = Some(Mutex::new(Vec::new()));
+        self
+    }
+
+    /// With [`CutDevice::recording_reads`]: the byte offset and length of
+    /// every read so far, in order (the failed one included); else empty.
+    pub fn read_spans(&self) -> Vec<(u64, u64)> {
+        self.read_spans
+            .as_ref()
+            .map_or_else(Vec::new, |m| lock(m).clone())
     }
 
     /// Fail flush number `index` (0-based) with an I/O error, once: the
@@ -122,6 +140,9 @@ impl BlockDevice for CutDevice {
     }
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         let index = self.reads.fetch_add(1, Ordering::SeqCst);
+        if let Some(spans) = &self.read_spans {
+            lock(spans).push((off, buf.len() as u64));
+        }
         if self.fail_read == Some(index) {
             return Err(Error::Io {
                 blocknr: off / self.block_size,
