@@ -458,7 +458,7 @@ impl Ck<'_, '_> {
                             if pos == 0 {
                                 format!("'.' naming {self_ino}")
                             } else {
-                                "'..'".to_string()
+                                "'..' naming the parent".to_string()
                             },
                         );
                     }
