@@ -96,11 +96,12 @@ def judge-oracle judges nilfs-oracle "nilfs-oracle nilfs-conformance planted-bug
   "oracle/src/crash.rs oracle/src/lockstep.rs oracle/src/check.rs" 180 \
   --lib --test lockstep --test crash_envelope --test oracle --test undecided
 # nilref check: its unit tests, the check corpus (every code, each from a
-# planted corruption) and the fuzz corpora's replay (the image targets'
-# inputs, among them findings `check` must report: regress-005).
+# planted corruption), the fuzz corpora's replay (the image targets'
+# inputs, among them findings `check` must report: regress-005) and the
+# read faults (a check that fails each of its reads in turn).
 def judge-check judges nilfs-impl "nilfs-impl nilfs-conformance" \
   "$(ls impl/src/check/*.rs | tr '\n' ' ')" 180 \
-  --lib --test check_corpus --test fuzz_corpus
+  --lib --test check_corpus --test fuzz_corpus --test read_faults
 # The campaigns' judges: their unit tests in the nilref binary, with the
 # peer tier on (GRUB's reader and blkid run in some of them; see below).
 def judge-campaign judges nilref "nilref" \
