@@ -279,16 +279,21 @@ impl Ck<'_, '_> {
                 "ids other than 0xffffffff",
             );
         }
-        if nr == ino::ROOT.0 && (ft != S_IFDIR || i.blocks == 0 || i.size == 0) {
+        // nilfs_get_root_dentry; before it, nilfs_iget refuses an inode
+        // with no links (nilfs_read_inode_common: ESTALE), and the mount
+        // fails either way.
+        if nr == ino::ROOT.0
+            && (ft != S_IFDIR || i.blocks == 0 || i.size == 0 || i.links_count == 0)
+        {
             self.find(
                 Code::NsRoot,
                 format!("root inode of checkpoint {cno}"),
                 None,
                 format!(
-                    "i_mode {:#o}, i_blocks {}, i_size {}",
-                    i.mode, i.blocks, i.size
+                    "i_mode {:#o}, i_links_count {}, i_blocks {}, i_size {}",
+                    i.mode, i.links_count, i.blocks, i.size
                 ),
-                "a directory with i_blocks and i_size",
+                "a directory with links, i_blocks and i_size",
             );
         }
         if i.size > MAX_FILE_SIZE {
