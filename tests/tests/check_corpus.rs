@@ -553,3 +553,28 @@ fn a_read_error_in_the_searches_past_a_clean_mark_is_an_operational_error() {
         );
     }
 }
+
+/// A caller's progress callback (the CLI's bar) hears the log pass block
+/// by block: within it `done` only grows, never past `total`, and on a
+/// healthy image ends at `total`, every used block read. Postmortem
+/// (issue 37, judge-check 17/40): `Ck::progress` doing nothing survived,
+/// since no test gave the check a callback.
+#[test]
+fn progress_reaches_the_callers_callback() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<nilfs::check::Progress>>> = Arc::default();
+    let sink = seen.clone();
+    let opts = Options {
+        progress: Some(Arc::new(move |p| sink.lock().unwrap().push(p))),
+        ..Options::default()
+    };
+    let r = check_device(&base("ours"), &opts);
+    assert!(r.is_clean(), "{r}");
+    let seen = seen.lock().unwrap();
+    let logs: Vec<_> = seen.iter().filter(|p| p.phase == "logs").collect();
+    assert!(logs.len() >= 3, "{seen:?}");
+    assert!(logs.windows(2).all(|w| w[0].done <= w[1].done), "{logs:?}");
+    assert!(logs.iter().all(|p| p.done <= p.total), "{logs:?}");
+    let last = logs.last().unwrap();
+    assert_eq!(last.done, last.total, "{logs:?}");
+}
