@@ -168,4 +168,29 @@ mod tests {
             );
         }
     }
+
+    /// A super root that fails its own check is named by its block, the
+    /// log's last. The log damaged is mkfs's (its `sr_bytes` zeroed, the
+    /// checksums resealed), so the image still mounts from the later one.
+    /// Postmortem (issue 37, judge-check 18/40): the block as `p + n + 1`
+    /// survived, since no test looked at where the error points.
+    #[test]
+    fn a_broken_super_root_is_named_by_its_block() {
+        let dev = MemDevice::new(8 << 20);
+        mkfs(&dev, &MkfsOptions::with_geometry(1024, 64)).unwrap();
+        {
+            let nilfs = Nilfs::open(&dev).unwrap();
+            let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+            fs.create(ino::ROOT, b"f", 0o644).unwrap();
+            fs.unmount().unwrap();
+        }
+        let recipe = crate::corrupt::Recipe::parse("sr@0:0.sr_bytes = 0").unwrap();
+        let at = crate::corrupt::apply(&dev, &recipe).unwrap().site.byte / 1024;
+        match verify_checksums(&dev) {
+            Err(crate::Error::Corrupt { what, blocknr, .. }) => {
+                assert_eq!((what, blocknr), ("super root", Some(at)));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
