@@ -235,10 +235,6 @@ impl Ck<'_, '_> {
                 );
             }
         }
-        if own.complete {
-            own.owners.truncate(limit as usize);
-            own.files.truncate(limit as usize);
-        }
         self.segs.insert(seg, own);
     }
 
@@ -536,15 +532,14 @@ impl Ck<'_, '_> {
             }
             Ok(s) => {
                 self.check_records(&here, pseg, &s);
+                // Only blocks inside `su_nblocks` are kept: those of a
+                // log that runs past it are dropped with the rest of the
+                // segment's tail (`su-nblocks-logs` reports the log).
                 for b in s.block_entries(self.bs) {
                     let i = (off + b.index) as usize;
-                    let file = file_of(b.ino.0, b.binfo);
                     if let Some(slot) = own.owners.get_mut(i) {
                         *slot = owner_of(b.binfo).pack();
-                        own.files[i] = file;
-                    } else if i == own.owners.len() {
-                        own.owners.push(owner_of(b.binfo).pack());
-                        own.files.push(file);
+                        own.files[i] = file_of(b.ino.0, b.binfo);
                     }
                 }
             }
