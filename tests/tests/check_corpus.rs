@@ -129,6 +129,15 @@ fn every_case_reports_its_invariant_and_its_expected_output() {
                     case.name
                 ));
             }
+            // And again, through the memo of the damaged image's check:
+            // a pass that found something is not remembered as clean.
+            let again = check_opened_memo(&fs, &Options::default(), &mut memo);
+            if key(&again) != key(&report) {
+                failures.push(format!(
+                    "{}: a second check through the memo changes the report\n--- check_device\n{text}--- again\n{again}",
+                    case.name
+                ));
+            }
             if report.findings.iter().any(|f| f.code.pass() == 1) {
                 opened_with_sb_findings += 1;
             }
