@@ -386,3 +386,29 @@ fn a_super_block_copy_that_cannot_be_read_leaves_the_check_undecided() {
         assert!(r.findings.is_empty(), "{r}");
     }
 }
+
+/// A block that no read brings back (a bad sector for good), for every
+/// block the check reads in turn: the check cannot read what it needs, so
+/// it is undecided (exit 8) and names nothing the image does not have.
+/// The one-read faults above allow a retry to bring a block back; this
+/// one does not, so no block the check reads may be one it can do
+/// without.
+#[test]
+fn a_block_the_check_reads_that_stays_unreadable_leaves_it_undecided() {
+    let reference = CutDevice::new(base_image(), BS, u64::MAX).recording_reads();
+    assert!(nilfs::check::check_device(&reference, &Default::default()).is_clean());
+    let mut blocks: Vec<u64> = reference
+        .read_spans()
+        .iter()
+        .flat_map(|&(off, len)| off / BS..(off + len).div_ceil(BS))
+        .collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    assert!(blocks.len() > 50, "the check read {} blocks", blocks.len());
+    for b in blocks {
+        let bad = CutDevice::new(base_image(), BS, u64::MAX).bad_block(b);
+        let r = nilfs::check::check_device(&bad, &Default::default());
+        assert_eq!(r.exit_code(), 8, "block {b} unreadable:\n{r}");
+        assert_eq!(r.errors(), 0, "block {b} unreadable:\n{r}");
+    }
+}

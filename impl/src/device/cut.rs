@@ -26,6 +26,8 @@ pub struct CutDevice {
     fail_read: Option<u64>,
     /// With [`CutDevice::recording_reads`]: the byte range of every read.
     read_spans: Option<Mutex<Vec<(u64, u64)>>>,
+    /// A block every read of which fails (a bad sector, for good).
+    bad_block: Option<u64>,
     /// Flushes made so far, and the one (0-based) that fails, once.
     flushes: AtomicU64,
     fail_flush: Option<u64>,
@@ -47,6 +49,7 @@ impl CutDevice {
             reads: AtomicU64::new(0),
             fail_read: None,
             read_spans: None,
+            bad_block: None,
             flushes: AtomicU64::new(0),
             fail_flush: None,
         }
@@ -57,6 +60,14 @@ impl CutDevice {
     /// place does not repeat.
     pub fn failing_read(mut self, index: u64) -> Self {
         self.fail_read = Some(index);
+        self
+    }
+
+    /// Fail every read that touches block `blocknr` (of `block_size`
+    /// bytes) with an I/O error: a medium error that a retry does not
+    /// clear.
+    pub fn bad_block(mut self, blocknr: u64) -> Self {
+        self.bad_block = Some(blocknr);
         self
     }
 
@@ -148,6 +159,15 @@ impl BlockDevice for CutDevice {
                 blocknr: off / self.block_size,
                 detail: "injected read error".into(),
             });
+        }
+        if let Some(b) = self.bad_block {
+            let (from, to) = (b * self.block_size, (b + 1) * self.block_size);
+            if off < to && from < off + buf.len() as u64 {
+                return Err(Error::Io {
+                    blocknr: b,
+                    detail: "bad block".into(),
+                });
+            }
         }
         self.inner.read_at(off, buf)
     }
