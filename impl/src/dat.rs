@@ -82,13 +82,6 @@ pub struct DatEndReq {
     free: Option<FreeReq>,
 }
 
-impl DatEndReq {
-    /// The virtual block number being ended.
-    pub fn vblocknr(&self) -> VBlockNr {
-        VBlockNr(self.v)
-    }
-}
-
 /// A prepared update: the end of the old version and the allocation of the
 /// new one.
 #[derive(Debug)]
