@@ -91,13 +91,6 @@ pub struct DatUpdateReq {
     new: DatAllocReq,
 }
 
-impl DatUpdateReq {
-    /// The new virtual block number.
-    pub fn new_vblocknr(&self) -> VBlockNr {
-        self.new.vblocknr()
-    }
-}
-
 /// The DAT.
 #[derive(Clone, Debug)]
 pub struct Dat<'a> {
