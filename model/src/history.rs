@@ -1101,7 +1101,10 @@ fn forget_unread(s: &mut State, named: &Named) {
 /// (`consumed_blocks`), in whatever order its operations are placed:
 /// - each line what the model charges a change (`State::modified`): a
 ///   write's blocks (`Geometry::blocks_for`, at the smallest block size,
-///   512 bytes) or a namespace operation's metadata (`META_OP_BLOCKS`);
+///   512 bytes), a truncate's one page, or a namespace operation's
+///   metadata (`META_OP_BLOCKS`). A truncate is charged one block, but a
+///   cut inside a page makes a new page that every cleaner pass moves,
+///   so the line counts that page;
 /// - each line that may construct two checkpoints (`CHECKPOINT_BLOCKS`):
 ///   its own construction and one the log writer's timer may have made
 ///   before it (`sync_file`'s timer branch). Only lines that change
@@ -1123,7 +1126,9 @@ fn space_budget(events: &[(usize, Event)]) -> u64 {
         }
         let data = match &e.op {
             Op::Write { data, .. } => data.len(),
-            Op::Truncate { size, .. } => *size,
+            // At most one new page: the tail a cut zeroes. Growing
+            // makes none, so the new size does not count.
+            Op::Truncate { .. } => crate::fs::PAGE,
             _ => 0,
         };
         let blocks = data.div_ceil(512);
@@ -1343,4 +1348,83 @@ fn describe_event(e: &Event) -> String {
     v["call"] = serde_json::json!(e.call);
     v["ret"] = serde_json::json!(e.ret);
     v.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{space_budget, Event};
+    use crate::trace::{first_state, step_op, Clocks, Line, Options};
+
+    /// The budget's promise ([`space_budget`]): no state the history
+    /// reaches, by any branch, has an estimate past the first state's
+    /// plus the budget. The history makes the most pages a line can make
+    /// for the least it is charged: each truncate cuts one byte off a
+    /// page, which makes a new page (the zeroed tail) that the sync after
+    /// it keeps in a checkpoint, and every cleaner pass at the end moves
+    /// all of them again. At 1 KiB blocks a page is four blocks a pass.
+    #[test]
+    fn no_state_a_history_reaches_has_spent_past_its_budget() {
+        const FILES: usize = 200;
+        const ROUNDS: u64 = 30;
+        const PASSES: usize = 16;
+        let mut lines = vec![
+            r#"{"op":"mkfs","block_size":1024,"blocks_per_segment":2048,"nsegments":4096,"r_segments_percentage":5,"dot_nilfs":false,"clock":0,"out":"ok"}"#.to_string(),
+            r#"{"op":"mount","ro":false,"out":"ok"}"#.to_string(),
+        ];
+        for f in 0..FILES {
+            lines.push(format!(
+                r#"{{"op":"create","path":"/f{f}","perm":420,"excl":false,"out":"ok"}}"#
+            ));
+            lines.push(format!(
+                r#"{{"op":"write","path":"/f{f}","offset":0,"data":{{"zeros":4096}},"out":{{"written":4096}}}}"#
+            ));
+        }
+        for r in 1..=ROUNDS {
+            for f in 0..FILES {
+                lines.push(format!(
+                    r#"{{"op":"truncate","path":"/f{f}","size":{},"out":"ok"}}"#,
+                    4096 - r
+                ));
+            }
+            lines.push(r#"{"op":"sync","out":"ok"}"#.to_string());
+        }
+        for _ in 0..PASSES {
+            lines.push(r#"{"op":"clean","protection_s":0,"out":"ok"}"#.to_string());
+        }
+        let events: Vec<(usize, Event)> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i + 1, serde_json::from_str(l).expect("a line parses")))
+            .collect();
+        let budget = space_budget(&events);
+        let (_, mkfs) = &events[0];
+        let line = Line {
+            op: mkfs.op.clone(),
+            out: mkfs.out.clone().expect("mkfs has an outcome"),
+            t: None,
+        };
+        let first = first_state(&line, Options::default()).expect("mkfs");
+        let limit = first.consumed_blocks + budget;
+        assert!(
+            !first.geometry.may_enospc(limit, 0),
+            "the device must hold the budget, or ENOSPC branches stop the walk"
+        );
+        let mut states = vec![first];
+        let mut most = 0;
+        for (n, e) in &events[1..] {
+            let (next, _) = step_op(&states, &e.op, None, None, Clocks::Own);
+            assert!(!next.is_empty(), "line {n} leaves no state");
+            most = next
+                .iter()
+                .map(|s| s.consumed_blocks)
+                .max()
+                .unwrap_or(0)
+                .max(most);
+            states = next;
+        }
+        assert!(
+            most <= limit,
+            "a state spent {most} blocks, past the first state's and the budget's {limit}"
+        );
+    }
 }
