@@ -597,3 +597,45 @@ fn the_timers_checkpoint_holds_the_pending_changes() {
     let r = check_trace_str(&soon).expect_err("the mkdir came before the timer");
     assert_eq!(r.line, readdir, "{r}");
 }
+
+// postmortem: issue 37, the model's shard 4/16 (open since session 19):
+// `pages_dirtied`'s symlink arm `x != y` as `==`, which called a chowned
+// symlink's page dirty. Only an inode whose pages are dirty is held by the
+// log writer (`nilfs_set_file_dirty` takes the `igrab`); a chown or chmod
+// goes through `nilfs_dirty_inode`, which writes the inode into the ifile
+// and holds nothing. So a symlink written by a sync, then chowned and
+// unlinked, is evicted at the unlink, and statfs no longer counts it.
+// Linux 6.1, 6.12 and 7.3 (`nilref campaign matrix --workload
+// docs/findings/chowned-symlink-evicted-at-unlink.workload.jsonl`) agree:
+// the statfs after the unlink counts three inodes in use, and a symlink
+// created and unlinked before any sync (its page dirty) is still counted
+// (K11). The mutant let the first statfs count four.
+#[test]
+fn a_symlink_whose_only_change_was_its_owner_is_evicted_at_its_unlink() {
+    for release in ["6.1", "7.3"] {
+        let t = trace_of(release, "chowned-symlink-evicted-at-unlink.jsonl");
+        check_trace_str(&t).unwrap_or_else(|r| panic!("{release}: {r}"));
+        let statfs: Vec<usize> = t
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.contains("\"op\":\"statfs\""))
+            .map(|(i, _)| i + 1)
+            .collect();
+        let in_use = |n: usize| {
+            let v: Value = serde_json::from_str(t.lines().nth(n - 1).unwrap()).unwrap();
+            let s = &v["out"]["statfs"];
+            s["files"].as_u64().unwrap() - s["ffree"].as_u64().unwrap()
+        };
+        // Root, .nilfs and the two symlinks; one evicted; the held one;
+        // the sync lets it go.
+        let counts: Vec<u64> = statfs.iter().map(|&n| in_use(n)).collect();
+        assert_eq!(counts, [4, 3, 4, 3], "{release}");
+        // The chowned symlink still counted after its unlink: rejected.
+        let wrong = edit_line(&t, statfs[1], |v| {
+            let ffree = v["out"]["statfs"]["ffree"].as_u64().unwrap();
+            v["out"]["statfs"]["ffree"] = (ffree - 1).into();
+        });
+        let r = check_trace_str(&wrong).expect_err("the chowned symlink was not held");
+        assert_eq!(r.line, statfs[1], "{release}: {r}");
+    }
+}

@@ -263,6 +263,12 @@ fn last_change(s: &State, id: Id, data_only: bool) -> Option<usize> {
 /// `nilfs_truncate` — which `nilfs_setattr` calls only when the size
 /// changes), a directory's entries or its ".." (`nilfs_commit_chunk`,
 /// `nilfs_set_link`), a new directory (`nilfs_make_empty`) or symlink
+/// (`page_symlink`). A change of attributes alone dirties no page
+/// (`nilfs_dirty_inode` writes the inode into the ifile): a chowned file
+/// or symlink is not held by the log writer, and an unlink evicts it at
+/// once (kernel trace `chowned-symlink-evicted-at-unlink`). A symlink's
+/// target never changes, so its arm is false between two states one
+/// operation apart, which are all this is asked about.
 fn pages_dirtied(before: Option<&Inode>, after: Option<&Inode>) -> bool {
     let Some(a) = after else { return false };
     let Some(b) = before else {
