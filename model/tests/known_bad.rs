@@ -1481,3 +1481,32 @@ fn a_cleaner_pass_removes_the_checkpoints_older_than_its_protection() {
     let r = check_trace_str(&trace(&lines(200))).expect_err("a protected checkpoint removed");
     assert_eq!(r.line, line_of(6), "{r}");
 }
+
+/// Issue 37 (judge-trace, `place_hidden`'s fallback: `!n.checkpoints
+/// .contains_key` with the `!` deleted, open since the second day's
+/// samples): a listing whose earliest matching leaves a hidden run no
+/// room. The model makes an unbound 2 (`/f`'s sync), a hidden MINOR 3
+/// (`rmcp 1`, then a sync), an unbound 4 (`/g`) and the latest 5 (`/h`).
+/// Listed [2, 3, 4, 6, 7], the kernel made two checkpoints of its own
+/// (extra plain entries, M1) and the numbers could be 2, the kernel's 3
+/// and 4, the hidden 5, `/g` 6 and `/h` 7. The matching takes the
+/// earliest entries (`/g` as 4), which leaves the hidden checkpoint no
+/// unlisted number between 2 and 4; it keeps its own number, and the
+/// entry left over (6) is learned. The mutant refused the hidden run its
+/// own free number, and so the whole listing.
+#[test]
+fn a_hidden_run_the_matching_leaves_no_room_keeps_its_own_number() {
+    let lines = [
+        op(r#""op":"create","path":"/f""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"rmcp","cno":1"#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"create","path":"/g""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"create","path":"/h""#, r#""ok""#),
+        op(r#""op":"sync""#, r#""ok""#),
+        op(r#""op":"lscp""#, &lscp(&[2, 3, 4, 6, 7])),
+        op(r#""op":"rmcp","cno":6"#, r#""ok""#),
+    ];
+    accepted_and_rejected_with(&lines, 9, &err("ENOENT"));
+}
