@@ -1510,3 +1510,46 @@ fn a_hidden_run_the_matching_leaves_no_room_keeps_its_own_number() {
     ];
     accepted_and_rejected_with(&lines, 9, &err("ENOENT"));
 }
+
+/// Finding M7 again, for a file whose change needs no inode sync (issue
+/// 37: `sync_file`'s `!data_only` with the `!` deleted, open since the
+/// second day's samples). An overwrite that keeps the size dirties the
+/// file's pages only; the timer writes it 5 s later all the same, and an
+/// fsync after that writes nothing. Linux 6.1
+/// (docs/findings/m7-fsync-after-the-timer-wrote-an-overwrite.workload.jsonl,
+/// `nilref exec --sleep-on-clock`, then `lscp -a`): the sync at 0 s made
+/// checkpoint 2, the overwrite at 10 s was written as 3 at 15 s, the
+/// fsync at 22 s made none, and `/g`'s sync at 30 s made 4. The mutant
+/// took the timer's branches for an fsync only when the file needed an
+/// inode sync, and dated 3 at the fsync.
+#[test]
+fn an_fsync_after_the_timer_wrote_an_overwrite_leaves_the_timers_checkpoint() {
+    let with_protection = |p: u64| {
+        [
+            op(r#""op":"rmcp","cno":1"#, r#""ok""#),
+            op(r#""op":"create","path":"/f""#, r#""ok""#),
+            op(
+                r#""op":"write","path":"/f","offset":0,"data":{"seeded":{"seed":7,"len":4096}}"#,
+                r#"{"written":4096}"#,
+            ),
+            op(r#""op":"sync""#, r#""ok""#),
+            op(&secs(10), r#""ok""#),
+            op(
+                r#""op":"write","path":"/f","offset":0,"data":{"seeded":{"seed":8,"len":4096}}"#,
+                r#"{"written":4096}"#,
+            ),
+            op(&secs(22), r#""ok""#),
+            op(r#""op":"fsync","path":"/f""#, r#""ok""#),
+            op(&secs(30), r#""ok""#),
+            op(r#""op":"create","path":"/g""#, r#""ok""#),
+            op(r#""op":"sync""#, r#""ok""#),
+            op(&secs(40), r#""ok""#),
+            op(&format!(r#""op":"clean","protection_s":{p}"#), r#""ok""#),
+            op(r#""op":"lscp""#, &lscp(&[4])),
+        ]
+    };
+    // The clean's clock is at most 41 s: protected from 21 s on, after
+    // the timer (15 s) and before the fsync (22 s); from 14 s on, before
+    // the timer could fire.
+    accepted_and_rejected_at(&with_protection(20), &with_protection(27), 13);
+}
