@@ -639,3 +639,23 @@ fn a_symlink_whose_only_change_was_its_owner_is_evicted_at_its_unlink() {
         assert_eq!(r.line, statfs[1], "{release}: {r}");
     }
 }
+
+// postmortem: issue 37, the model's shard 9/16: `truncate`'s "a length
+// past the maximum is EINVAL" test `size > i64::MAX` as `>=` survived. The
+// largest `loff_t` is itself a valid length: `do_sys_truncate` refuses
+// only a negative one, and nilfs2's `s_maxbytes` is `MAX_LFS_FILESIZE`
+// (`nilfs_max_size`: 1 KiB blocks and 64-bit bmap keys cap nothing), so
+// `inode_newsize_ok` takes it. Linux 6.1 (`nilref exec` in the guest):
+// a truncate to 2^63 - 1 succeeds and lstat shows that size; 2^63 is
+// EINVAL. The mutant answered EINVAL for 2^63 - 1.
+#[test]
+fn a_truncate_to_the_largest_length_succeeds() {
+    let t = trace("truncate-to-the-largest-size.jsonl");
+    check_trace_str(&t).unwrap_or_else(|r| panic!("{r}"));
+    let n = first_line(&t, "the largest truncate", |l| {
+        l.contains("\"size\":9223372036854775807,\"out\"")
+    });
+    let wrong = edit_line(&t, n, |v| v["out"] = serde_json::json!({"err": "EINVAL"}));
+    let r = check_trace_str(&wrong).expect_err("2^63 - 1 is a valid length");
+    assert_eq!(r.line, n, "{r}");
+}
