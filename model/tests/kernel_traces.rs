@@ -659,3 +659,19 @@ fn a_truncate_to_the_largest_length_succeeds() {
     let r = check_trace_str(&wrong).expect_err("2^63 - 1 is a valid length");
     assert_eq!(r.line, n, "{r}");
 }
+
+// postmortem: issue 37, the model's shard 9/16: `timer`'s filter of the
+// data-only logs it leaves pending, `l.after > k` as `>=`, survived. A
+// SYNDT log written after exactly the changes the timer's checkpoint
+// holds is inside that checkpoint; kept, it made the next construction
+// of the checkpoint file alone a plain checkpoint, not a MINOR one. Linux
+// 6.1 (`nilref exec --sleep-on-clock`, then `lscp -a`): a file synced as
+// 2, overwritten and fdatasync'd; 12 s later lscp lists the timer's 3;
+// `rmcp 1` and a sync make 4, which `lscp -a` flags `i` (MINOR) and lscp
+// hides. The mutant let no state hide it.
+#[test]
+fn a_data_only_log_inside_the_timers_checkpoint_leaves_the_next_minor() {
+    let t = trace("timer-after-an-fdatasync-then-minor.jsonl");
+    let v = check_trace_str(&t).unwrap_or_else(|r| panic!("{r}"));
+    assert_eq!(v.states, 1, "{v:?}");
+}

@@ -202,7 +202,7 @@ fn sync_file(s: &State, id: Id, data_only: bool) -> Vec<Branch> {
         if let Some(k) = last_change(s, id, data_only) {
             let t = timer(s, k);
             for b in sync_file_now(&t, id, data_only) {
-                if !out.iter().any(|o| o.next == b.next && o.expect == b.expect) {
+                if !out.contains(&b) {
                     out.push(b);
                 }
             }

@@ -75,7 +75,7 @@ pub enum Expect {
 }
 
 /// One allowed way an operation may go.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Branch {
     pub expect: Expect,
     pub next: State,
@@ -369,7 +369,7 @@ fn after_timer(s: &State, f: impl Fn(&State) -> Vec<Branch>) -> Vec<Branch> {
     let mut out = f(s);
     for t in durability::timer_fired(s) {
         for b in f(&t) {
-            if !out.iter().any(|o| o.next == b.next && o.expect == b.expect) {
+            if !out.contains(&b) {
                 out.push(b);
             }
         }
