@@ -1355,6 +1355,26 @@ mod tests {
     use super::{space_budget, Event};
     use crate::trace::{first_state, step_op, Clocks, Line, Options};
 
+    /// An lscp constructs nothing: one whose listing was never seen (a
+    /// worker's call that did not return) is charged like a read, and
+    /// one that listed checkpoints a checkpoint for each (postmortem:
+    /// model shard 10/16, the `(Op::Lscp, _)` arm deleted, charged the
+    /// first two constructions; only the search's state count would
+    /// show it, on a device small enough).
+    #[test]
+    fn an_lscp_is_charged_what_it_lists_and_no_construction() {
+        let budget = |line: &str| {
+            let e: Event = serde_json::from_str(line).expect("a line parses");
+            space_budget(&[(1, e)])
+        };
+        let read = budget(r#"{"op":"readdir","path":"/","out":{"names":[]}}"#);
+        assert_eq!(budget(r#"{"w":0,"call":1,"op":"lscp"}"#), read);
+        let listed = budget(
+            r#"{"op":"lscp","out":{"checkpoints":[{"cno":1,"ss":false},{"cno":2,"ss":false}]}}"#,
+        );
+        assert_eq!(listed, read + 2 * crate::space::CHECKPOINT_BLOCKS);
+    }
+
     /// The budget's promise ([`space_budget`]): no state the history
     /// reaches, by any branch, has an estimate past the first state's
     /// plus the budget. The history makes the most pages a line can make
