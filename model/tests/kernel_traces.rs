@@ -675,3 +675,42 @@ fn a_data_only_log_inside_the_timers_checkpoint_leaves_the_next_minor() {
     let v = check_trace_str(&t).unwrap_or_else(|r| panic!("{r}"));
     assert_eq!(v.states, 1, "{v:?}");
 }
+
+// postmortem: finding M9, from issue 37's model shard 10/16
+// (`create_through`'s guard `trimmed.len() != target.len()` for an
+// existing file made `false`). Working the survivor out on Linux showed
+// the model wrong on both sides of it: `open(O_CREAT)` of a path that
+// ends in `/` is EISDIR before the last name is looked up
+// (`open_last_lookups`: "trailing slashes?"), whether it exists as a
+// file, a directory or a symlink or not at all, with O_EXCL or without,
+// and whether the slash is in the path or in a followed symlink's body.
+// The model answered ENOTDIR for a file through a symlink's body, and
+// for a direct path dropped the slash: "/f/" opened the file, "/g/"
+// created one. Linux 6.1 and 7.3 (`nilref campaign matrix --workload
+// docs/findings/m9-create-with-a-trailing-slash.workload.jsonl`) answer
+// EISDIR to all eight, and leave no new name.
+#[test]
+fn a_create_with_a_trailing_slash_is_eisdir() {
+    for release in ["6.1", "7.3"] {
+        let t = trace_of(release, "create-with-a-trailing-slash.jsonl");
+        check_trace_str(&t).unwrap_or_else(|r| panic!("{release}: {r}"));
+        let creates: Vec<usize> = t
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.contains("\"op\":\"create\"") && l.contains("EISDIR"))
+            .map(|(i, _)| i + 1)
+            .collect();
+        assert_eq!(creates.len(), 8, "{release}");
+        // The old model's answers: the file opened or made, and ENOTDIR
+        // through "f/".
+        for (n, wrong) in [
+            (creates[0], serde_json::json!("ok")),
+            (creates[1], serde_json::json!("ok")),
+            (creates[5], serde_json::json!({"err": "ENOTDIR"})),
+        ] {
+            let bad = edit_line(&t, n, |v| v["out"] = wrong.clone());
+            let r = check_trace_str(&bad).expect_err("a trailing slash is EISDIR");
+            assert_eq!(r.line, n, "{release}: {r}");
+        }
+    }
+}

@@ -23,8 +23,23 @@ impl Namespace {
     /// `open(path, O_CREAT | O_WRONLY [| O_EXCL])` (`nilfs_create`).
     /// An existing regular file is fine without `excl`; an existing
     /// directory gives EISDIR (`do_open`: write access to a directory).
+    /// A path ending in `/` names a directory, which `O_CREAT` never
+    /// makes: EISDIR before its last name is looked up
+    /// (`open_last_lookups`' "trailing slashes?"), whether that name
+    /// exists or not, with `excl` or without, and before the name's
+    /// length is checked (Linux 6.1 and 7.3, finding M9).
     pub fn create(&self, path: &str, perm: u32, excl: bool, now: Stamp) -> R<Namespace> {
-        let (dir, name) = self.parent(path)?;
+        let (dir, name) = self.parent_walk(path)?;
+        // "/", "." or ".." last (not LAST_NORM): open_last_lookups creates
+        // nothing, and do_open answers EEXIST for O_EXCL before EISDIR for
+        // the directory it found.
+        if Self::special(&name) {
+            return Err(if excl { Errno::EEXIST } else { Errno::EISDIR });
+        }
+        if path.ends_with('/') {
+            return Err(Errno::EISDIR);
+        }
+        Self::name_fits(&name)?;
         if let Some(&id) = self.entries(dir).get(&name) {
             if excl {
                 return Err(Errno::EEXIST);
@@ -42,12 +57,6 @@ impl Namespace {
                 _ => Ok(self.clone()),
             };
         }
-        // "/", "." or ".." last (not LAST_NORM): open_last_lookups creates
-        // nothing, and do_open answers EEXIST for O_EXCL before EISDIR for
-        // the directory it found.
-        if Self::special(&name) {
-            return Err(if excl { Errno::EEXIST } else { Errno::EISDIR });
-        }
         let mut ns = self.clone();
         let id = ns.alloc(dir, Kind::File(FileData::default()), perm & 0o7777, now);
         ns.add_entry(dir, &name, id, now);
@@ -59,7 +68,9 @@ impl Namespace {
     /// walked (its symlinks followed), and its last component is opened —
     /// followed again if it is a symlink, EISDIR for a directory — or
     /// created if it does not exist. A body ending in `/` names a
-    /// directory, so creating a file there is EISDIR. Symlinks count
+    /// directory, so creating a file there is EISDIR, before its last
+    /// name is looked up: an existing file or symlink there is not
+    /// opened or followed (finding M9). Symlinks count
     /// against one budget of 40 (`nd->depth`); the walk to the first link
     /// is not counted against it.
     fn create_through(
@@ -86,7 +97,7 @@ impl Namespace {
         if !self.is_dir(dir) {
             return Err(Errno::ENOTDIR);
         }
-        if Self::special(name) {
+        if Self::special(name) || trimmed.len() != target.len() {
             return Err(Errno::EISDIR);
         }
         Self::name_fits(name)?;
@@ -99,9 +110,7 @@ impl Namespace {
                 *budget -= 1;
                 self.create_through(dir, next, perm, now, budget)
             }
-            Some(_) if trimmed.len() != target.len() => Err(Errno::ENOTDIR),
             Some(_) => Ok(self.clone()),
-            None if trimmed.len() != target.len() => Err(Errno::EISDIR),
             None => {
                 let mut ns = self.clone();
                 let id = ns.alloc(dir, Kind::File(FileData::default()), perm & 0o7777, now);
