@@ -1553,3 +1553,14 @@ fn an_fsync_after_the_timer_wrote_an_overwrite_leaves_the_timers_checkpoint() {
     // the timer could fire.
     accepted_and_rejected_at(&with_protection(20), &with_protection(27), 13);
 }
+
+/// The injected clock moves forward or stays, never back: a `clock` line
+/// at the time of the one before is accepted, one earlier is not.
+/// Postmortem (model shard 10/16: `clock`'s `now < s.clock` as `==`,
+/// which refused a clock that stayed and took one that went back).
+#[test]
+fn the_clock_may_stay_but_never_goes_back() {
+    let stays = [op(&secs(10), r#""ok""#), op(&secs(10), r#""ok""#)];
+    let back = [op(&secs(10), r#""ok""#), op(&secs(5), r#""ok""#)];
+    accepted_and_rejected_at(&stays, &back, 1);
+}

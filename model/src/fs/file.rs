@@ -131,11 +131,10 @@ impl Namespace {
     /// EFBIG could apply.
     pub fn truncate(&self, path: &str, size: u64, now: Stamp) -> R<Namespace> {
         let (id, f) = self.file(path)?;
+        // The largest length is nilfs2's `s_maxbytes` too
+        // (`MAX_FILE_SIZE`), so `inode_newsize_ok`'s EFBIG never applies.
         if size > i64::MAX as u64 {
             return Err(Errno::EINVAL);
-        }
-        if size > MAX_FILE_SIZE {
-            return Err(Errno::EFBIG);
         }
         let mut f = f.clone();
         if size < f.size {
