@@ -861,3 +861,48 @@ fn an_inode_sync_outlives_a_construction_that_did_not_collect_the_file() {
         assert_eq!(made, u64::from(linked), "linked: {linked}");
     }
 }
+
+/// `open(O_CREAT)` of a path ending in `/` is EISDIR before its last name
+/// is looked up: for a file, a directory, nothing, with or without
+/// O_EXCL, and at the end of a followed symlink's body, where a file or
+/// a symlink is neither opened nor followed (docs/findings.md M9; Linux
+/// 6.1 and 7.3, model/traces/kernel-*/create-with-a-trailing-slash.jsonl).
+/// Nothing is created.
+#[test]
+fn a_create_with_a_trailing_slash_is_eisdir() {
+    let dev = fresh(32 << 20, 1024, 64);
+    let nilfs = Nilfs::open(&dev).unwrap();
+    let mut fs = Fs::mount(&nilfs, 1_800_000_000).unwrap();
+    let mut p = fs.paths();
+    p.create(b"/f", 0o644, false).unwrap();
+    p.mkdir(b"/d", 0o755).unwrap();
+    p.symlink(b"f/", b"/l").unwrap();
+    p.symlink(b"l/", b"/l2").unwrap();
+    p.symlink(b"nowhere/", b"/l3").unwrap();
+    for (path, excl) in [
+        (&b"/f/"[..], false),
+        (b"/g/", false),
+        (b"/h/", true),
+        (b"/f/", true),
+        (b"/d/", false),
+        (b"/l", false),
+        (b"/l2", false),
+        (b"/l3", false),
+    ] {
+        let e = p.create(path, 0o644, excl).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                nilfs::Error::Errno {
+                    errno: nilfs::Errno::EISDIR,
+                    ..
+                }
+            ),
+            "{}: {e}",
+            String::from_utf8_lossy(path)
+        );
+    }
+    for missing in [&b"/g"[..], b"/h", b"/nowhere"] {
+        assert!(p.lstat(missing).is_err(), "{missing:?} was made");
+    }
+}

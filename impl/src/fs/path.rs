@@ -147,13 +147,22 @@ impl Paths<'_, '_> {
     /// (EEXIST with `excl`; EISDIR for a directory, which cannot be opened
     /// for writing; EROFS on a read-only mount), a missing one created.
     pub fn create(&mut self, path: &[u8], perm: u16, excl: bool) -> Result<Ino> {
-        let (dir, name) = self.fs.walk_parent(path)?;
+        let (dir, name) = self.fs.walk_parent_unchecked(path)?;
         // "/", "." or "..": do_open finds the directory and creates nothing.
         if is_special(&name) {
             return Err(refuse(
                 if excl { Errno::EEXIST } else { Errno::EISDIR },
                 path,
             ));
+        }
+        // A trailing slash names a directory, which O_CREAT never makes:
+        // EISDIR before the name is looked up or its length checked
+        // (`open_last_lookups`, "trailing slashes?"; docs/findings.md M9).
+        if path.ends_with(b"/") {
+            return Err(refuse(Errno::EISDIR, path));
+        }
+        if name.len() > NAME_LEN {
+            return Err(refuse(Errno::ENAMETOOLONG, &name));
         }
         let Some(found) = self.fs.lookup(dir, &name)? else {
             return self.fs.create(dir, &name, perm);
@@ -171,7 +180,8 @@ impl Paths<'_, '_> {
     /// (`open_last_lookups` -> `step_into`), the walk going on with its
     /// body from `dir`: the body's last component is opened the same way,
     /// or created when it does not exist, so a dangling link's target is
-    /// created. A body ending in `/` can only name a directory.
+    /// created. A body ending in `/` is EISDIR before its last name is
+    /// looked up, as a path ending in one is (M9).
     fn open_creating(
         &mut self,
         dir: Ino,
@@ -211,24 +221,20 @@ impl Paths<'_, '_> {
         if self.fs.stat(next_dir)?.mode & S_IFMT != S_IFDIR {
             return Err(refuse(Errno::ENOTDIR, path));
         }
-        if is_special(name) {
+        if is_special(name) || slash {
             return Err(refuse(Errno::EISDIR, path));
         }
         if name.len() > NAME_LEN {
             return Err(refuse(Errno::ENAMETOOLONG, name));
         }
         match self.fs.lookup(next_dir, name)? {
-            None if slash => Err(refuse(Errno::EISDIR, path)),
             None => self.fs.create(next_dir, name, perm),
             Some(next) => {
-                let kind = self.fs.stat(next)?.mode & S_IFMT;
-                if kind == S_IFLNK {
+                if self.fs.stat(next)?.mode & S_IFMT == S_IFLNK {
                     if *budget == 0 {
                         return Err(refuse(Errno::ELOOP, path));
                     }
                     *budget -= 1;
-                } else if slash && kind != S_IFDIR {
-                    return Err(refuse(Errno::ENOTDIR, path));
                 }
                 self.open_creating(next_dir, next, path, perm, budget)
             }
