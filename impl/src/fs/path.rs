@@ -74,9 +74,7 @@ impl<'a> Fs<'a> {
             if *comp == b"." {
                 continue;
             }
-            if comp.len() > NAME_LEN {
-                return Err(refuse(Errno::ENAMETOOLONG, comp));
-            }
+            name_fits(comp)?;
             let dir = cur;
             let next = self
                 .lookup(dir, comp)?
@@ -101,9 +99,7 @@ impl<'a> Fs<'a> {
     /// is longer than a name may be.
     pub fn walk_parent(&mut self, path: &[u8]) -> Result<(Ino, Vec<u8>)> {
         let (dir, name) = self.walk_parent_unchecked(path)?;
-        if name.len() > NAME_LEN {
-            return Err(refuse(Errno::ENAMETOOLONG, &name));
-        }
+        name_fits(&name)?;
         Ok((dir, name))
     }
 
@@ -161,9 +157,7 @@ impl Paths<'_, '_> {
         if path.ends_with(b"/") {
             return Err(refuse(Errno::EISDIR, path));
         }
-        if name.len() > NAME_LEN {
-            return Err(refuse(Errno::ENAMETOOLONG, &name));
-        }
+        name_fits(&name)?;
         let Some(found) = self.fs.lookup(dir, &name)? else {
             return self.fs.create(dir, &name, perm);
         };
@@ -224,9 +218,7 @@ impl Paths<'_, '_> {
         if is_special(name) || slash {
             return Err(refuse(Errno::EISDIR, path));
         }
-        if name.len() > NAME_LEN {
-            return Err(refuse(Errno::ENAMETOOLONG, name));
-        }
+        name_fits(name)?;
         match self.fs.lookup(next_dir, name)? {
             None => self.fs.create(next_dir, name, perm),
             Some(next) => {
@@ -321,9 +313,7 @@ impl Paths<'_, '_> {
         if self.fs.is_read_only() {
             return Err(refuse(Errno::EROFS, name));
         }
-        if name.len() > NAME_LEN {
-            return Err(refuse(Errno::ENAMETOOLONG, name));
-        }
+        name_fits(name)?;
         Ok(())
     }
 
@@ -407,9 +397,7 @@ impl Paths<'_, '_> {
         if self.fs.is_read_only() {
             return Err(refuse(Errno::EROFS, old));
         }
-        if on.len() > NAME_LEN {
-            return Err(refuse(Errno::ENAMETOOLONG, &on));
-        }
+        name_fits(&on)?;
         Ok(((od, on), (nd, nn)))
     }
 
@@ -437,9 +425,7 @@ impl Paths<'_, '_> {
             .fs
             .lookup(od, &on)?
             .ok_or_else(|| refuse(Errno::ENOENT, old))?;
-        if nn.len() > NAME_LEN {
-            return Err(refuse(Errno::ENAMETOOLONG, &nn));
-        }
+        name_fits(&nn)?;
         match self.fs.lookup(nd, &nn)? {
             Some(_) if noreplace => Err(refuse(Errno::EEXIST, new)),
             None if exchange => Err(refuse(Errno::ENOENT, new)),
@@ -597,4 +583,13 @@ impl Paths<'_, '_> {
         let i = self.fs.resolve(path)?;
         self.fs.fdatasync(i)
     }
+}
+
+/// `nilfs_lookup`'s ENAMETOOLONG for a name over `NAME_LEN` bytes, where
+/// the VFS looks a component up.
+fn name_fits(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_LEN {
+        return Err(refuse(Errno::ENAMETOOLONG, name));
+    }
+    Ok(())
 }
